@@ -1,0 +1,97 @@
+"""Non-adaptive (uniform) sampling with the LIL stopping rule (JMNB14 Sec. 5 baseline)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from purebandits.base import Learner, check_param
+from purebandits.bounds import lil_stopping_arm, ls_delta
+from purebandits.instances.rewards import stream_draw
+from purebandits.stopping import LS_EPSILON, ls_tracker, ls_tracker_update
+
+__all__ = ["NonAdaptive"]
+
+
+class NonAdaptive(Learner):
+    """Cycle through a random permutation of the arms; stop with LS.
+
+    JMNB14 Sec. 5, "nonadaptive + LS": the sampling itself has no failure mode, so the whole
+    error budget ``delta`` goes to LS (ALGORITHMS.md 2.1 marks this uncertain; giving LS the
+    full nu is the reading under which the procedure is exactly delta-correct).
+
+    Parameters
+    ----------
+    delta : float, default=0.1
+        Error probability of the LS stopping rule.
+    sigma : float, default=0.5
+        Sub-Gaussian scale of the rewards.
+
+    References
+    ----------
+    K. Jamieson et al., lil' UCB, COLT 2014, Sec. 5.
+    """
+
+    name = "non_adaptive"
+    kind = "fixed_confidence"
+    tags = {"top_k": False}
+    paper = "Jamieson et al., COLT 2014, Sec. 5 (nonadaptive + LS)"
+
+    def __init__(self, delta: float = 0.1, *, sigma: float = 0.5) -> None:
+        self.delta = delta
+        self.sigma = sigma
+
+    def _validate(self) -> None:
+        check_param("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
+        check_param("sigma", self.sigma, low=0.0, low_open=True)
+
+    def _resolve(self) -> None:
+        self._d_ls = ls_delta(float(self.delta), LS_EPSILON)
+
+    def _start(self) -> None:
+        self.order_ = self.rng_.permutation(self.n_arms_).astype(np.int64)
+        self.next_ = 0
+
+    def _ask_one(self) -> int:
+        arm = int(self.order_[self.next_])
+        self.next_ = (self.next_ + 1) % self.n_arms_
+        return arm
+
+    def _check_stop(self) -> None:
+        arm = lil_stopping_arm(self.sums_, self.counts_.astype(np.float64), self._d_ls, LS_EPSILON,
+                               float(self.sigma))
+        if arm >= 0:
+            self._finish([int(arm)])
+
+    def run_compiled(self, stream, max_pulls: int) -> None:
+        if self.done_:
+            return
+        if self.pending_.any():
+            raise ValueError("run_compiled needs a learner with no pending pulls")
+        stop, nxt, t = _non_adaptive_kernel(self.counts_, self.sums_, self.sumsq_, self.order_, self.next_,
+                                            self._d_ls, float(self.sigma), int(max_pulls), *stream.args())
+        self.next_, self.t_ = int(nxt), int(t)
+        if stop >= 0:
+            self._finish([int(stop)])
+
+
+@njit(cache=True)
+def _non_adaptive_kernel(counts, sums, sumsq, order, nxt, d_ls, sigma, max_pulls,
+                         kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    n = counts.shape[0]
+    total = 0
+    for i in range(n):
+        total += counts[i]
+    tr = ls_tracker(sums, counts, d_ls, sigma)
+    while total < max_pulls:
+        arm = order[nxt]
+        nxt = (nxt + 1) % n
+        r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
+        counts[arm] += 1
+        sums[arm] += r
+        sumsq[arm] += r * r
+        total += 1
+        stop = ls_tracker_update(tr, sums, counts, arm, d_ls, sigma)
+        if stop >= 0:
+            return stop, nxt, total
+    return -1, nxt, total

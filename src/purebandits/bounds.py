@@ -1,0 +1,441 @@
+"""Confidence bounds for pure exploration: the one place the math lives.
+
+Every bound has a scalar, Numba-compiled form (suffix ``_s``, called by the learners' hot
+paths and the compiled simulation kernels) and a public vectorised form (NumPy broadcasting
+over arrays). Formulas and constants follow ``ALGORITHMS.md`` section 0 and the papers cited
+in each docstring; radii are one-sided (one tail) unless the docstring says otherwise.
+
+Where a radius is undefined (the iterated logarithm of something below one), it is returned as
+``+inf``: an infinite radius is always a valid (if useless) confidence bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, vectorize
+
+__all__ = [
+    "c_epsilon",
+    "lil_radius",
+    "lil_ucb_index",
+    "ls_radius",
+    "ls_delta",
+    "lil_stopping_arm",
+    "hoeffding_radius",
+    "lucb_radius",
+    "kl_bernoulli",
+    "kl_upper",
+    "kl_lower",
+    "kl_lucb_rate",
+    "lil_kl_kappa",
+    "lil_kl_c",
+    "lil_kl_level",
+    "lil_kl_bounds",
+    "sg1_radius",
+    "sg2_radius",
+]
+
+_LOG2 = math.log(2.0)
+
+
+# --------------------------------------------------------------------------- finite LIL
+def c_epsilon(epsilon: float) -> float:
+    """``c_eps = (2+eps)/eps * (1/log(1+eps))^(1+eps)`` (JMNB14 Lemma 1; JLQ17 Lemma 2.1).
+
+    c_0.01 = 21153.4, c_0.1 = 278.72, c_0.5 = 19.366.
+    """
+    if not 0.0 < epsilon:
+        raise ValueError(f"epsilon must be > 0 for c_epsilon, got {epsilon}")
+    return (2.0 + epsilon) / epsilon * (1.0 / math.log1p(epsilon)) ** (1.0 + epsilon)
+
+
+@njit(cache=True)
+def lil_radius_s(t: float, w: float, eps: float, sigma: float, offset: float) -> float:
+    """Scalar finite-LIL radius U(t, w); ``offset`` is 0 (Lemma 2.1) or 2 (the "+2" variant)."""
+    if t <= 0.0:
+        return math.inf
+    inner = math.log((1.0 + eps) * t + offset)
+    if inner <= 0.0:
+        return math.inf
+    # clamp log(inner / w) below at 1: only enlarges the radius (still valid), keeps it defined
+    ll = math.log(inner / w) if inner > w * math.e else 1.0
+    return (1.0 + math.sqrt(eps)) * math.sqrt(2.0 * sigma * sigma * (1.0 + eps) * ll / t)
+
+
+@vectorize(nopython=True, cache=True)
+def _lil_radius_v(t, w, eps, sigma, offset):  # pragma: no cover - thin ufunc shell
+    return lil_radius_s(t, w, eps, sigma, offset)
+
+
+def lil_radius(t, w, epsilon: float = 0.01, sigma: float = 0.5, plus2: bool = False):
+    """Finite-LIL anytime radius ``U(t, w)`` (JLQ17 Lemma 2.1, from JMNB14 Lemma 1).
+
+    ``U(t,w) = (1+sqrt(eps)) sqrt(2 sigma^2 (1+eps)/t * log(log((1+eps) t)/w))``. With
+    probability at least ``1 - c_eps w^(1+eps)``, ``mean_t - mu <= U(t, w)`` for all t >= 1
+    (eps in (0, 1), w in (0, log(1+eps)/e)). ``plus2=True`` uses ``log((1+eps) t + 2)``
+    (JLQ17 Sec. 5, JMNB14 footnote 1), which is defined for every t >= 1 and allows eps = 0.
+    The inner ``log(.../w)`` is clamped below at 1, which only enlarges the radius.
+    """
+    return _lil_radius_v(np.asarray(t, dtype=float), w, epsilon, sigma, 2.0 if plus2 else 0.0)
+
+
+@njit(cache=True)
+def lil_ucb_index_s(mean: float, t: float, delta: float, eps: float, beta: float, sigma: float) -> float:
+    """Scalar lil'UCB index ``mean + (1+beta) U(t, delta)`` (JMNB14 Fig. 1)."""
+    return mean + (1.0 + beta) * lil_radius_s(t, delta, eps, sigma, 0.0)
+
+
+def lil_ucb_index(mean, t, delta: float, epsilon: float = 0.01, beta: float = 1.0, sigma: float = 0.5):
+    """lil'UCB sampling index ``mean + (1+beta) U(t, delta)`` (JMNB14 Fig. 1, eq. for I_t).
+
+    At eps = 0 and t = 1 the iterated log is undefined and the index is ``+inf`` (each arm is
+    then sampled at least twice), as in banditpylib's heuristic lil'UCB.
+    """
+    return np.asarray(mean, dtype=float) + (1.0 + beta) * lil_radius(t, delta, epsilon, sigma)
+
+
+@njit(cache=True)
+def ls_radius_s(T: float, d_ls: float, n: float, eps: float, sigma: float) -> float:
+    """Scalar LIL stopping radius B(T) (see :func:`ls_radius`)."""
+    if T <= 0.0:
+        return math.inf
+    arg = 2.0 * math.log((1.0 + eps) * T + 2.0) / (d_ls / n)
+    return (1.0 + math.sqrt(eps)) * math.sqrt(2.0 * sigma * sigma * (1.0 + eps) * math.log(arg) / T)
+
+
+@vectorize(nopython=True, cache=True)
+def _ls_radius_v(T, d_ls, n, eps, sigma):  # pragma: no cover
+    return ls_radius_s(T, d_ls, n, eps, sigma)
+
+
+def ls_radius(T, d_ls: float, n: int, epsilon: float = 0.01, sigma: float = 0.5):
+    """Radius ``B(T)`` of the LIL stopping rule LS (JMNB14 Sec. 5; ALGORITHMS.md 0.2).
+
+    ``B(T) = (1+sqrt(eps)) sqrt(2 sigma^2 (1+eps) log(2 log((1+eps) T + 2)/(d_LS/n)) / T)``:
+    Lemma 1 per arm and per tail with ``w = d_LS/(2n)``; all arms are inside their
+    intervals for all times with probability ``>= 1 - c_eps d_LS^(1+eps)``.
+    """
+    return _ls_radius_v(np.asarray(T, dtype=float), d_ls, float(n), epsilon, sigma)
+
+
+def ls_delta(nu: float, epsilon: float = 0.01) -> float:
+    """The LS confidence ``d_LS`` with ``c_eps d_LS^(1+eps) = nu``.
+
+    Callers that split an error budget (host algorithm nu/2, LS nu/2) pass ``nu/2``.
+    ``ls_delta(0.05, 0.01) = 2.69e-6`` (the ALGORITHMS.md example for nu = 0.1).
+    """
+    return (nu / c_epsilon(epsilon)) ** (1.0 / (1.0 + epsilon))
+
+
+@njit(cache=True)
+def lil_stopping_arm(sums: np.ndarray, counts: np.ndarray, d_ls: float, eps: float, sigma: float) -> int:
+    """LIL stopping rule LS (JMNB14 Sec. 5): the arm to output, or -1 to continue.
+
+    Stop when the empirical best arm's lower bound ``mu_hat - B(T)`` is at least every other
+    arm's upper bound ``mu_hat_j + B(T_j)``. Arms never pulled have infinite radius.
+    """
+    n = counts.shape[0]
+    best = -1
+    best_mean = -math.inf
+    for i in range(n):
+        if counts[i] == 0:
+            return -1
+        m = sums[i] / counts[i]
+        if m > best_mean:
+            best_mean = m
+            best = i
+    lcb = best_mean - ls_radius_s(counts[best], d_ls, n, eps, sigma)
+    for j in range(n):
+        if j != best:
+            if sums[j] / counts[j] + ls_radius_s(counts[j], d_ls, n, eps, sigma) > lcb:
+                return -1
+    return best
+
+
+# --------------------------------------------------------------------------- Hoeffding / LUCB
+@njit(cache=True)
+def hoeffding_radius_s(t: float, delta: float, sigma: float) -> float:
+    if t <= 0.0:
+        return math.inf
+    return math.sqrt(2.0 * sigma * sigma * math.log(1.0 / delta) / t)
+
+
+def hoeffding_radius(t, delta: float, sigma: float = 0.5):
+    """Fixed-time one-sided Hoeffding radius ``sqrt(2 sigma^2 log(1/delta)/t)`` ([0,1]: sigma=1/2)."""
+    t = np.asarray(t, dtype=float)
+    with np.errstate(divide="ignore"):
+        return np.where(t > 0, np.sqrt(2.0 * sigma**2 * math.log(1.0 / delta) / np.maximum(t, 1e-300)), np.inf)
+
+
+@njit(cache=True)
+def lucb_radius_s(u: float, t: float, n: float, delta: float, k1: float, sigma: float) -> float:
+    if u <= 0.0:
+        return math.inf
+    return math.sqrt(2.0 * sigma * sigma * math.log(k1 * n * t**4 / delta) / u)
+
+
+def lucb_radius(u, t, n: int, delta: float, k1: float = 1.25, sigma: float = 0.5):
+    """LUCB1 exploration radius ``beta(u,t) = sqrt(log(k1 n t^4/delta)/(2u))`` (KTAS12, k1=5/4).
+
+    ``u`` is the arm's pull count and ``t`` the round index; for sigma-sub-Gaussian rewards
+    the radius is ``sqrt(2 sigma^2 log(k1 n t^4/delta)/u)`` (sigma = 1/2 recovers KTAS12).
+    """
+    u = np.asarray(u, dtype=float)
+    val = 2.0 * sigma**2 * np.log(k1 * n * np.asarray(t, dtype=float) ** 4 / delta)
+    with np.errstate(divide="ignore"):
+        return np.where(u > 0, np.sqrt(val / np.maximum(u, 1e-300)), np.inf)
+
+
+# --------------------------------------------------------------------------- Bernoulli KL
+@njit(cache=True)
+def kl_bernoulli_s(p: float, q: float) -> float:
+    """d(p, q) with 0 log 0 = 0; +inf when q hits 0 or 1 with p strictly inside."""
+    res = 0.0
+    if p > 0.0:
+        if q <= 0.0:
+            return math.inf
+        res += p * math.log(p / q)
+    if p < 1.0:
+        if q >= 1.0:
+            return math.inf
+        res += (1.0 - p) * math.log((1.0 - p) / (1.0 - q))
+    return max(res, 0.0)
+
+
+@vectorize(nopython=True, cache=True)
+def kl_bernoulli(p, q):  # noqa: D401
+    """Bernoulli KL divergence ``d(p,q) = p log(p/q) + (1-p) log((1-p)/(1-q))``."""
+    return kl_bernoulli_s(p, q)
+
+
+_KL_ITERS = 60  # bisection halves the Pinsker bracket (width <= 0.71) 60 times: < 1e-18
+
+
+@njit(cache=True)
+def kl_upper_s(p: float, level: float) -> float:
+    """sup{q in [p, 1] : d(p, q) <= level}; the returned value never undershoots."""
+    p = min(max(p, 0.0), 1.0)
+    if level <= 0.0:
+        return p
+    if p >= 1.0:
+        return 1.0
+    if p <= 0.0:
+        return -math.expm1(-level)  # exact: d(0, q) = -log(1-q)
+    lo = p
+    hi = min(1.0, p + math.sqrt(level / 2.0))  # Pinsker bracket
+    if kl_bernoulli_s(p, hi) <= level:
+        return hi
+    for _ in range(_KL_ITERS):
+        mid = 0.5 * (lo + hi)
+        if kl_bernoulli_s(p, mid) <= level:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@njit(cache=True)
+def kl_lower_s(p: float, level: float) -> float:
+    """inf{q in [0, p] : d(p, q) <= level}; the returned value never overshoots."""
+    p = min(max(p, 0.0), 1.0)
+    if level <= 0.0:
+        return p
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return math.exp(-level)  # exact: d(1, q) = -log q
+    hi = p
+    lo = max(0.0, p - math.sqrt(level / 2.0))
+    if kl_bernoulli_s(p, lo) <= level:
+        return lo
+    for _ in range(_KL_ITERS):
+        mid = 0.5 * (lo + hi)
+        if kl_bernoulli_s(p, mid) <= level:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+@vectorize(nopython=True, cache=True)
+def kl_upper(p, level):
+    """Upper KL inversion ``sup{q >= p : d(p,q) <= level}`` (bisection on the Pinsker bracket).
+
+    Exact at p = 0 (``1 - exp(-level)``) and p = 1 (``1``); otherwise 60 bisection steps,
+    returning the conservative (upper) end (ALGORITHMS.md 0.3).
+    """
+    return kl_upper_s(p, level)
+
+
+@vectorize(nopython=True, cache=True)
+def kl_lower(p, level):
+    """Lower KL inversion ``inf{q <= p : d(p,q) <= level}``; exact at p = 0 and p = 1."""
+    return kl_lower_s(p, level)
+
+
+@njit(cache=True)
+def kl_lucb_rate_s(t: float, n: float, delta: float, alpha: float, k1: float) -> float:
+    return math.log(k1 * n * t**alpha / delta)
+
+
+def kl_lucb_rate(t, n: int, delta: float, alpha: float = 1.1, k1: float = 405.5):
+    """KL-LUCB exploration rate ``beta(t, delta) = log(k1 n t^alpha / delta)`` (KK13, alpha=1.1, k1=405.5)."""
+    return np.log(k1 * n * np.asarray(t, dtype=float) ** alpha / delta)
+
+
+# --------------------------------------------------------------------------- lil-KLUCB (TNM17)
+def lil_kl_kappa(N: int, delta: float) -> float:
+    """kappa(N) of TNM17 Theorem 2 (N = 2^l): kappa depends on delta.
+
+    ``kappa = delta^(1/(N+1)) (1{l!=0} sum_{t=1..N} log2(2t)^-p + N sum_{k>=l} (k+1)^-p)^(N/(N+1))``
+    with ``p = (N+1)/N``; the tail is ``zeta(p) - sum_{j=1..l} j^-p``.
+    kappa(8, 0.01) = 22.049.
+    """
+    from scipy.special import zeta
+
+    lev = int(round(math.log2(N)))
+    if N < 1 or 2**lev != N:
+        raise ValueError(f"N must be a power of two >= 1, got {N}")
+    p = (N + 1) / N
+    first = sum(math.log2(2 * t) ** (-p) for t in range(1, N + 1)) if lev != 0 else 0.0
+    tail = float(zeta(p)) - sum(j ** (-p) for j in range(1, lev + 1))
+    return delta ** (1.0 / (N + 1)) * (first + N * tail) ** (N / (N + 1))
+
+
+def lil_kl_c(N: int) -> float:
+    """c(N) for the simplified bounds L', U' of TNM17 Sec. 3: ``(N+1)/(N - log(N+1))``.
+
+    The paper defines c(N) in a supplement we could not read (ALGORITHMS.md 9.2). This is the
+    smallest constant with ``L' <= L`` and ``U' >= U`` for every (mu_hat, m) in [0,1]^2, so the
+    simplified bounds are valid whenever eqs. (2)-(3) are. c(8) = 1.5510.
+    """
+    return (N + 1) / (N - math.log(N + 1))
+
+
+@njit(cache=True)
+def lil_kl_level_s(T: float, delta: float, kappa: float) -> float:
+    """``log(kappa log2(2T) / delta) / T``: the right-hand side of TNM17 eqs. (1)-(3)."""
+    if T <= 0.0:
+        return math.inf
+    return math.log(kappa * math.log(2.0 * T) / _LOG2 / delta) / T
+
+
+def lil_kl_level(T, delta: float, N: int = 8):
+    """Vectorised :func:`lil_kl_level_s` with kappa = kappa(N, delta)."""
+    kappa = lil_kl_kappa(N, delta)
+    T = np.asarray(T, dtype=float)
+    with np.errstate(divide="ignore"):
+        return np.where(T > 0, np.log(kappa * np.log2(2 * np.maximum(T, 1)) / delta) / np.maximum(T, 1), np.inf)
+
+
+@njit(cache=True)
+def _g_exact(p: float, m: float, N: float) -> float:
+    return kl_bernoulli_s((N * p + m) / (N + 1.0), m)
+
+
+@njit(cache=True)
+def lil_kl_upper_exact_s(p: float, level: float, N: float) -> float:
+    """TNM17 eq. (3): sup{m > p : d((N p + m)/(N+1), m) <= level} (bisection; g monotone in m)."""
+    if level <= 0.0 or p >= 1.0:
+        return max(min(p, 1.0), 0.0) if level <= 0.0 else 1.0
+    lo, hi = p, 1.0
+    if _g_exact(p, hi, N) <= level:
+        return 1.0
+    for _ in range(_KL_ITERS):
+        mid = 0.5 * (lo + hi)
+        if _g_exact(p, mid, N) <= level:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@njit(cache=True)
+def lil_kl_lower_exact_s(p: float, level: float, N: float) -> float:
+    """TNM17 eq. (2): inf{m < p : d((N p + m)/(N+1), m) <= level}."""
+    if level <= 0.0 or p <= 0.0:
+        return max(min(p, 1.0), 0.0) if level <= 0.0 else 0.0
+    lo, hi = 0.0, p
+    if _g_exact(p, lo, N) <= level:
+        return 0.0
+    for _ in range(_KL_ITERS):
+        mid = 0.5 * (lo + hi)
+        if _g_exact(p, mid, N) <= level:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+@vectorize(nopython=True, cache=True)
+def _lil_kl_upper_exact_v(p, level, N):  # pragma: no cover
+    return lil_kl_upper_exact_s(p, level, N)
+
+
+@vectorize(nopython=True, cache=True)
+def _lil_kl_lower_exact_v(p, level, N):  # pragma: no cover
+    return lil_kl_lower_exact_s(p, level, N)
+
+
+def lil_kl_bounds(mean, T, delta: float, N: int = 8, form: str = "simplified"):
+    """Anytime KL bounds (L, U) of lil-KLUCB (TNM17 Theorem 2).
+
+    ``form="simplified"`` gives L', U': ``{m : d(mu_hat, m) <= c(N) log(kappa log2(2T)/delta)/T}``
+    (the bounds the algorithm box uses); ``form="exact"`` gives eqs. (2)-(3). Each side holds
+    for all T with probability at least ``1 - delta``.
+    """
+    if form not in ("simplified", "exact"):
+        raise ValueError(f"form must be 'simplified' or 'exact', got {form!r}")
+    level = lil_kl_level(T, delta, N)
+    mean = np.asarray(mean, dtype=float)
+    if form == "simplified":
+        lv = lil_kl_c(N) * level
+        return kl_lower(mean, lv), kl_upper(mean, lv)
+    return _lil_kl_lower_exact_v(mean, level, float(N)), _lil_kl_upper_exact_v(mean, level, float(N))
+
+
+@njit(cache=True)
+def sg1_radius_s(T: float, delta: float, N: float, sigma: float, kappa: float) -> float:
+    if T <= 0.0:
+        return math.inf
+    return (N + 1.0) / N * math.sqrt(2.0 * sigma * sigma * math.log(kappa * math.log(2.0 * T) / _LOG2 / delta) / T)
+
+
+def sg1_radius(T, delta: float, N: int = 8, sigma: float = 0.5):
+    """[SG1] of TNM17 Sec. 5: ``((N+1)/N) sqrt(2 sigma^2 log(kappa(N) log2(2T)/delta)/T)``.
+
+    The lil-KLUCB proof with the sub-Gaussian rate in place of the Bernoulli KL (our
+    derivation, ALGORITHMS.md 9.3; the supplement was not readable).
+    """
+    kappa = lil_kl_kappa(N, delta)
+    T = np.asarray(T, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        Tc = np.maximum(T, 1.0)
+        r = (N + 1) / N * np.sqrt(2 * sigma**2 * np.log(kappa * np.log2(2 * Tc) / delta) / Tc)
+    return np.where(T > 0, r, np.inf)
+
+
+@njit(cache=True)
+def sg2_radius_s(T: float, delta: float, sigma: float) -> float:
+    if T <= 0.0:
+        return math.inf
+    ld = math.log(1.0 / delta)
+    x = ld + 3.0 * math.log(ld)
+    return math.sqrt(2.0 * sigma * sigma * (x + 1.5 * math.log(math.log(math.e * T))) / T)
+
+
+def sg2_radius(T, delta: float, sigma: float = 0.5):
+    """[SG2]: Kaufmann-Cappe-Garivier (JMLR 2016) Thm 8 with beta = 3/2 (ALGORITHMS.md 0.4).
+
+    ``sqrt(2 sigma^2 (x + 1.5 log(log(e T)))/T)`` with ``x = log(1/delta) + 3 log(log(1/delta))``;
+    the theorem's right-hand side is below delta for delta <~ 0.09.
+    """
+    if not 0.0 < delta < 1.0 / math.e:
+        raise ValueError(f"delta must be in (0, 1/e) for sg2_radius, got {delta}")
+    T = np.asarray(T, dtype=float)
+    ld = math.log(1.0 / delta)
+    x = ld + 3.0 * math.log(ld)
+    Tc = np.maximum(T, 1.0)
+    return np.where(T > 0, np.sqrt(2 * sigma**2 * (x + 1.5 * np.log(np.log(math.e * Tc))) / Tc), np.inf)

@@ -1,0 +1,46 @@
+"""The ``purebandits`` command line.
+
+Sub-commands live next to the code they drive; each module provides ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int`` and is imported only when needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+__all__ = ["main"]
+
+#: sub-command -> module implementing it
+COMMANDS = {
+    "serve": "purebandits.service.cli",
+    "simulate": "purebandits.simulate.cli",
+    "reproduce": "purebandits.experiments.cli",
+    "algorithms": "purebandits.cli_algorithms",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="purebandits", description="Pure-exploration bandits for crowdsourcing.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                continue  # that part of the package is not installed in this build
+            raise
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

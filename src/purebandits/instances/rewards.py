@@ -1,0 +1,208 @@
+"""Reward models and the reward streams both simulation drivers read.
+
+A :class:`RewardModel` says what each arm's reward distribution is; ``model.stream(seed)``
+makes a :class:`RewardStream`, the source of every reward of one simulated run. Rewards are
+drawn in blocks from a NumPy ``Generator`` (standard normals for Gaussian arms, uniforms for
+Bernoulli and categorical arms) and consumed in pull order, so the reference ask/tell loop
+(``stream.draw(arm)`` in Python) and a compiled kernel (``stream_draw(*stream.args(), arm)``
+in Numba) see exactly the same rewards when they pull arms in the same order: Numba's
+``Generator`` produces the same numbers as NumPy's, and both compute
+``mean + sd * z`` / ``u < p`` / ``first j with u < cdf_j`` in IEEE double precision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+__all__ = ["RewardModel", "Bernoulli", "Gaussian", "Categorical", "RewardStream", "stream_draw"]
+
+BERNOULLI, GAUSSIAN, CATEGORICAL = 0, 1, 2
+BLOCK = 1 << 14
+
+
+class RewardModel:
+    """Per-arm reward distributions; subclasses fill the arrays below in ``__init__``."""
+
+    kind: int = -1
+    #: parameter arrays read by stream_draw: a (means or probabilities), b (sds), cdf, values
+    a: np.ndarray
+    b: np.ndarray
+    cdf: np.ndarray
+    values: np.ndarray
+
+    @property
+    def n_arms(self) -> int:
+        return int(self.a.shape[0])
+
+    @property
+    def means(self) -> np.ndarray:
+        """True mean reward of every arm."""
+        raise NotImplementedError
+
+    def stream(self, seed: int | np.random.SeedSequence | np.random.Generator | None) -> RewardStream:
+        """A reward stream for one run, drawing from ``seed``."""
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        return RewardStream(self, rng)
+
+    def sample(self, arm: int, size: int, rng: np.random.Generator) -> np.ndarray:
+        """``size`` independent rewards of ``arm`` (not stream-ordered; for tests and bootstrap)."""
+        raise NotImplementedError
+
+    def sample_sum(self, arm: int, m: int, rng: np.random.Generator) -> float:
+        """The sum of ``m`` rewards of ``arm``, drawn at once from its exact distribution.
+
+        Binomial for Bernoulli, normal for Gaussian, multinomial counts for categorical arms:
+        a fixed-budget round that only uses sums may draw them this way.
+        """
+        raise NotImplementedError
+
+    def _empty(self, n: int) -> None:
+        self.a = np.zeros(n)
+        self.b = np.zeros(n)
+        self.cdf = np.zeros((n, 1))
+        self.values = np.zeros(1)
+
+
+class Bernoulli(RewardModel):
+    """Bernoulli arms with success probabilities ``means`` (rewards in {0, 1})."""
+
+    kind = BERNOULLI
+
+    def __init__(self, means: Any) -> None:
+        means = np.asarray(means, dtype=np.float64)
+        if means.ndim != 1 or means.size < 1:
+            raise ValueError("means must be a non-empty 1-D array")
+        if not np.all((means >= 0) & (means <= 1)):
+            raise ValueError("Bernoulli means must lie in [0, 1]")
+        self._empty(means.size)
+        self.a = means.copy()
+
+    @property
+    def means(self) -> np.ndarray:
+        return self.a.copy()
+
+    def sample(self, arm: int, size: int, rng: np.random.Generator) -> np.ndarray:
+        return (rng.random(size) < self.a[arm]).astype(np.float64)
+
+    def sample_sum(self, arm: int, m: int, rng: np.random.Generator) -> float:
+        return float(rng.binomial(m, self.a[arm]))
+
+
+class Gaussian(RewardModel):
+    """Gaussian arms ``N(mean_i, variance)``; the lil'UCB and lil'RandLUCB papers use variance 1/4."""
+
+    kind = GAUSSIAN
+
+    def __init__(self, means: Any, variance: float | Any = 0.25) -> None:
+        means = np.asarray(means, dtype=np.float64)
+        if means.ndim != 1 or means.size < 1:
+            raise ValueError("means must be a non-empty 1-D array")
+        var = np.broadcast_to(np.asarray(variance, dtype=np.float64), means.shape)
+        if not np.all(var > 0) or not np.all(np.isfinite(means)):
+            raise ValueError("variance must be > 0 and means finite")
+        self._empty(means.size)
+        self.a = means.copy()
+        self.b = np.sqrt(var).copy()
+
+    @property
+    def means(self) -> np.ndarray:
+        return self.a.copy()
+
+    def sample(self, arm: int, size: int, rng: np.random.Generator) -> np.ndarray:
+        return self.a[arm] + self.b[arm] * rng.standard_normal(size)
+
+    def sample_sum(self, arm: int, m: int, rng: np.random.Generator) -> float:
+        return float(m * self.a[arm] + self.b[arm] * np.sqrt(m) * rng.standard_normal())
+
+
+class Categorical(RewardModel):
+    """Arms with rewards in ``values`` (e.g. {0, 0.5, 1}) drawn with per-arm ``probabilities``.
+
+    ``probabilities`` is (n_arms, len(values)), rows summing to 1 (or counts, normalised):
+    the caption contest's unfunny / somewhat funny / funny votes bootstrapped per caption.
+    """
+
+    kind = CATEGORICAL
+
+    def __init__(self, probabilities: Any, values: Any = (0.0, 0.5, 1.0)) -> None:
+        p = np.asarray(probabilities, dtype=np.float64)
+        v = np.asarray(values, dtype=np.float64)
+        if p.ndim != 2 or p.shape[0] < 1 or p.shape[1] != v.size:
+            raise ValueError("probabilities must be (n_arms, len(values))")
+        if np.any(p < 0) or np.any(p.sum(axis=1) <= 0):
+            raise ValueError("probabilities must be >= 0 with a positive sum in every row")
+        p = p / p.sum(axis=1, keepdims=True)
+        self._empty(p.shape[0])
+        self.probabilities = p
+        self.values = v.copy()
+        self.cdf = np.cumsum(p, axis=1)
+        self.cdf[:, -1] = 1.0 + 1e-12  # u < 1 always lands in the last bin
+        self.a = p @ v
+
+    @property
+    def means(self) -> np.ndarray:
+        return self.a.copy()
+
+    def sample(self, arm: int, size: int, rng: np.random.Generator) -> np.ndarray:
+        idx = np.searchsorted(self.cdf[arm], rng.random(size), side="right")
+        return self.values[idx]
+
+    def sample_sum(self, arm: int, m: int, rng: np.random.Generator) -> float:
+        return float(rng.multinomial(m, self.probabilities[arm]) @ self.values)
+
+
+@njit(cache=True)
+def stream_draw(kind, a, b, cdf, values, block, pos, rng, arm):  # pragma: no cover - compiled
+    """Next reward of ``arm`` from the stream's block (compiled form of RewardStream.draw)."""
+    if pos[0] >= block.shape[0]:
+        if kind == GAUSSIAN:
+            block[:] = rng.standard_normal(block.shape[0])
+        else:
+            block[:] = rng.random(block.shape[0])
+        pos[0] = 0
+    x = block[pos[0]]
+    pos[0] += 1
+    if kind == GAUSSIAN:
+        return a[arm] + b[arm] * x
+    if kind == BERNOULLI:
+        return 1.0 if x < a[arm] else 0.0
+    row = cdf[arm]
+    for j in range(row.shape[0]):
+        if x < row[j]:
+            return values[j]
+    return values[row.shape[0] - 1]
+
+
+class RewardStream:
+    """The ordered source of rewards of one simulated run (see the module docstring)."""
+
+    def __init__(self, model: RewardModel, rng: np.random.Generator) -> None:
+        self.model = model
+        self.rng = rng
+        self.block = np.empty(BLOCK, dtype=np.float64)
+        self.pos = np.array([BLOCK], dtype=np.int64)  # empty: first draw refills
+        self.n_drawn = 0
+
+    def args(self) -> tuple:
+        """Arguments a compiled kernel passes to :func:`stream_draw` before ``arm``."""
+        m = self.model
+        return (m.kind, m.a, m.b, m.cdf, m.values, self.block, self.pos, self.rng)
+
+    def draw(self, arm: int) -> float:
+        """Next reward of ``arm`` (Python form; same numbers as the compiled form)."""
+        m = self.model
+        if self.pos[0] >= BLOCK:
+            self.block[:] = self.rng.standard_normal(BLOCK) if m.kind == GAUSSIAN else self.rng.random(BLOCK)
+            self.pos[0] = 0
+        x = float(self.block[self.pos[0]])
+        self.pos[0] += 1
+        if m.kind == GAUSSIAN:
+            return float(m.a[arm]) + float(m.b[arm]) * x
+        if m.kind == BERNOULLI:
+            return 1.0 if x < m.a[arm] else 0.0
+        row = m.cdf[arm]
+        j = int(np.searchsorted(row, x, side="right"))
+        return float(m.values[min(j, row.shape[0] - 1)])

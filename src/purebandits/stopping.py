@@ -1,0 +1,75 @@
+"""The LIL stopping rule LS (JMNB14 Sec. 5), usable on any learner's counts and sums.
+
+:func:`lil_stopping_arm` (in :mod:`purebandits.bounds`) checks the rule in O(n);
+:func:`ls_check` applies it to any started learner. For compiled kernels the rule is
+tracked incrementally, in O(log n) per pull, by :func:`ls_tracker` / :func:`ls_tracker_update`:
+two indexed heaps hold the empirical means and the upper bounds ``mu_hat + B(T)``, so the
+test "the best arm's lower bound is at least every other arm's upper bound" reads two
+heap tops. Both forms give the same decision at every pull (tested).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from purebandits.bounds import lil_stopping_arm, ls_delta, ls_radius_s
+from purebandits.heaps import heap_build, heap_second, heap_top, heap_update
+
+__all__ = ["ls_check", "ls_tracker", "ls_tracker_update", "LS_EPSILON"]
+
+#: epsilon of the LIL stopping rule (ALGORITHMS.md 0.2: 0.01 assumed for JMNB14 Sec. 5)
+LS_EPSILON = 0.01
+
+
+def ls_check(learner, nu: float, sigma: float = 0.5) -> int:
+    """Arm that LS with error budget ``nu`` would output for ``learner`` now, or -1."""
+    return int(lil_stopping_arm(learner.sums_, learner.counts_.astype(np.float64),
+                                ls_delta(nu, LS_EPSILON), LS_EPSILON, sigma))
+
+
+@njit(cache=True)
+def ls_tracker(sums, counts, d_ls, sigma):  # pragma: no cover - compiled
+    """Build the incremental LS state: (mkey, mheap, mwhere, ukey, uheap, uwhere, lcb, n_zero)."""
+    n = counts.shape[0]
+    mkey = np.full(n, -math.inf)
+    ukey = np.full(n, math.inf)
+    lcb = np.full(n, -math.inf)
+    n_zero = np.zeros(1, dtype=np.int64)
+    for i in range(n):
+        if counts[i] > 0:
+            c = float(counts[i])
+            rad = ls_radius_s(c, d_ls, float(n), LS_EPSILON, sigma)
+            mkey[i] = sums[i] / c
+            ukey[i] = mkey[i] + rad
+            lcb[i] = mkey[i] - rad
+        else:
+            n_zero[0] += 1
+    mheap, mwhere = heap_build(mkey)
+    uheap, uwhere = heap_build(ukey)
+    return mkey, mheap, mwhere, ukey, uheap, uwhere, lcb, n_zero
+
+
+@njit(cache=True)
+def ls_tracker_update(tr, sums, counts, arm, d_ls, sigma):  # pragma: no cover - compiled
+    """Record that ``arm`` was just pulled (counts already updated); return LS's arm or -1."""
+    mkey, mheap, mwhere, ukey, uheap, uwhere, lcb, n_zero = tr
+    n = counts.shape[0]
+    c = float(counts[arm])
+    if c == 1.0:
+        n_zero[0] -= 1
+    rad = ls_radius_s(c, d_ls, float(n), LS_EPSILON, sigma)
+    m = sums[arm] / c
+    lcb[arm] = m - rad
+    heap_update(mheap, mwhere, mkey, arm, m)
+    heap_update(uheap, uwhere, ukey, arm, m + rad)
+    if n_zero[0] > 0:
+        return -1
+    best = heap_top(mheap)
+    top_u = heap_top(uheap)
+    other = top_u if top_u != best else heap_second(uheap, ukey)
+    if lcb[best] >= ukey[other]:
+        return best
+    return -1

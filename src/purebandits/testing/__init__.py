@@ -1,0 +1,1 @@
+"""Test suites shipped with the package so plug-in learners and storages can reuse them."""
