@@ -1,0 +1,210 @@
+"""Real crowd data as bandit instances: caption-contest vote summaries and RTE crowd workers.
+
+The package ships the files it uses (``purebandits/data/``, with provenance and licence notes)
+and loads them without network access. Loaders are strict: a malformed file is rejected with a
+``DataFormatError`` naming the file, the line and the problem.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import OrderedDict
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from purebandits.exceptions import PureBanditsError
+from purebandits.instances.rewards import Bernoulli, Categorical
+
+__all__ = [
+    "DataFormatError",
+    "CaptionContest",
+    "load_caption_summary",
+    "caption_contest",
+    "CAPTION_CONTESTS",
+    "CrowdWorkers",
+    "load_rte_workers",
+    "derive_rte_workers",
+]
+
+#: bundled contests: id -> file in purebandits/data/caption_contest/
+CAPTION_CONTESTS = {
+    "512": "512_summary_LilUCB.csv",
+    "558": "558_summary_LilUCB.csv",
+    "559": "559_summary_RandomSamping.csv",
+}
+#: caption-contest labels, in reward order, with their rewards
+CAPTION_LABELS = ("unfunny", "somewhat_funny", "funny")
+CAPTION_REWARDS = (0.0, 0.5, 1.0)
+
+_SUMMARY_COLUMNS = ("rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest", "caption")
+
+
+class DataFormatError(PureBanditsError, ValueError):
+    """A data file does not have the expected format (the message names file and line)."""
+
+
+def _data_path(*parts: str) -> Path:
+    return Path(str(resources.files("purebandits").joinpath("data", *parts)))
+
+
+@dataclass(frozen=True)
+class CaptionContest:
+    """One contest's captions and their vote counts (unfunny, somewhat funny, funny)."""
+
+    contest: str
+    captions: list[str]
+    votes: np.ndarray  # (n, 3) int64, columns in CAPTION_LABELS order
+    source: str
+
+    @property
+    def n_arms(self) -> int:
+        return len(self.captions)
+
+    @property
+    def means(self) -> np.ndarray:
+        """Mean reward of each caption on {0, 0.5, 1}: (score - 1) / 2."""
+        return (self.votes @ np.asarray(CAPTION_REWARDS)) / self.votes.sum(axis=1)
+
+    def model(self) -> Categorical:
+        """Categorical arms bootstrapped from each caption's vote counts."""
+        return Categorical(self.votes, CAPTION_REWARDS)
+
+
+def _int_field(row: dict, name: str, path: str, line: int) -> int:
+    raw = row.get(name)
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise DataFormatError(f"{path}, line {line}: column {name!r} must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise DataFormatError(f"{path}, line {line}: column {name!r} must be >= 0, got {value}")
+    return value
+
+
+def load_caption_summary(path: str | Path) -> CaptionContest:
+    """Read a caption-contest summary CSV (the public nextml format).
+
+    Checks the header, integer non-negative vote counts, ``count == funny + somewhat_funny +
+    unfunny``, a positive count, and at least one caption.
+    """
+    path = Path(path)
+    name = str(path)
+    captions: list[str] = []
+    votes: list[tuple[int, int, int]] = []
+    contest = ""
+    try:
+        fh = open(path, newline="", encoding="utf-8")
+    except OSError as exc:
+        raise DataFormatError(f"{name}: cannot read: {exc.strerror}") from None
+    with fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        missing = [c for c in _SUMMARY_COLUMNS if c not in header]
+        if missing:
+            raise DataFormatError(f"{name}, line 1: missing column(s) {missing}; header is {header}")
+        try:
+            for row in reader:
+                line = reader.line_num
+                if None in row or any(v is None for v in row.values()):
+                    raise DataFormatError(f"{name}, line {line}: wrong number of fields")
+                f, s, u = (_int_field(row, c, name, line) for c in ("funny", "somewhat_funny", "unfunny"))
+                count = _int_field(row, "count", name, line)
+                if count != f + s + u:
+                    raise DataFormatError(
+                        f"{name}, line {line}: count {count} != funny + somewhat_funny + unfunny = {f + s + u}")
+                if count == 0:
+                    raise DataFormatError(f"{name}, line {line}: caption has no votes")
+                captions.append(row["caption"].strip())
+                votes.append((u, s, f))
+                contest = contest or row["contest"]
+        except csv.Error as exc:
+            raise DataFormatError(f"{name}, line {reader.line_num}: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise DataFormatError(f"{name}: not UTF-8 text ({exc.reason})") from None
+    if not captions:
+        raise DataFormatError(f"{name}: no captions")
+    return CaptionContest(contest=contest, captions=captions, votes=np.array(votes, dtype=np.int64), source=name)
+
+
+def caption_contest(contest: int | str) -> CaptionContest:
+    """A bundled contest by id: "512", "558" (lil-KLUCB paper) or "559" (uniform-random votes)."""
+    key = str(contest)
+    if key not in CAPTION_CONTESTS:
+        raise ValueError(f"unknown caption contest {contest!r}; bundled: {sorted(CAPTION_CONTESTS)}")
+    return load_caption_summary(_data_path("caption_contest", CAPTION_CONTESTS[key]))
+
+
+@dataclass(frozen=True)
+class CrowdWorkers:
+    """Crowd workers with their label counts and correct counts against gold."""
+
+    worker_ids: list[str]
+    labels: np.ndarray
+    correct: np.ndarray
+    source: str
+
+    @property
+    def n_arms(self) -> int:
+        return len(self.worker_ids)
+
+    @property
+    def accuracies(self) -> np.ndarray:
+        return self.correct / self.labels
+
+    def model(self) -> Bernoulli:
+        """Bernoulli arms with each worker's accuracy as the mean."""
+        return Bernoulli(self.accuracies)
+
+
+def load_rte_workers(path: str | Path | None = None) -> CrowdWorkers:
+    """The 164 RTE workers (Snow et al. 2008) as a :class:`CrowdWorkers` table.
+
+    Reads the bundled derived table ``data/rte/rte_workers.csv`` (``worker_id, labels, correct``)
+    unless ``path`` is given.
+    """
+    path = Path(path) if path is not None else _data_path("rte", "rte_workers.csv")
+    name = str(path)
+    ids: list[str] = []
+    labels: list[int] = []
+    correct: list[int] = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames != ["worker_id", "labels", "correct"]:
+            raise DataFormatError(f"{name}, line 1: header must be worker_id,labels,correct, got {reader.fieldnames}")
+        for row in reader:
+            line = reader.line_num
+            n = _int_field(row, "labels", name, line)
+            c = _int_field(row, "correct", name, line)
+            if n == 0 or c > n:
+                raise DataFormatError(f"{name}, line {line}: need 0 <= correct <= labels and labels > 0")
+            if not row["worker_id"]:
+                raise DataFormatError(f"{name}, line {line}: empty worker_id")
+            ids.append(row["worker_id"])
+            labels.append(n)
+            correct.append(c)
+    if not ids:
+        raise DataFormatError(f"{name}: no workers")
+    return CrowdWorkers(ids, np.array(labels), np.array(correct), name)
+
+
+def derive_rte_workers(raw_tsv: str | Path) -> CrowdWorkers:
+    """Per-worker accuracy from the raw ``rte.standardized.tsv`` (tab-separated, with gold)."""
+    name = str(raw_tsv)
+    agg: OrderedDict[str, list[int]] = OrderedDict()
+    with open(raw_tsv, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh, delimiter="\t")
+        need = ["!amt_worker_ids", "response", "gold"]
+        if not reader.fieldnames or any(c not in reader.fieldnames for c in need):
+            raise DataFormatError(f"{name}, line 1: need columns {need}, got {reader.fieldnames}")
+        for row in reader:
+            line = reader.line_num
+            if row["response"] not in ("0", "1") or row["gold"] not in ("0", "1"):
+                raise DataFormatError(f"{name}, line {line}: response and gold must be 0 or 1")
+            a = agg.setdefault(row["!amt_worker_ids"], [0, 0])
+            a[0] += 1
+            a[1] += int(row["response"] == row["gold"])
+    ids = sorted(agg)
+    return CrowdWorkers(ids, np.array([agg[w][0] for w in ids]), np.array([agg[w][1] for w in ids]), name)
