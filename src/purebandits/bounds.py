@@ -35,6 +35,7 @@ __all__ = [
     "lil_kl_bounds",
     "sg1_radius",
     "sg2_radius",
+    "chernoff_information",
 ]
 
 _LOG2 = math.log(2.0)
@@ -439,3 +440,40 @@ def sg2_radius(T, delta: float, sigma: float = 0.5):
     x = ld + 3.0 * math.log(ld)
     Tc = np.maximum(T, 1.0)
     return np.where(T > 0, np.sqrt(2 * sigma**2 * (x + 1.5 * np.log(np.log(math.e * Tc))) / Tc), np.inf)
+
+
+# --------------------------------------------------------------------------- hardness
+def chernoff_information(p, q, iters: int = 100):
+    """Chernoff information ``D*(p, q)`` between Ber(p) and Ber(q) (TNM17 footnote 5).
+
+    ``D*(p,q) = -log min_{l in [0,1]} (p^l q^(1-l) + (1-p)^l (1-q)^(1-l))``; the objective is
+    log-convex in l, so a vectorised golden-section search finds the minimum. Equals
+    ``D(z*, p) = D(z*, q)`` of the paper; ``+inf`` when the supports are disjoint
+    (e.g. p = 0, q = 1), and ``-log(p)`` against ``q = 1``.
+    """
+    p, q = np.broadcast_arrays(np.asarray(p, dtype=float), np.asarray(q, dtype=float))
+
+    def f(lam):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = np.where(p > 0, p**lam, np.where(lam == 0, 1.0, 0.0)) * np.where(q > 0, q ** (1 - lam),
+                                                                                np.where(lam == 1, 1.0, 0.0))
+            b = np.where(p < 1, (1 - p) ** lam, np.where(lam == 0, 1.0, 0.0)) * np.where(
+                q < 1, (1 - q) ** (1 - lam), np.where(lam == 1, 1.0, 0.0))
+        return a + b
+
+    lo, hi = np.zeros(p.shape), np.ones(p.shape)
+    g = (math.sqrt(5) - 1) / 2
+    x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+    f1, f2 = f(x1), f(x2)
+    for _ in range(iters):
+        left = f1 < f2
+        hi = np.where(left, x2, hi)
+        lo = np.where(left, lo, x1)
+        x2n = np.where(left, x1, lo + g * (hi - lo))
+        x1n = np.where(left, hi - g * (hi - lo), x2)
+        x1, x2 = x1n, x2n
+        f1, f2 = f(x1), f(x2)
+    best = np.minimum(np.minimum(f1, f2), np.minimum(f(np.zeros(p.shape)), f(np.ones(p.shape))))
+    with np.errstate(divide="ignore"):
+        out = -np.log(np.clip(best, 0.0, 1.0))
+    return out if out.ndim else float(out)

@@ -1,0 +1,1 @@
+"""Reproduced tables and figures of the five papers (one module each)."""

@@ -1,0 +1,115 @@
+"""Declarative experiments that reproduce the papers' tables and figures.
+
+One module per figure or table defines ``EXPERIMENT = Experiment(...)``: what the paper did
+(instance, algorithms with parameters, repetitions per scale), how to compute the raw results
+(a pandas table), how to plot them in the style of the paper's figure, and how to judge the
+paper's claim against the numbers. :mod:`purebandits.experiments.runner` writes the CSV, the
+PNG and a Markdown section for each.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pandas as pd
+
+__all__ = ["Experiment", "Verdict", "Context", "all_experiments", "get_experiment", "markdown_table"]
+
+SCALES = ("quick", "paper")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The paper's claim held / partly held / did not hold, with the numbers that say so."""
+
+    status: Literal["holds", "partly", "does not hold"]
+    summary: str
+    table: pd.DataFrame | None = None
+
+
+@dataclass
+class Context:
+    """How an experiment is run: size, parallelism, seed, and where the simulator should run."""
+
+    scale: str = "quick"
+    jobs: int | None = None
+    executor: str | None = None
+    seed: int = 20170000
+    progress: bool = True
+
+    def simulate(self, learner: Any, instance: Any, reps: int, **kwargs: Any) -> Any:
+        """Run the simulator with this context's jobs, executor and progress settings."""
+        from purebandits.simulate import simulate
+
+        return simulate(learner, instance, reps=reps, seed=kwargs.pop("seed", self.seed), jobs=self.jobs,
+                        executor=self.executor, progress=self.progress, **kwargs)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A reproduced table or figure.
+
+    Attributes
+    ----------
+    name : registry key, also the file stem of the outputs.
+    paper, artefact, title : what is reproduced ("TNM17", "Table 1", "...").
+    claim : the paper's claim, in its own numbers where it gives them.
+    scales : settings per scale ("quick" runs in CI in seconds; "paper" uses the paper's sizes).
+    compute : (context, settings) -> raw results table.
+    plot : raw results -> matplotlib Figure.
+    assess : raw results -> Verdict.
+    notes : choices made where the paper or its data description is ambiguous.
+    """
+
+    name: str
+    paper: str
+    artefact: str
+    title: str
+    claim: str
+    scales: dict[str, dict[str, Any]]
+    compute: Callable[[Context, dict[str, Any]], pd.DataFrame]
+    plot: Callable[[pd.DataFrame], Any]
+    assess: Callable[[pd.DataFrame], Verdict]
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def all_experiments() -> dict[str, Experiment]:
+    """Every experiment module's ``EXPERIMENT``, by name (modules are discovered)."""
+    import purebandits.experiments as pkg
+
+    found: dict[str, Experiment] = {}
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name in ("base", "runner", "cli") or info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        exp = getattr(mod, "EXPERIMENT", None)
+        if isinstance(exp, Experiment):
+            if exp.name in found:
+                raise TypeError(f"duplicate experiment name {exp.name!r}")
+            found[exp.name] = exp
+    return found
+
+
+def get_experiment(name: str) -> Experiment:
+    exps = all_experiments()
+    if name not in exps:
+        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(exps)}")
+    return exps[name]
+
+
+def markdown_table(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
+    """A GitHub-flavoured Markdown table of ``df`` (no index)."""
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return format(v, floatfmt)
+        return str(v)
+
+    head = "| " + " | ".join(str(c) for c in df.columns) + " |"
+    sep = "|" + "|".join("---" for _ in df.columns) + "|"
+    rows = ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([head, sep, *rows])

@@ -1,0 +1,50 @@
+"""``purebandits reproduce``: run one or all reproduced tables and figures."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "reproduce a table or figure of the papers (CSV, PNG and a Markdown verdict)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", nargs="?", help="experiment name (see --list)")
+    parser.add_argument("--all", action="store_true", help="run every experiment")
+    parser.add_argument("--list", action="store_true", help="list the experiments")
+    parser.add_argument("--scale", choices=("quick", "paper"), default="quick")
+    parser.add_argument("--jobs", type=int, default=None, help="processes (default: all cores)")
+    parser.add_argument("--executor", default=None, help="dask://host:port to run on a Dask cluster")
+    parser.add_argument("--seed", type=int, default=20170000)
+    parser.add_argument("--out", default="reproduction", help="output directory")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from purebandits.experiments.base import Context, all_experiments, get_experiment
+    from purebandits.experiments.runner import run_experiment, write_report
+
+    exps = all_experiments()
+    if args.list:
+        for name, exp in exps.items():
+            print(f"{name:28s} {exp.paper} {exp.artefact}: {exp.title}")
+        return 0
+    if not args.all and not args.name:
+        print("give an experiment name or --all (see --list)", file=sys.stderr)
+        return 2
+    try:
+        chosen = list(exps.values()) if args.all else [get_experiment(args.name)]
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    ctx = Context(scale=args.scale, jobs=args.jobs, executor=args.executor, seed=args.seed,
+                  progress=not args.no_progress)
+    outputs = []
+    for exp in chosen:
+        print(f"== {exp.name} ({exp.paper} {exp.artefact}), scale {args.scale}", flush=True)
+        o = run_experiment(exp, args.out, ctx)
+        outputs.append(o)
+        print(f"   {o.verdict.status}: {o.verdict.summary}  [{o.seconds:.1f} s] -> {o.markdown}", flush=True)
+    if len(outputs) > 1:
+        print(f"report: {write_report(outputs, args.out, ctx)}")
+    return 0

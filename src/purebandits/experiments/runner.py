@@ -1,0 +1,89 @@
+"""Run experiments and write their CSV, PNG and Markdown section."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from purebandits.experiments.base import SCALES, Context, Experiment, Verdict, markdown_table  # noqa: E402
+
+__all__ = ["run_experiment", "ExperimentOutput", "write_report"]
+
+
+@dataclass
+class ExperimentOutput:
+    experiment: Experiment
+    verdict: Verdict
+    csv: Path
+    png: Path
+    markdown: Path
+    seconds: float
+
+
+def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> ExperimentOutput:
+    """Compute, save the raw table, plot, judge, and write the Markdown section."""
+    if ctx.scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {ctx.scale!r}")
+    if ctx.scale not in exp.scales:
+        raise ValueError(f"experiment {exp.name} has no {ctx.scale!r} scale")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    df = exp.compute(ctx, dict(exp.scales[ctx.scale]))
+    seconds = time.perf_counter() - start
+    csv = out / f"{exp.name}.csv"
+    df.to_csv(csv, index=False, float_format="%.10g")
+    fig = exp.plot(df)
+    png = out / f"{exp.name}.png"
+    fig.savefig(png, dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    verdict = exp.assess(df)
+    md = out / f"{exp.name}.md"
+    md.write_text(section_markdown(exp, verdict, ctx, seconds, png.name))
+    return ExperimentOutput(exp, verdict, csv, png, md, seconds)
+
+
+def section_markdown(exp: Experiment, verdict: Verdict, ctx: Context, seconds: float, png_name: str) -> str:
+    cores = ctx.jobs or os.cpu_count() or 1
+    lines = [
+        f"## {exp.paper}, {exp.artefact}: {exp.title}",
+        "",
+        f"Command: `purebandits reproduce {exp.name} --scale {ctx.scale} --seed {ctx.seed}`"
+        f" ({seconds:.1f} s on {cores} core(s), {platform.machine()}, scale `{ctx.scale}`)",
+        "",
+        f"**Paper's claim.** {exp.claim}",
+        "",
+        f"**Measured.** {verdict.summary}",
+        "",
+        f"**Verdict: {verdict.status}.**",
+        "",
+        f"![{exp.name}]({png_name})",
+        "",
+    ]
+    if verdict.table is not None:
+        lines += [markdown_table(verdict.table), ""]
+    if exp.notes:
+        lines += [f"*Notes.* {exp.notes}", ""]
+    return "\n".join(lines)
+
+
+def write_report(outputs: list[ExperimentOutput], out_dir: str | Path, ctx: Context) -> Path:
+    """Concatenate the sections into ``REPORT.md`` with a summary table of verdicts."""
+    out = Path(out_dir)
+    rows = ["| experiment | paper | verdict | seconds |", "|---|---|---|---|"]
+    for o in outputs:
+        rows.append(f"| `{o.experiment.name}` | {o.experiment.paper} {o.experiment.artefact} | "
+                    f"{o.verdict.status} | {o.seconds:.1f} |")
+    body = [f"# Reproduction report (scale `{ctx.scale}`, seed {ctx.seed})", "", *rows, ""]
+    body += [o.markdown.read_text() for o in outputs]
+    path = out / "REPORT.md"
+    path.write_text("\n".join(body))
+    return path
