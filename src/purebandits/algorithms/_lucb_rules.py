@@ -223,6 +223,13 @@ def random_pick(h, el, th, tl, u):
 
 
 # ------------------------------------------------------------------------------------ kernel
+@njit(cache=True, inline="always")
+def _set_key(heap, where, key, i, value):
+    """heap_update, skipped when the key does not change (the heap is then already valid)."""
+    if key[i] != value:
+        heap_update(heap, where, key, i, value)
+
+
 @njit(cache=True)
 def _refresh(i, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, keyB, hb, wb, keyL, hl, wl,
              keyU, hu, wu):
@@ -230,20 +237,20 @@ def _refresh(i, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, key
     n = means.shape[0]
     j = n - 1 - i  # the weakest-top heap runs on reversed ids so equal means pop the higher arm
     if in_top[i]:
-        heap_update(ht, wt, keyT, j, -means[i])
-        heap_update(hb, wb, keyB, i, -math.inf)
+        _set_key(ht, wt, keyT, j, -means[i])
+        _set_key(hb, wb, keyB, i, -math.inf)
     else:
-        heap_update(ht, wt, keyT, j, -math.inf)
-        heap_update(hb, wb, keyB, i, means[i])
+        _set_key(ht, wt, keyT, j, -math.inf)
+        _set_key(hb, wb, keyB, i, means[i])
     if not tdep:
         if in_top[i]:
             lt[i] = family_bound_s(code, bp, means[i], float(counts[i]), True, 0.0, _SIDE_LOWER)[0]
-            heap_update(hl, wl, keyL, i, -lt[i])
-            heap_update(hu, wu, keyU, i, -math.inf)
+            _set_key(hl, wl, keyL, i, -lt[i])
+            _set_key(hu, wu, keyU, i, -math.inf)
         else:
             ub[i] = family_bound_s(code, bp, means[i], float(counts[i]), False, 0.0, _SIDE_UPPER)[1]
-            heap_update(hl, wl, keyL, i, -math.inf)
-            heap_update(hu, wu, keyU, i, ub[i])
+            _set_key(hl, wl, keyL, i, -math.inf)
+            _set_key(hu, wu, keyU, i, ub[i])
 
 
 @njit(cache=True)
