@@ -1,0 +1,575 @@
+"""The LUCB family of fixed-confidence top-K learners: one machine, pluggable bounds and rules.
+
+Every learner here is the same loop (KTAS12): after one pull of each arm, let TOP be the K
+arms with the highest empirical means, ``h`` the arm of TOP with the lowest lower confidence
+bound and ``l`` the other arm with the highest upper confidence bound; stop and output TOP
+when ``lcb_h`` clears ``ucb_l``, else sample the critical pair. The learners differ only in
+
+- the **confidence bound** (an integer code and a parameter vector, evaluated by the one
+  compiled function :func:`~purebandits.algorithms._lucb_rules.family_bound_s`): LUCB1's
+  Hoeffding-type radius, KL-LUCB's KL bound, the finite-LIL radius, the lil-KLUCB KL/SG bounds;
+  and the confidence split between TOP (``w_top``) and the other arms (``w_bot``);
+- the **sampling rule**: pull both h and l (LUCB1, KL-LUCB, lil'LUCB, LUCB++, lil-KLUCB), or
+  one of them at random, h with probability ``T_l/(T_h+T_l)`` (lil'RandLUCB, KLRandLUCB);
+- the **stop comparison**: strict (``ucb_l - lcb_h < epsilon``) or lil'RandLUCB's ``>=``.
+
+So a new combination is a subclass that sets those three things, e.g. :class:`KLRandLUCB` (the
+lil-KLUCB bound with the randomised rule). The compiled driver
+(:func:`~purebandits.algorithms._lucb_rules.family_kernel`) is shared by all of them.
+
+Concurrency: ``ask`` returns h and queues l (``queued_``); the next ``ask`` pops l. The
+sampling decision uses answered plus pending pulls for the radius ("virtual pulls") and means
+of answered pulls; the stopping rule uses answered pulls only, so it never trusts an answer
+that has not arrived. The stop test runs after every answer, with the round index ``t`` of
+the next round (``rounds_ + 1``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from purebandits.algorithms._lucb_rules import (
+    BOUND_KL_LUCB,
+    BOUND_LIL,
+    BOUND_LIL_KL,
+    BOUND_LIL_KL_EXACT,
+    BOUND_LUCB,
+    BOUND_SG1,
+    BOUND_SG2,
+    N_BP,
+    RULE_PAIR,
+    RULE_RANDOM,
+    family_kernel,
+    family_select,
+    family_time_term,
+    random_pick,
+    stop_test,
+)
+from purebandits.base import Learner, check_param
+from purebandits.bounds import c_epsilon, lil_kl_c, lil_kl_kappa
+
+__all__ = ["LUCB1", "KLLUCB", "LilLUCB", "LUCBPlusPlus", "LilRandLUCB", "LilKLUCB", "KLRandLUCB"]
+
+
+def _bp(**values: float) -> np.ndarray:
+    """The bound parameter vector (layout in ``_lucb_rules``); unset entries are 0."""
+    names = ["w_top", "w_bot", "eps", "sigma", "offset", "k1", "alpha", "N", "kappa_top", "kappa_bot", "c_N",
+             "n"]
+    bp = np.zeros(N_BP)
+    for key, val in values.items():
+        bp[names.index(key)] = float(val)
+    return bp
+
+
+class _LUCBFamily(Learner):
+    """Shared machinery of the LUCB family (see the module docstring).
+
+    Subclasses set ``_rule`` (pair or random), ``_strict`` (stop comparison) and implement
+    :meth:`_bound` returning the bound code and its parameter vector; ``_eps_stop`` is the
+    PAC tolerance (0 unless the learner has an ``epsilon`` in the PAC sense).
+
+    Attributes
+    ----------
+    queued_ : int
+        The second arm of the current pair, asked next (-1 if none).
+    rounds_ : int
+        Number of sampling decisions made so far (pairs, or single pulls for random rules);
+        the round index of LUCB1 / KL-LUCB bounds is ``rounds_ + 1``.
+    """
+
+    kind = "fixed_confidence"
+    tags = {"top_k": True}
+    _rule = RULE_PAIR
+    _strict = True
+
+    # ------------------------------------------------------------------ parameters
+    def _validate(self) -> None:
+        check_param("k", self.k, low=1, high=self.n_arms_ - 1, integer=True)
+        check_param("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
+
+    def _bound(self) -> tuple[int, np.ndarray]:
+        raise NotImplementedError
+
+    def _eps_stop(self) -> float:
+        return 0.0
+
+    def _resolve(self) -> None:
+        self._code, self._bparams = self._bound()
+        self._eps = float(self._eps_stop())
+        self._in_top = np.zeros(self.n_arms_, dtype=np.bool_)
+        self._lcb = np.empty(self.n_arms_)
+        self._ucb = np.empty(self.n_arms_)
+
+    def _start(self) -> None:
+        self.queued_ = -1
+        self.rounds_ = 0
+
+    # ------------------------------------------------------------------ rule
+    def _select(self, T: np.ndarray, both_sides: bool = False) -> tuple[int, int]:
+        tterm = family_time_term(self._code, self._bparams, float(self.rounds_ + 1))
+        h, el = family_select(self._code, self._bparams, self.k_, self.sums_, self.counts_, T, tterm, both_sides,
+                             self._in_top, self._lcb, self._ucb)
+        return int(h), int(el)
+
+    def _ask_one(self) -> int:
+        if self.queued_ >= 0:
+            arm, self.queued_ = int(self.queued_), -1
+            return arm
+        zero = np.flatnonzero(self.counts_ == 0)
+        if zero.size:
+            # initialisation: each arm once (KTAS12, JLQ17 Alg. 1); with concurrent asks,
+            # spread over the arms still unanswered (fewest pending, then lowest index)
+            return int(zero[np.argmin(self.pending_[zero])])
+        T = self.counts_ + self.pending_  # virtual pulls shrink the radius, not the mean
+        h, el = self._select(T)
+        self.rounds_ += 1
+        if self._rule == RULE_PAIR:
+            self.queued_ = el
+            return h
+        return int(random_pick(h, el, int(T[h]), int(T[el]), self.rng_.random()))
+
+    def _check_stop(self) -> None:
+        if (self.counts_ == 0).any():
+            return
+        h, el = self._select(self.counts_)
+        if stop_test(self._lcb[h], self._ucb[el], self._eps, self._strict):
+            self._finish()
+
+    def intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """This learner's own (lower, upper) bounds from the answered pulls.
+
+        Arms in the empirical top-K use the top confidence level ``w_top``, the others
+        ``w_bot``; the round index is ``rounds_ + 1``; arms never answered get (-inf, inf).
+        """
+        self._require_started()
+        self._select(self.counts_, both_sides=True)
+        return self._lcb.copy(), self._ucb.copy()
+
+    # ------------------------------------------------------------------ compiled driver
+    def run_compiled(self, stream: Any, max_pulls: int) -> None:
+        """Sequential run with the family's compiled kernel (same state as ask(1)/tell)."""
+        if self.done_:
+            return
+        if self.pending_.any():
+            raise ValueError("run_compiled needs a learner with no pending pulls")
+        done, queued, rounds, t = family_kernel(
+            self._code, self._rule, self._strict, self._eps, self._bparams, self.k_, self.counts_, self.sums_,
+            self.sumsq_, int(self.queued_), int(self.rounds_), int(max_pulls), self.rng_, *stream.args(),
+        )
+        self.queued_, self.rounds_, self.t_ = int(queued), int(rounds), int(t)
+        if done:
+            self._finish()
+
+
+# ====================================================================================== LUCB1
+class LUCB1(_LUCBFamily):
+    """LUCB1 (Kalyanakrishnan, Tewari, Auer, Stone, ICML 2012) for the top-K arms.
+
+    Radius ``beta(u, t) = sqrt(2 sigma^2 log(k1 n t^4 / delta) / u)`` with ``k1 = 5/4``
+    (KTAS12 Sec. 3, eq. for beta; sigma = 1/2 gives ``sqrt(log(k1 n t^4/delta)/(2u))`` for
+    rewards in [0, 1]); u = the arm's pulls, t = the round index. Stop when
+    ``(mu_l + beta_l) - (mu_h - beta_h) < epsilon`` and output the empirical top-K; otherwise
+    pull both h and l.
+
+    Parameters
+    ----------
+    k : int, default=1
+        Number of top arms to identify.
+    delta : float, default=0.1
+        Error probability.
+    epsilon : float, default=0.0
+        PAC tolerance (>= 0): the output is (epsilon, K)-optimal.
+    sigma : float, default=0.5
+        Sub-Gaussian scale of the rewards.
+    k1 : float, default=1.25
+        The constant of the exploration rate (KTAS12: 5/4).
+
+    Notes
+    -----
+    The round index starts at t = 1 for the first round after the initial pull of every arm
+    (KTAS12 do not fix the offset; ALGORITHMS.md 3). With epsilon = 0 the output is exactly
+    the top-K.
+
+    References
+    ----------
+    S. Kalyanakrishnan, A. Tewari, P. Auer, P. Stone. PAC Subset Selection in Stochastic
+    Multi-armed Bandits. ICML 2012.
+    """
+
+    name = "lucb1"
+    paper = "Kalyanakrishnan, Tewari, Auer, Stone, ICML 2012 (LUCB1, Sec. 3, beta(u,t) with k1 = 5/4)"
+
+    def __init__(self, k: int = 1, *, delta: float = 0.1, epsilon: float = 0.0, sigma: float = 0.5,
+                 k1: float = 1.25) -> None:
+        self.k = k
+        self.delta = delta
+        self.epsilon = epsilon
+        self.sigma = sigma
+        self.k1 = k1
+
+    def _validate(self) -> None:
+        super()._validate()
+        check_param("epsilon", self.epsilon, low=0.0)
+        check_param("sigma", self.sigma, low=0.0, low_open=True)
+        check_param("k1", self.k1, low=0.0, low_open=True)
+
+    def _eps_stop(self) -> float:
+        return float(self.epsilon)
+
+    def _bound(self) -> tuple[int, np.ndarray]:
+        d = float(self.delta)
+        return BOUND_LUCB, _bp(w_top=d, w_bot=d, sigma=self.sigma, k1=self.k1, n=self.n_arms_)
+
+
+# ===================================================================================== KL-LUCB
+class KLLUCB(_LUCBFamily):
+    """KL-LUCB (Kaufmann and Kalyanakrishnan, COLT 2013) for the top-K arms, rewards in [0, 1].
+
+    Bounds ``U_a = kl_up(mu_a, beta(t, delta)/T_a)`` and ``L_a = kl_low(mu_a, beta(t, delta)/T_a)``
+    with the exploration rate ``beta(t, delta) = log(k1 n t^alpha / delta)`` (KK13 Sec. 2,
+    Theorem 1 condition ``k1 > 2e + 1 + e/(alpha-1) + (e+1)/(alpha-1)^2``; the experiments use
+    alpha = 1.1, k1 = 405.5). Stop when ``U_l - L_h < epsilon``; otherwise pull h and l.
+
+    Parameters
+    ----------
+    k : int, default=1
+        Number of top arms.
+    delta : float, default=0.1
+        Error probability.
+    epsilon : float, default=0.0
+        PAC tolerance (>= 0).
+    alpha : float, default=1.1
+        Exponent of t in the exploration rate (> 1).
+    k1 : float, default=405.5
+        Constant of the exploration rate.
+
+    References
+    ----------
+    E. Kaufmann, S. Kalyanakrishnan. Information Complexity in Bandit Subset Selection.
+    COLT 2013.
+    """
+
+    name = "kl_lucb"
+    tags = {"top_k": True, "bounded_rewards": True}
+    paper = "Kaufmann & Kalyanakrishnan, COLT 2013 (KL-LUCB, Sec. 2, beta(t,delta) = log(k1 n t^alpha/delta))"
+
+    def __init__(self, k: int = 1, *, delta: float = 0.1, epsilon: float = 0.0, alpha: float = 1.1,
+                 k1: float = 405.5) -> None:
+        self.k = k
+        self.delta = delta
+        self.epsilon = epsilon
+        self.alpha = alpha
+        self.k1 = k1
+
+    def _validate(self) -> None:
+        super()._validate()
+        check_param("epsilon", self.epsilon, low=0.0)
+        check_param("alpha", self.alpha, low=1.0, low_open=True)
+        check_param("k1", self.k1, low=0.0, low_open=True)
+
+    def _eps_stop(self) -> float:
+        return float(self.epsilon)
+
+    def _bound(self) -> tuple[int, np.ndarray]:
+        d = float(self.delta)
+        return BOUND_KL_LUCB, _bp(w_top=d, w_bot=d, alpha=self.alpha, k1=self.k1, n=self.n_arms_)
+
+
+# ===================================================================================== LIL family
+class _LilBase(_LUCBFamily):
+    """LUCB with the finite-LIL radius U(T, w) (ALGORITHMS.md 0.1) and the JLQ17 presets.
+
+    ``preset="faithful"`` (JLQ17 Sec. 5): eps = 0.01 and delta' = delta / c_eps, so that the
+    union bound ``c_eps delta' <= delta`` of JLQ17 Thm 3.1 holds (4.73e-7 at delta = 0.01).
+    ``preset="heuristic"`` (JLQ17 Sec. 5, JMNB14 Sec. 5): eps = 0, delta' = delta (no
+    guarantee; "sufficient for any practical usage"). ``plus2=True`` uses
+    ``log((1+eps) T + 2)`` inside the iterated logarithm (JLQ17 Sec. 5), which every
+    comparison in JLQ17 used and which keeps U finite at T = 1 with eps = 0.
+    """
+
+    def __init__(self, k: int = 1, *, delta: float = 0.1, preset: str = "heuristic", epsilon: float | None = None,
+                 sigma: float = 0.5, plus2: bool = True) -> None:
+        self.k = k
+        self.delta = delta
+        self.preset = preset
+        self.epsilon = epsilon
+        self.sigma = sigma
+        self.plus2 = plus2
+
+    def _validate(self) -> None:
+        super()._validate()
+        check_param("preset", self.preset, allowed=("heuristic", "faithful"))
+        if self.epsilon is not None:
+            check_param("epsilon", self.epsilon, low=0.0, high=1.0, high_open=True)
+        check_param("sigma", self.sigma, low=0.0, low_open=True)
+        check_param("plus2", self.plus2, allowed=(True, False))
+        if self.preset == "faithful" and self.epsilon is not None and self.epsilon <= 0:
+            raise ValueError("epsilon must be > 0 with preset='faithful' (c_eps is infinite at 0)")
+
+    def _lil_eps_delta(self) -> tuple[float, float]:
+        if self.preset == "faithful":
+            eps = 0.01 if self.epsilon is None else float(self.epsilon)
+            return eps, float(self.delta) / c_epsilon(eps)
+        eps = 0.0 if self.epsilon is None else float(self.epsilon)
+        return eps, float(self.delta)
+
+    def _split(self, d: float) -> tuple[float, float]:
+        """(w_top, w_bot) for the internal confidence d."""
+        raise NotImplementedError
+
+    def _bound(self) -> tuple[int, np.ndarray]:
+        eps, d = self._lil_eps_delta()
+        w_top, w_bot = self._split(d)
+        return BOUND_LIL, _bp(w_top=w_top, w_bot=w_bot, eps=eps, sigma=self.sigma,
+                              offset=2.0 if self.plus2 else 0.0, n=self.n_arms_)
+
+
+class LilLUCB(_LilBase):
+    """lil'LUCB (Jamieson and Nowak, CISS 2014): LUCB with ``U(T_i, delta/n)`` for every arm.
+
+    h = the top arm with the lowest ``mu - U(T, delta'/n)``, l = the other arm with the highest
+    ``mu + U(T, delta'/n)`` (JN14; JLQ17 Sec. 1 and footnote 4); stop when
+    ``mu_h - U_h > mu_l + U_l`` (strict), else pull both. Top-K: the same delta'/n for every
+    arm (JLQ17 footnote 2), so it coincides with :class:`LUCBPlusPlus` when K = n/2.
+
+    Parameters
+    ----------
+    k : int, default=1
+        Number of top arms.
+    delta : float, default=0.1
+        Target error probability nu.
+    preset : {"heuristic", "faithful"}, default="heuristic"
+        JLQ17 Sec. 5 settings (see ``_LilBase``): faithful eps = 0.01, delta' = nu/c_eps;
+        heuristic eps = 0, delta' = nu.
+    epsilon : float or None
+        Override the preset's LIL epsilon (in [0, 1); > 0 for "faithful").
+    sigma : float, default=0.5
+        Sub-Gaussian scale.
+    plus2 : bool, default=True
+        Use ``log((1+eps)T + 2)`` in U (JLQ17 Sec. 5) instead of ``log((1+eps)T)``.
+
+    Notes
+    -----
+    Uncertain (ALGORITHMS.md 6): that CISS14 used exactly delta/n per arm; it matches JLQ17
+    and the MABFDR reimplementation.
+
+    References
+    ----------
+    K. Jamieson, R. Nowak. Best-arm identification algorithms for multi-armed bandits in the
+    fixed confidence setting. CISS 2014.
+    """
+
+    name = "lil_lucb"
+    paper = "Jamieson & Nowak, CISS 2014 (lil'LUCB; U(T, delta/n), finite LIL of JMNB14 Lemma 1)"
+
+    def _split(self, d: float) -> tuple[float, float]:
+        w = d / self.n_arms_
+        return w, w
+
+
+class LUCBPlusPlus(_LilBase):
+    """LUCB++ (Simchowitz, Jamieson, Recht, COLT 2017): LIL bounds with an asymmetric split.
+
+    Top arms use ``U(T, delta'/(2(n-k)))`` for their lower bound, the others
+    ``U(T, delta'/(2k))`` for their upper bound (SJR17 Sec. 5 "LUCB++"; ALGORITHMS.md 5);
+    stop when ``mu_h - U_h > mu_l + U_l`` (strict), else pull both h and l.
+
+    Parameters
+    ----------
+    k, delta, preset, epsilon, sigma, plus2
+        As in :class:`LilLUCB` (the presets are those of JLQ17 Sec. 5).
+
+    References
+    ----------
+    M. Simchowitz, K. Jamieson, B. Recht. The Simulator: Understanding Adaptive Sampling in
+    the Moderate-Confidence Regime. COLT 2017.
+    """
+
+    name = "lucb_plus_plus"
+    paper = "Simchowitz, Jamieson, Recht, COLT 2017 (LUCB++; U(T, delta/(2(n-k))) top, U(T, delta/(2k)) rest)"
+
+    def _split(self, d: float) -> tuple[float, float]:
+        return d / (2 * (self.n_arms_ - self.k)), d / (2 * self.k)
+
+
+class LilRandLUCB(LUCBPlusPlus):
+    """lil'RandLUCB (Jiang, Li, Qiao 2017, Algorithm 1): LUCB++ bounds, one randomised pull.
+
+    Radii ``U(T_i, delta'/(2(N-K)))`` on High_t and ``U(T_i, delta'/(2K))`` on Low_t; return
+    High_t once ``mu_h - u_h >= mu_l + u_l`` (non-strict, Alg. 1); otherwise pull **one** arm:
+    h with probability ``T_l/(T_h+T_l)``, else l (the less-pulled arm is more likely),
+    drawn with ``rng_.random()``. Theorem 3.1: correct with probability ``>= 1 - c_eps delta'``.
+
+    Parameters
+    ----------
+    k, delta, preset, epsilon, sigma, plus2
+        As in :class:`LilLUCB`. The presets are JLQ17 Sec. 5's: "faithful" eps = 0.01,
+        delta' = nu/c_eps; "heuristic" eps = 0, delta' = nu; U uses ``log((1+eps)T + 2)``.
+
+    Notes
+    -----
+    Uncertain (ALGORITHMS.md 7): the eps of the faithful runs is not stated; 0.01 is assumed.
+    With pending pulls the probability uses answered plus pending pulls.
+
+    References
+    ----------
+    T. Jiang, J. Li, M. Qiao. Practical Algorithms for Best-K Identification in Multi-Armed
+    Bandits. arXiv:1705.06894, 2017.
+    """
+
+    name = "lil_rand_lucb"
+    paper = "Jiang, Li, Qiao 2017 (lil'RandLUCB, Alg. 1, Thm 3.1; U with log((1+eps)t+2))"
+    _rule = RULE_RANDOM
+    _strict = False
+
+
+# ================================================================================== lil-KLUCB
+def _lil_kl_split(delta: float, n: int, k: int) -> tuple[float, float]:
+    """TNM17's confidence split generalised like LUCB++: delta/(n-k) for TOP, delta/k for the rest.
+
+    For k = 1 this is TNM17 Sec. 2 exactly (L_TOP at delta/(n-1), U_i at delta); LUCB++ uses
+    delta/(2(n-k)) and delta/(2k), and TNM17 is LUCB++ with delta -> 2 delta (ALGORITHMS.md 9.1).
+    """
+    return delta / (n - k), delta / k
+
+
+class _LilKLBase(_LUCBFamily):
+    """Shared setup of the lil-KLUCB bounds (TNM17 Theorem 2)."""
+
+    def _validate_lil_kl(self) -> None:
+        check_param("N", self.N, low=1, integer=True)
+        if self.N & (self.N - 1):
+            raise ValueError(f"N must be a power of two (TNM17 Thm 2: N = 2^l), got {self.N}")
+        check_param("form", self.form, allowed=("simplified", "exact"))
+
+    def _lil_kl_bp(self, code: int) -> np.ndarray:
+        w_top, w_bot = _lil_kl_split(float(self.delta), self.n_arms_, self.k)
+        sigma = float(getattr(self, "sigma", 0.5))
+        return _bp(w_top=w_top, w_bot=w_bot, sigma=sigma, N=self.N, kappa_top=lil_kl_kappa(self.N, w_top),
+                   kappa_bot=lil_kl_kappa(self.N, w_bot), c_N=lil_kl_c(self.N), n=self.n_arms_)
+
+
+class LilKLUCB(_LilKLBase):
+    """lil-KLUCB (Tanczos, Nowak, Mankoff, NIPS 2017): LUCB++ sampling with anytime KL bounds.
+
+    Bounds (TNM17 Thm 2, Sec. 3): with ``level(T, w) = log(kappa(N, w) log2(2T) / w) / T``,
+    ``bound="kl"`` uses L', U' = ``{m : d(mu_hat, m) <= c(N) level}`` (``form="simplified"``,
+    the algorithm box's bounds) or eqs. (2)-(3) ``{m : d((N mu_hat + m)/(N+1), m) <= level}``
+    (``form="exact"``); ``bound="sg1"`` and ``"sg2"`` are the sub-Gaussian comparisons of
+    Sec. 5 ([SG1]: ``((N+1)/N) sqrt(2 sigma^2 log(kappa log2(2T)/w)/T)``; [SG2]: KCG16 Thm 8).
+    Rule (TNM17 Sec. 2): pull both TOP and ``argmax_{i != TOP} U_i(T_i, delta)`` while
+    ``L_TOP(T_TOP, delta/(n-1)) <= max_{i != TOP} U_i``; output TOP.
+
+    Parameters
+    ----------
+    k : int, default=1
+        Number of top arms. Top-K generalisation (ours, documented): LUCB++'s split with
+        TNM17's 2-delta scaling, i.e. the K top arms' lower bounds at delta/(n-k) and the other
+        arms' upper bounds at delta/k (k = 1 is TNM17 exactly); h and l as in LUCB++.
+    delta : float, default=0.1
+        Confidence of each bound; TNM17 Thm 1: correct with probability >= 1 - 2 delta.
+    bound : {"kl", "sg1", "sg2"}, default="kl"
+        The anytime bound.
+    form : {"simplified", "exact"}, default="simplified"
+        For ``bound="kl"``: L'/U' with c(N) (:func:`purebandits.bounds.lil_kl_c`) or eqs. (2)-(3).
+    N : int, default=8
+        The power of two of TNM17 Thm 2 (kappa(N, w) from :func:`purebandits.bounds.lil_kl_kappa`).
+    sigma : float, default=0.5
+        Sub-Gaussian scale for "sg1"/"sg2".
+
+    Notes
+    -----
+    Uncertain (ALGORITHMS.md 9.2): c(N) is not in the readable text; we use the smallest c
+    making L'/U' valid whenever eqs. (2)-(3) are, ``(N+1)/(N - log(N+1))`` (1.5510 at N = 8).
+    TNM17 breaks mean ties at random; we break them by the lower index (deterministic).
+    The KL bounds need rewards in [0, 1]; [SG2] needs every confidence below 1/e.
+
+    References
+    ----------
+    B. Tanczos, R. Nowak, B. Mankoff. A KL-LUCB algorithm for Large-Scale Crowdsourcing.
+    NIPS 2017, arXiv:1709.03570.
+    """
+
+    name = "lil_kl_ucb"
+    tags = {"top_k": True, "bounded_rewards": True}
+    paper = "Tanczos, Nowak, Mankoff, NIPS 2017 (lil-KLUCB, Sec. 2 rule, Thm 2 bounds eqs. (2)-(3), L'/U')"
+
+    def __init__(self, k: int = 1, *, delta: float = 0.1, bound: str = "kl", form: str = "simplified", N: int = 8,
+                 sigma: float = 0.5) -> None:
+        self.k = k
+        self.delta = delta
+        self.bound = bound
+        self.form = form
+        self.N = N
+        self.sigma = sigma
+
+    def _validate(self) -> None:
+        super()._validate()
+        check_param("bound", self.bound, allowed=("kl", "sg1", "sg2"))
+        self._validate_lil_kl()
+        check_param("sigma", self.sigma, low=0.0, low_open=True)
+        if self.bound == "sg2":
+            w_top, w_bot = _lil_kl_split(float(self.delta), self.n_arms_, self.k)
+            if max(w_top, w_bot) >= 1.0 / math.e:
+                raise ValueError(f"delta/min(k, n-k) must be < 1/e for bound='sg2' (KCG16 Thm 8), got delta="
+                                 f"{self.delta}")
+
+    def _bound(self) -> tuple[int, np.ndarray]:
+        if self.bound == "sg1":
+            code = BOUND_SG1
+        elif self.bound == "sg2":
+            code = BOUND_SG2
+        else:
+            code = BOUND_LIL_KL if self.form == "simplified" else BOUND_LIL_KL_EXACT
+        return code, self._lil_kl_bp(code)
+
+
+class KLRandLUCB(_LilKLBase):
+    """KL-RandLUCB: the lil-KLUCB anytime KL bound driving lil'RandLUCB's randomised sampling.
+
+    A combination the two papers suggest but neither states: TNM17's KL bounds (Thm 2, L'/U'
+    or eqs. (2)-(3)) with the LUCB++-type split of :class:`LilKLUCB` (top arms' lower bounds at
+    delta/(n-k), the others' upper bounds at delta/k), and JLQ17 Alg. 1's rule: one pull per
+    step, h with probability ``T_l/(T_h+T_l)``, else l; stop when ``L_h >= U_l``. Correctness
+    follows from the bounds alone (JLQ17's and TNM17's correctness proofs use only that all
+    bounds hold, not the sampling rule): error <= 2 delta.
+
+    Parameters
+    ----------
+    k : int, default=1
+        Number of top arms.
+    delta : float, default=0.1
+        Confidence of each bound (error <= 2 delta, as for lil-KLUCB).
+    form : {"simplified", "exact"}, default="simplified"
+        L'/U' with c(N), or TNM17 eqs. (2)-(3).
+    N : int, default=8
+        TNM17 Thm 2's power of two.
+
+    References
+    ----------
+    B. Tanczos, R. Nowak, B. Mankoff, NIPS 2017 (bounds); T. Jiang, J. Li, M. Qiao 2017,
+    Alg. 1 (sampling rule).
+    """
+
+    name = "kl_rand_lucb"
+    tags = {"top_k": True, "bounded_rewards": True}
+    paper = "TNM17 Thm 2 KL bounds + Jiang, Li, Qiao 2017 Alg. 1 randomised sampling (our combination)"
+    _rule = RULE_RANDOM
+    _strict = False
+
+    def __init__(self, k: int = 1, *, delta: float = 0.1, form: str = "simplified", N: int = 8) -> None:
+        self.k = k
+        self.delta = delta
+        self.form = form
+        self.N = N
+
+    def _validate(self) -> None:
+        super()._validate()
+        self._validate_lil_kl()
+
+    def _bound(self) -> tuple[int, np.ndarray]:
+        code = BOUND_LIL_KL if self.form == "simplified" else BOUND_LIL_KL_EXACT
+        return code, self._lil_kl_bp(code)

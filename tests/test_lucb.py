@@ -1,0 +1,299 @@
+"""Behaviour specific to the LUCB family (purebandits.algorithms.lucb)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from purebandits import bounds as B
+from purebandits.algorithms._lucb_rules import family_select, family_time_term
+from purebandits.algorithms.lucb import (
+    KLLUCB,
+    LUCB1,
+    KLRandLUCB,
+    LilKLUCB,
+    LilLUCB,
+    LilRandLUCB,
+    LUCBPlusPlus,
+)
+from purebandits.base import top_k_by
+from purebandits.instances.rewards import Bernoulli, Gaussian
+from purebandits.testing.checks import binomial_tolerance, run_learner
+
+PAIR = [LUCB1, KLLUCB, LilLUCB, LUCBPlusPlus, LilKLUCB]
+RANDOM = [LilRandLUCB, KLRandLUCB]
+ALL = PAIR + RANDOM
+
+
+def _critical_pair(learner):
+    """(TOP, h, l) recomputed independently with NumPy from the learner's own intervals."""
+    lo, hi = learner.intervals()
+    top = top_k_by(learner.means(), learner.k_)
+    rest = [i for i in range(learner.n_arms_) if i not in top]
+    h = min(top, key=lambda i: (lo[i], i))
+    el = max(rest, key=lambda i: (hi[i], -i))
+    return top, h, el
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_each_arm_once_first(cls):
+    n = 7
+    learner = cls(k=2).start(n, seed=0)
+    stream = Bernoulli(np.linspace(0.9, 0.1, n)).stream(1)
+    asked = []
+    for _ in range(n):
+        (arm,) = learner.ask(1)
+        asked.append(arm)
+        learner.tell(arm, stream.draw(arm))
+    assert asked == list(range(n))
+
+
+@pytest.mark.parametrize("cls", PAIR)
+def test_pair_rule_pulls_h_then_l(cls):
+    """Each round pulls the TOP arm with the lowest lcb, then the other arm with the highest ucb."""
+    n, k = 8, 3
+    learner = cls(k=k).start(n, seed=1)
+    stream = Bernoulli([0.8, 0.75, 0.7, 0.5, 0.45, 0.4, 0.3, 0.2]).stream(2)
+    for arm in range(n):
+        learner.ask(1)
+        learner.tell(arm, stream.draw(arm))
+    rounds = 0
+    while not learner.done and rounds < 300:
+        # in sequential mode the bounds for sampling (counts + pending) are the answered ones
+        top, h, el = _critical_pair(learner)
+        before = learner.rounds_
+        assert learner.ask(1) == [h]
+        assert learner.queued_ == el and learner.rounds_ == before + 1
+        learner.tell(h, stream.draw(h))
+        if learner.done:
+            break
+        assert learner.ask(1) == [el]
+        assert learner.queued_ == -1 and learner.rounds_ == before + 1
+        assert h in top and el not in top
+        learner.tell(el, stream.draw(el))
+        rounds += 1
+    assert rounds > 5
+
+
+@pytest.mark.parametrize("cls", PAIR)
+def test_concurrent_asks_return_pairs(cls):
+    """ask(4) gives two pairs; the second uses the first as virtual pulls (radius only)."""
+    n = 6
+    learner = cls(k=2).start(n, seed=3)
+    stream = Bernoulli([0.9, 0.8, 0.5, 0.4, 0.3, 0.2]).stream(4)
+    for _ in range(3 * n):
+        for arm in learner.ask(1):
+            learner.tell(arm, stream.draw(arm))
+    lo0, hi0 = learner.intervals()
+    means0 = learner.means()
+    top = set(top_k_by(means0, 2))
+    arms = learner.ask(4)
+    assert len(arms) == 4
+    assert arms[0] in top and arms[1] not in top and arms[2] in top and arms[3] not in top
+    lo1, hi1 = learner.intervals()  # pending pulls change neither the means nor the honest intervals
+    np.testing.assert_array_equal(means0, learner.means())
+    if cls in (LUCB1, KLLUCB):  # ...but two more rounds started: round-dependent bounds widen
+        assert np.all(lo1 <= lo0) and np.all(hi1 >= hi0)
+    else:
+        np.testing.assert_array_equal(lo0, lo1)
+        np.testing.assert_array_equal(hi0, hi1)
+
+
+def test_virtual_pulls_shrink_the_sampling_radius():
+    learner = LilLUCB(k=1).start(4, seed=0)
+    stream = Gaussian([0.5, 0.4, 0.3, 0.2]).stream(1)
+    for _ in range(40):
+        for arm in learner.ask(1):
+            learner.tell(arm, stream.draw(arm))
+    lo, hi = learner.intervals()
+    learner.pending_[:] = 5
+    lcb, ucb = np.empty(4), np.empty(4)
+    family_select(learner._code, learner._bparams, 1, learner.sums_, learner.counts_,
+                  learner.counts_ + learner.pending_, 0.0, True, np.zeros(4, bool), lcb, ucb)
+    assert np.all(ucb - lcb < hi - lo)
+    np.testing.assert_allclose((ucb + lcb) / 2, learner.means())
+    learner.pending_[:] = 0
+
+
+@pytest.mark.parametrize("n,k", [(6, 3), (10, 5)])
+def test_lucbpp_equals_lil_lucb_at_half(n, k):
+    """JLQ17 Sec. 5.1: LUCB++ coincides with lil'LUCB when K = n/2 (delta/(2(n-k)) = delta/(2k) = delta/n)."""
+    means = np.linspace(0.8, 0.2, n)
+    for seed in range(3):
+        a = run_learner(LUCBPlusPlus(k=k).start(n, seed=seed), Bernoulli(means), 100 + seed)
+        b = run_learner(LilLUCB(k=k).start(n, seed=seed), Bernoulli(means), 100 + seed)
+        assert a.state_json().replace("lucb_plus_plus", "X") == b.state_json().replace("lil_lucb", "X")
+    a, b = LUCBPlusPlus(k=k).start(n, seed=0), LilLUCB(k=k).start(n, seed=0)
+    np.testing.assert_array_equal(a._bparams, b._bparams)
+
+
+def test_lucbpp_split_differs_from_lil_lucb_otherwise():
+    n, k = 10, 1
+    a, b = LUCBPlusPlus(k=k, delta=0.1).start(n, seed=0), LilLUCB(k=k, delta=0.1).start(n, seed=0)
+    assert a._bparams[0] == pytest.approx(0.1 / (2 * 9)) and a._bparams[1] == pytest.approx(0.1 / 2)
+    assert b._bparams[0] == pytest.approx(0.01) and b._bparams[1] == pytest.approx(0.01)
+    means = np.linspace(0.8, 0.2, n)
+    ra = run_learner(LUCBPlusPlus(k=k).start(n, seed=0), Bernoulli(means), 5)
+    rb = run_learner(LilLUCB(k=k).start(n, seed=0), Bernoulli(means), 5)
+    assert ra.n_pulls != rb.n_pulls
+
+
+@pytest.mark.parametrize("cls", RANDOM)
+@pytest.mark.parametrize("th,tl", [(30, 10), (7, 21), (12, 12)])
+def test_rand_lucb_pull_probabilities(cls, th, tl):
+    """JLQ17 Alg. 1: h with probability T_l/(T_h+T_l) (seeded frequency test, two-sided)."""
+    n = 4
+    learner = cls(k=1).start(n, seed=42)
+    # arm 0 is the only TOP arm (h); arm 1 the best challenger (l); arms 2, 3 are far below
+    counts = np.array([th, tl, 500, 500])
+    learner.counts_[:] = counts
+    learner.sums_[:] = counts * np.array([0.6, 0.5, 0.0, 0.0])
+    learner.sumsq_[:] = learner.sums_
+    learner.t_ = int(counts.sum())
+    _, h, el = _critical_pair(learner)
+    assert (h, el) == (0, 1)
+    draws = 20000
+    hits = 0
+    for _ in range(draws):
+        (arm,) = learner.ask(1)
+        assert arm in (h, el)
+        hits += arm == h
+        learner.cancel(arm)  # back to the same state: the next ask is a fresh coin
+    p = tl / (th + tl)
+    lo, hi = binom.ppf(5e-4, draws, p), binom.ppf(1 - 5e-4, draws, p)
+    assert lo <= hits <= hi, (hits, draws * p)
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_top_k_correct(cls):
+    n, k = 10, 3
+    means = np.array([0.9, 0.85, 0.8, 0.5, 0.45, 0.4, 0.35, 0.3, 0.2, 0.1])
+    for seed in range(5):
+        learner = run_learner(cls(k=k, delta=0.05).start(n, seed=seed), Bernoulli(means), 50 + seed,
+                              compiled=True, max_pulls=2_000_000)
+        assert learner.done
+        assert sorted(learner.recommend()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_stop_certificate_holds_on_own_intervals(cls):
+    """At the stop, every TOP arm's lcb clears every other arm's ucb (minus epsilon) by the learner's bounds."""
+    n, k = 8, 2
+    means = np.array([0.9, 0.8, 0.5, 0.45, 0.4, 0.3, 0.2, 0.1])
+    learner = run_learner(cls(k=k).start(n, seed=7), Bernoulli(means), 8)
+    assert learner.done
+    lo, hi = learner.intervals()
+    top = learner.recommend()
+    rest = [i for i in range(n) if i not in top]
+    if cls._strict:
+        assert lo[top].min() > hi[rest].max()
+    else:
+        assert lo[top].min() >= hi[rest].max()
+
+
+def test_lucb1_epsilon_stops_earlier():
+    means = np.array([0.6, 0.58, 0.3, 0.2])
+    exact = run_learner(LUCB1(delta=0.1).start(4, seed=0), Bernoulli(means), 1, compiled=True, max_pulls=10**7)
+    pac = run_learner(LUCB1(delta=0.1, epsilon=0.1).start(4, seed=0), Bernoulli(means), 1, compiled=True,
+                      max_pulls=10**7)
+    assert pac.done and exact.done and pac.n_pulls < exact.n_pulls / 2
+
+
+@pytest.mark.parametrize("cls", [LUCB1, KLLUCB, LilLUCB, LUCBPlusPlus, LilRandLUCB, LilKLUCB, KLRandLUCB])
+def test_intervals_match_public_bounds(cls):
+    """The dispatcher reproduces the public vectorised bounds of purebandits.bounds."""
+    n, k = 6, 2
+    learner = run_learner(cls(k=k, delta=0.05).start(n, seed=0), Bernoulli([0.7, 0.6, 0.5, 0.4, 0.3, 0.2]), 1,
+                          max_pulls=300)
+    lo, hi = learner.intervals()
+    m, u = learner.means(), learner.counts_.astype(float)
+    top = np.zeros(n, bool)
+    top[top_k_by(m, k)] = True
+    t = learner.rounds_ + 1
+    if cls is LUCB1:
+        r = B.lucb_radius(u, t, n, 0.05)
+        exp_lo, exp_hi = m - r, m + r
+    elif cls is KLLUCB:
+        lev = B.kl_lucb_rate(t, n, 0.05) / u
+        exp_lo, exp_hi = B.kl_lower(m, lev), B.kl_upper(m, lev)
+    elif cls in (LilLUCB, LUCBPlusPlus, LilRandLUCB):
+        w = np.full(n, 0.05 / n) if cls is LilLUCB else np.where(top, 0.05 / (2 * (n - k)), 0.05 / (2 * k))
+        r = np.array([float(B.lil_radius(u[i], w[i], epsilon=0.0, sigma=0.5, plus2=True)) for i in range(n)])
+        exp_lo, exp_hi = m - r, m + r
+    else:
+        w = np.where(top, 0.05 / (n - k), 0.05 / k)
+        pairs = [B.lil_kl_bounds(m[i], u[i], w[i], 8, "simplified") for i in range(n)]
+        exp_lo, exp_hi = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    np.testing.assert_allclose(lo, exp_lo, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(hi, exp_hi, rtol=1e-9, atol=1e-12)
+
+
+def test_lil_kl_ucb_k1_is_tnm17_split():
+    learner = LilKLUCB(delta=0.01).start(50, seed=0)
+    bp = learner._bparams
+    assert bp[0] == pytest.approx(0.01 / 49) and bp[1] == pytest.approx(0.01)
+    assert bp[8] == pytest.approx(B.lil_kl_kappa(8, 0.01 / 49)) and bp[9] == pytest.approx(22.049, abs=1e-3)
+    assert bp[10] == pytest.approx(1.5510, abs=1e-4)
+
+
+def _mean_pulls(cls, means, seeds, **params):
+    total = 0
+    for s in seeds:
+        learner = run_learner(cls(**params).start(len(means), seed=s), Bernoulli(means), 900 + s, compiled=True,
+                              max_pulls=10**7)
+        assert learner.done and learner.recommend() == [0]
+        total += learner.n_pulls
+    return total / len(seeds)
+
+
+def test_kl_bound_beats_sub_gaussian_near_one():
+    """TNM17 Sec. 5: with means near 1 the KL bound needs far fewer samples than SG1/SG2."""
+    n = 20
+    means = 1.0 - (np.arange(n) / n) ** 1.0 * 0.5  # mu_1 = 1, gaps (i/n)/2
+    seeds = range(6)
+    kl = _mean_pulls(LilKLUCB, means, seeds, bound="kl")
+    kl_exact = _mean_pulls(LilKLUCB, means, seeds, bound="kl", form="exact")
+    sg1 = _mean_pulls(LilKLUCB, means, seeds, bound="sg1")
+    sg2 = _mean_pulls(LilKLUCB, means, seeds, bound="sg2")
+    assert kl < 0.7 * sg1 and kl < 0.7 * sg2, (kl, sg1, sg2)
+    assert kl_exact < 0.7 * sg1
+    # the randomised rule with the KL bound also beats the LIL (sub-Gaussian) randomised rule here
+    assert _mean_pulls(KLRandLUCB, means, seeds) < 0.7 * _mean_pulls(LilRandLUCB, means, seeds)
+
+
+@pytest.mark.parametrize("cls", [LilLUCB, LUCBPlusPlus, LilRandLUCB])
+def test_faithful_preset(cls):
+    learner = cls(delta=0.01, preset="faithful").start(10, seed=0)
+    assert learner._bparams[2] == 0.01  # eps
+    nu_over_c = 0.01 / B.c_epsilon(0.01)
+    assert learner._bparams[0] * (10 if cls is LilLUCB else 2 * 9) == pytest.approx(nu_over_c)
+    with pytest.raises(ValueError, match="epsilon"):
+        cls(preset="faithful", epsilon=0.0).start(10, seed=0)
+    heur = cls(delta=0.01).start(10, seed=0)
+    assert heur._bparams[2] == 0.0 and heur._bparams[4] == 2.0
+
+
+@pytest.mark.parametrize("params,name", [({"bound": "x"}, "bound"), ({"N": 6}, "N"), ({"N": 0}, "N"),
+                                         ({"form": "y"}, "form"), ({"bound": "sg2", "delta": 0.5}, "delta")])
+def test_lil_kl_ucb_invalid(params, name):
+    with pytest.raises(ValueError, match=name):
+        LilKLUCB(**params).start(5, seed=0)
+
+
+def test_error_rate_lil_rand_lucb_gaussian_top2():
+    """lil'RandLUCB heuristic, K = 2, Gaussian N(mu, 1/4): errors within delta + binomial slack."""
+    means = np.array([0.5, 0.45, 0.3, 0.25, 0.2, 0.0])
+    runs, errors = 150, 0
+    for r in range(runs):
+        learner = run_learner(LilRandLUCB(k=2, delta=0.1).start(6, seed=r), Gaussian(means), 10_000 + r,
+                              compiled=True, max_pulls=5_000_000)
+        errors += sorted(learner.recommend()) != [0, 1]
+    assert errors <= binomial_tolerance(runs, 0.1)
+
+
+def test_time_term_only_for_round_dependent_bounds():
+    for cls, dep in [(LUCB1, True), (KLLUCB, True), (LilLUCB, False), (LilKLUCB, False)]:
+        learner = cls().start(5, seed=0)
+        val = family_time_term(learner._code, learner._bparams, 7.0)
+        assert (val != 0.0) == dep
