@@ -37,6 +37,10 @@ __all__ = [
     "sg1_radius",
     "sg2_radius",
     "chernoff_information",
+    "edmm_radius",
+    "glr_pair_cost",
+    "glr_statistic",
+    "glr_threshold",
 ]
 
 _LOG2 = math.log(2.0)
@@ -494,3 +498,114 @@ def chernoff_information(p, q, iters: int = 100):
     with np.errstate(divide="ignore"):
         out = -np.log(np.clip(best, 0.0, 1.0))
     return out if out.ndim else float(out)
+
+
+# --------------------------------------------------------------------------- Successive Elimination
+@njit(cache=True)
+def edmm_radius_s(t: float, n: float, delta: float, c: float, sigma: float) -> float:
+    """Scalar Successive Elimination radius (see :func:`edmm_radius`)."""
+    if t <= 0.0:
+        return math.inf
+    return math.sqrt(4.0 * sigma * sigma * math.log(c * n * t * t / delta) / t)
+
+
+def edmm_radius(t, n: int, delta: float, c: float = 4.0, sigma: float = 0.5):
+    """Successive Elimination radius ``alpha_t = sqrt(log(c n t^2/delta)/t)`` (EDMM02, c = 4).
+
+    For sigma-sub-Gaussian rewards the radius is ``sqrt(4 sigma^2 log(c n t^2/delta)/t)``;
+    sigma = 1/2 (rewards in [0, 1]) recovers EDMM02's ``alpha_t`` exactly.
+    """
+    t = np.asarray(t, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tc = np.maximum(t, 1e-300)
+        r = np.sqrt(4.0 * sigma**2 * np.log(c * n * tc * tc / delta) / tc)
+    return np.where(t > 0, r, np.inf)
+
+
+# --------------------------------------------------------------------------- GLR / Chernoff stopping
+@njit(cache=True)
+def glr_pair_cost_s(m_a: float, n_a: float, m_b: float, n_b: float, gaussian: bool, sigma: float) -> float:
+    """Transportation cost ``W(a, b)`` of the GLR statistic (see :func:`glr_pair_cost`)."""
+    if n_a <= 0.0 or n_b <= 0.0:
+        return 0.0
+    if gaussian:
+        if m_a <= m_b:
+            return 0.0
+        d = m_a - m_b
+        return d * d / (2.0 * sigma * sigma * (1.0 / n_a + 1.0 / n_b))
+    pa = min(max(m_a, 0.0), 1.0)
+    pb = min(max(m_b, 0.0), 1.0)
+    if pa <= pb:
+        return 0.0
+    mid = (n_a * pa + n_b * pb) / (n_a + n_b)
+    return n_a * kl_bernoulli_s(pa, mid) + n_b * kl_bernoulli_s(pb, mid)
+
+
+def glr_pair_cost(m_a, n_a, m_b, n_b, gaussian: bool = False, sigma: float = 0.5):
+    """GLR transportation cost of arm a over arm b (Garivier and Kaufmann 2016, Sec. 3).
+
+    ``W(a,b) = N_a d(mu_a, mu_ab) + N_b d(mu_b, mu_ab)`` with ``mu_ab = (N_a mu_a + N_b mu_b)/(N_a+N_b)``
+    (Bernoulli KL, means clipped to [0, 1]) or ``(mu_a - mu_b)^2 / (2 sigma^2 (1/N_a + 1/N_b))``
+    (Gaussian, ``gaussian=True``); 0 when ``mu_a <= mu_b`` or a count is 0.
+    """
+    f = np.vectorize(lambda a, na, b, nb: glr_pair_cost_s(float(a), float(na), float(b), float(nb),
+                                                          bool(gaussian), float(sigma)))
+    return f(m_a, n_a, m_b, n_b)
+
+
+@njit(cache=True)
+def glr_statistic_s(sums: np.ndarray, counts: np.ndarray, gaussian: bool, sigma: float):
+    """(empirical best arm, GLR statistic Z) of :func:`glr_statistic`; Z = 0 while a count is 0."""
+    n = counts.shape[0]
+    best = 0
+    best_m = -math.inf
+    for i in range(n):
+        if counts[i] > 0:
+            m = sums[i] / counts[i]
+            if m > best_m:
+                best_m = m
+                best = i
+    for i in range(n):
+        if counts[i] == 0:
+            return best, 0.0
+    z = math.inf
+    nb = float(counts[best])
+    for j in range(n):
+        if j != best:
+            w = glr_pair_cost_s(best_m, nb, sums[j] / counts[j], float(counts[j]), gaussian, sigma)
+            if w < z:
+                z = w
+    return best, z
+
+
+def glr_statistic(sums, counts, gaussian: bool = False, sigma: float = 0.5) -> tuple[int, float]:
+    """Chernoff/GLR statistic ``Z(t) = min_{b != a_hat} W(a_hat, b)`` (GK16 Sec. 3; ALGORITHMS.md 13.1).
+
+    ``a_hat`` is the empirical best arm (ties to the lower index). Stop when Z exceeds the
+    threshold :func:`glr_threshold`.
+    """
+    a, z = glr_statistic_s(np.asarray(sums, dtype=np.float64), np.asarray(counts, dtype=np.int64),
+                           bool(gaussian), float(sigma))
+    return int(a), float(z)
+
+
+@njit(cache=True)
+def glr_threshold_s(t: float, n: float, delta: float, theory: bool) -> float:
+    """Scalar GLR threshold (see :func:`glr_threshold`)."""
+    if theory:
+        return math.log(2.0 * t * (n - 1.0) / delta)
+    return math.log((math.log(max(t, 1.0)) + 1.0) / delta)
+
+
+def glr_threshold(t, n: int, delta: float, threshold: str = "practical"):
+    """GLR stopping threshold ``beta(t, delta)`` (GK16; ALGORITHMS.md 13.1).
+
+    ``"practical"``: ``log((log t + 1)/delta)`` (GK16's experiments, ``mainBAI.jl``);
+    ``"theory"``: ``log(2 t (n-1)/delta)`` (GK16 Prop. 12 for Bernoulli arms).
+    """
+    if threshold not in ("practical", "theory"):
+        raise ValueError(f"threshold must be 'practical' or 'theory', got {threshold!r}")
+    t = np.asarray(t, dtype=float)
+    if threshold == "theory":
+        return np.log(2.0 * t * (n - 1) / delta)
+    return np.log((np.log(np.maximum(t, 1.0)) + 1.0) / delta)

@@ -1,0 +1,635 @@
+"""Round-based elimination: Successive Elimination, Median Elimination, Exponential-Gap Elimination.
+
+All three proceed in *stages*: a stage fixes a pull schedule (every arm of the stage's set
+``m`` times), the schedule is handed out through ``ask`` (several participants at once get
+different pulls of the same stage, cyclically over the stage's arms), and the stage closes
+when all its pulls are answered. A cancelled pull goes back into the schedule and is
+re-issued. ``ask`` returns ``[]`` only while the schedule is handed out and answers are
+still missing. The stage-closing rules are Numba functions shared by the Python learner and
+the compiled kernel.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from purebandits.base import Learner, check_param, top_k_by
+from purebandits.bounds import edmm_radius_s, lil_stopping_arm, ls_delta, ls_radius_s
+from purebandits.instances.rewards import stream_draw
+from purebandits.stopping import LS_EPSILON, ls_tracker, ls_tracker_update
+
+__all__ = ["SuccessiveElimination", "MedianElimination", "ExpGapElimination",
+           "me_stage_pulls", "expgap_stage_pulls"]
+
+
+# ------------------------------------------------------------------------------ shared rules
+@njit(cache=True)
+def _sched_next(stage_arms, n_stage, need, ptr):  # pragma: no cover - compiled
+    """Next scheduled pull: scan the stage's arms cyclically from position ``ptr``.
+
+    Returns (arm, next position), or (-1, ptr) when nothing is left to hand out.
+    """
+    for s in range(n_stage):
+        j = ptr + s
+        if j >= n_stage:
+            j -= n_stage
+        a = stage_arms[j]
+        if need[a] > 0:
+            need[a] -= 1
+            j += 1
+            if j == n_stage:
+                j = 0
+            return a, j
+    return -1, ptr
+
+
+@njit(cache=True)
+def _start_stage(stage_arms, n_stage, need, ssum, scnt, m):  # pragma: no cover - compiled
+    """Schedule ``m`` fresh pulls of every stage arm; returns (left, remaining, ptr)."""
+    for j in range(n_stage):
+        a = stage_arms[j]
+        need[a] = m
+        ssum[a] = 0.0
+        scnt[a] = 0
+    return m * n_stage, m * n_stage, 0
+
+
+@njit(cache=True)
+def me_stage_pulls(epsilon: float, delta: float, stage: int, sigma: float) -> int:
+    """Pulls per arm in round ``stage`` (1-based) of Median Elimination ME(S, epsilon, delta).
+
+    EDMM02 (ALGORITHMS.md 2.2): ``eps_l = (eps/4) (3/4)^(l-1)``, ``delta_l = delta/2^l`` and
+    ``ceil(4/eps_l^2 log(3/delta_l))`` pulls, for rewards in [0, 1]. For sigma-sub-Gaussian
+    rewards the count is multiplied by ``4 sigma^2`` (Hoeffding's sample size scales with
+    the variance proxy), which is 1 at sigma = 1/2.
+    """
+    eps_l = epsilon / 4.0 * 0.75 ** (stage - 1)
+    delta_l = delta / 2.0**stage
+    return int(math.ceil(4.0 * sigma * sigma * 4.0 / (eps_l * eps_l) * math.log(3.0 / delta_l)))
+
+
+@njit(cache=True)
+def expgap_stage_pulls(r: int, delta: float, sigma: float) -> int:
+    """Pulls per arm in the sampling step of round ``r`` of Exponential-Gap Elimination.
+
+    KKS13 (ALGORITHMS.md 2.3): ``eps_r = 2^-r/4``, ``delta_r = delta/(50 r^3)`` and
+    ``ceil(2/eps_r^2 log(2/delta_r))`` pulls for rewards in [0, 1] (times ``4 sigma^2``).
+    """
+    eps_r = 0.25 / 2.0**r
+    delta_r = delta / (50.0 * r * r * r)
+    return int(math.ceil(4.0 * sigma * sigma * 2.0 / (eps_r * eps_r) * math.log(2.0 / delta_r)))
+
+
+@njit(cache=True)
+def _median_keep(arms, n_arms, ssum, scnt):  # pragma: no cover - compiled
+    """Keep the better half (``ceil(n/2)``) of ``arms[:n_arms]`` by stage mean, in place.
+
+    Ties go to the lower arm index, so a stage always halves the set (EDMM02 drops the arms
+    below the median; with ties at the median this reading still terminates). The kept arms
+    stay in ascending order. Returns the new size.
+    """
+    keep = (n_arms + 1) // 2
+    key = np.empty(n_arms)
+    for j in range(n_arms):
+        a = arms[j]
+        key[j] = -(ssum[a] / scnt[a])
+    order = np.argsort(key, kind="mergesort")  # stable: arms are ascending, so ties -> lower arm
+    chosen = np.empty(keep, dtype=np.int64)
+    for j in range(keep):
+        chosen[j] = arms[order[j]]
+    chosen.sort()
+    for j in range(keep):
+        arms[j] = chosen[j]
+    return keep
+
+
+@njit(cache=True)
+def _se_eliminate(act, n_act, sums, counts, use_ls, c, delta, d_ls, sigma, n):  # pragma: no cover
+    """Successive Elimination step: drop every active arm whose upper bound is below the best lower bound.
+
+    The best arm is the empirical best among the active arms (ties to the lower index); arm a
+    is dropped when ``mu_best - rad(T_best) >= mu_a + rad(T_a)`` (= ``gap >= 2 alpha_t`` since
+    active arms have equal counts). Returns the new number of active arms (compacted in place).
+    """
+    best = act[0]
+    best_m = -math.inf
+    for j in range(n_act):
+        a = act[j]
+        m = sums[a] / counts[a]
+        if m > best_m:
+            best_m = m
+            best = a
+    if use_ls:
+        lcb = best_m - ls_radius_s(float(counts[best]), d_ls, float(n), LS_EPSILON, sigma)
+    else:
+        lcb = best_m - edmm_radius_s(float(counts[best]), float(n), delta, c, sigma)
+    keep = 0
+    for j in range(n_act):
+        a = act[j]
+        if a != best:
+            if use_ls:
+                ucb = sums[a] / counts[a] + ls_radius_s(float(counts[a]), d_ls, float(n), LS_EPSILON, sigma)
+            else:
+                ucb = sums[a] / counts[a] + edmm_radius_s(float(counts[a]), float(n), delta, c, sigma)
+            if lcb >= ucb:
+                continue
+        act[keep] = a
+        keep += 1
+    return keep
+
+
+# ------------------------------------------------------------------------------ staged base
+class _Staged(Learner):
+    """Stage schedule shared by the elimination learners (not registered).
+
+    State: ``need_`` (pulls of each arm still to hand out in this stage), ``ptr_`` (position
+    of the cyclic scan in the stage's arm list), ``left_`` (pulls still to hand out),
+    ``remaining_`` (pulls of the stage not yet answered).
+    """
+
+    def _stage_arms(self) -> tuple[np.ndarray, int]:
+        raise NotImplementedError
+
+    def _close_stage(self) -> None:
+        raise NotImplementedError
+
+    def _ask_one(self) -> int:
+        if self.left_ <= 0:
+            return -1
+        arms, n_stage = self._stage_arms()
+        arm, ptr = _sched_next(arms, n_stage, self.need_, self.ptr_)
+        self.ptr_ = int(ptr)
+        self.left_ -= 1
+        return int(arm)
+
+    def _on_cancel(self, arm: int) -> None:
+        if self.done_:
+            return
+        self.need_[arm] += 1  # re-issued later in the same stage
+        self.left_ += 1
+
+    def _on_tell(self, arm: int, reward: float) -> None:
+        if self.done_:
+            return
+        self._stage_tell(arm, reward)
+        self.remaining_ -= 1
+        if self.remaining_ == 0:
+            self._close_stage()
+
+    def _stage_tell(self, arm: int, reward: float) -> None:
+        self.ssum_[arm] += reward
+        self.scnt_[arm] += 1
+
+    def _set_stage(self, left: int, remaining: int, ptr: int) -> None:
+        self.left_, self.remaining_, self.ptr_ = int(left), int(remaining), int(ptr)
+
+    def _active_best(self, arms: np.ndarray, n_act: int) -> list[int]:
+        """The empirical best of ``arms[:n_act]`` (all answered pulls), ties to the lower index."""
+        vals = np.full(self.n_arms_, -np.inf)
+        idx = arms[:n_act]
+        vals[idx] = self.means()[idx]
+        return top_k_by(vals, 1)
+
+    def _check_kernel_ready(self) -> bool:
+        if self.done_:
+            return False
+        if self.pending_.any():
+            raise ValueError("run_compiled needs a learner with no pending pulls")
+        return True
+
+
+# ------------------------------------------------------------------------------ SE
+class SuccessiveElimination(_Staged):
+    """Successive Elimination: pull every active arm once per round, drop arms clearly below the best.
+
+    EDMM02 Sec. 3 ("unknown biases"): after round t (each active arm pulled t times), drop arm
+    a if ``max_b mu_hat_b - mu_hat_a >= 2 alpha_t``; stop when one arm is left and output it.
+
+    Parameters
+    ----------
+    delta : float, default=0.1
+        Error probability.
+    radius : {"ls", "edmm"}, default="ls"
+        ``"edmm"``: ``alpha_t = sqrt(log(c n t^2/delta)/t)`` (EDMM02, c = 4; times
+        ``2 sigma`` for sigma-sub-Gaussian rewards). ``"ls"``: the LIL stopping radius
+        ``B(T)`` of JMNB14 Sec. 5 with ``d_LS`` from the whole ``delta`` (ALGORITHMS.md 0.2):
+        JMNB14 Sec. 5 says SE's "usual stopping condition and the LIL stopping criterion are
+        one and the same", which we read as SE run with B(T) as its elimination radius
+        (ALGORITHMS.md 2.4, uncertain). On the LS event every arm stays inside its interval
+        forever, so no elimination is ever wrong and the whole delta is the error budget.
+    c : float, default=4.0
+        Constant of the ``"edmm"`` radius.
+    sigma : float, default=0.5
+        Sub-Gaussian scale of the rewards.
+
+    Notes
+    -----
+    The recommendation before the end is the empirical best active arm.
+
+    References
+    ----------
+    E. Even-Dar, S. Mannor, Y. Mansour. PAC bounds for multi-armed bandit and Markov decision
+    processes. COLT 2002. K. Jamieson et al., lil' UCB, COLT 2014, Sec. 5.
+    """
+
+    name = "successive_elimination"
+    kind = "fixed_confidence"
+    tags = {"top_k": False}
+    paper = "Even-Dar, Mannor, Mansour, COLT 2002 (Successive Elimination); Jamieson et al. COLT 2014 Sec. 5"
+    invalid_params = [("radius", "hoeffding"), ("c", 0.0), ("sigma", 0.0)]
+
+    def __init__(self, delta: float = 0.1, *, radius: str = "ls", c: float = 4.0, sigma: float = 0.5) -> None:
+        self.delta = delta
+        self.radius = radius
+        self.c = c
+        self.sigma = sigma
+
+    def _validate(self) -> None:
+        check_param("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
+        check_param("radius", self.radius, allowed=("ls", "edmm"))
+        check_param("c", self.c, low=0.0, low_open=True)
+        check_param("sigma", self.sigma, low=0.0, low_open=True)
+
+    def _resolve(self) -> None:
+        self._d_ls = ls_delta(float(self.delta), LS_EPSILON)
+
+    def _start(self) -> None:
+        n = self.n_arms_
+        self.act_ = np.arange(n, dtype=np.int64)
+        self.n_act_ = n
+        self.need_ = np.zeros(n, dtype=np.int64)
+        self.ssum_ = np.zeros(n)  # unused by SE's rule (it uses all samples); kept for the shared schedule
+        self.scnt_ = np.zeros(n, dtype=np.int64)
+        self._set_stage(*_start_stage(self.act_, n, self.need_, self.ssum_, self.scnt_, 1))
+
+    def _stage_arms(self) -> tuple[np.ndarray, int]:
+        return self.act_, self.n_act_
+
+    def _stage_tell(self, arm: int, reward: float) -> None:
+        pass
+
+    def _close_stage(self) -> None:
+        self.n_act_ = int(_se_eliminate(self.act_, self.n_act_, self.sums_, self.counts_, self.radius == "ls",
+                                        float(self.c), float(self.delta), self._d_ls, float(self.sigma),
+                                        self.n_arms_))
+        if self.n_act_ == 1:
+            self._finish([int(self.act_[0])])
+            return
+        self._set_stage(*_start_stage(self.act_, self.n_act_, self.need_, self.ssum_, self.scnt_, 1))
+
+    def _recommend(self) -> list[int]:
+        return self._active_best(self.act_, self.n_act_)
+
+    def run_compiled(self, stream, max_pulls: int) -> None:
+        if not self._check_kernel_ready():
+            return
+        done, n_act, ptr, left, rem, t = _se_kernel(
+            self.counts_, self.sums_, self.sumsq_, self.act_, self.n_act_, self.need_, self.ssum_, self.scnt_,
+            self.ptr_, self.left_, self.remaining_, self.radius == "ls", float(self.c), float(self.delta),
+            self._d_ls, float(self.sigma), int(max_pulls), *stream.args())
+        self.n_act_, self.t_ = int(n_act), int(t)
+        self._set_stage(left, rem, ptr)
+        if done:
+            self._finish([int(self.act_[0])])
+
+
+@njit(cache=True)
+def _se_kernel(counts, sums, sumsq, act, n_act, need, ssum, scnt, ptr, left, rem, use_ls, c, delta, d_ls,
+               sigma, max_pulls, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    n = counts.shape[0]
+    total = 0
+    for i in range(n):
+        total += counts[i]
+    while total < max_pulls:
+        arm, ptr = _sched_next(act, n_act, need, ptr)
+        left -= 1
+        r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
+        counts[arm] += 1
+        sums[arm] += r
+        sumsq[arm] += r * r
+        total += 1
+        rem -= 1
+        if rem == 0:
+            n_act = _se_eliminate(act, n_act, sums, counts, use_ls, c, delta, d_ls, sigma, n)
+            if n_act == 1:
+                return True, n_act, ptr, left, rem, total
+            left, rem, ptr = _start_stage(act, n_act, need, ssum, scnt, 1)
+    return False, n_act, ptr, left, rem, total
+
+
+# ------------------------------------------------------------------------------ ME
+class MedianElimination(_Staged):
+    """Median Elimination ME(S, epsilon, delta): an (epsilon, delta)-PAC best-arm learner.
+
+    EDMM02 (ALGORITHMS.md 2.2): in round l pull every arm of S_l :func:`me_stage_pulls` times
+    (fresh samples), keep the better half by the round's means, set ``eps_{l+1} = 3/4 eps_l``,
+    ``delta_{l+1} = delta_l/2``; stop when one arm is left and output it. With probability at
+    least ``1 - delta`` its mean is within ``epsilon`` of the best, after
+    ``O(n/epsilon^2 log(1/delta))`` pulls; the schedule does not adapt to the gaps.
+
+    Parameters
+    ----------
+    delta : float, default=0.1
+        Error probability.
+    epsilon : float, default=0.1
+        Accuracy: the output is epsilon-optimal. The common checks use 0.19, below the 0.2
+        gap of their error-rate instance, so that epsilon-optimal means best.
+    sigma : float, default=0.5
+        Sub-Gaussian scale; the pull counts scale with ``4 sigma^2`` (1 for rewards in [0, 1]).
+
+    Notes
+    -----
+    "Below the median" with ties is read as "keep the ``ceil(|S|/2)`` best, ties to the lower
+    index", so every round halves the set. The recommendation before the end is the
+    empirical best surviving arm (all answered pulls).
+
+    References
+    ----------
+    E. Even-Dar, S. Mannor, Y. Mansour. PAC bounds for multi-armed bandit and Markov decision
+    processes. COLT 2002.
+    """
+
+    name = "median_elimination"
+    kind = "fixed_confidence"
+    tags = {"top_k": False}
+    paper = "Even-Dar, Mannor, Mansour, COLT 2002 (Median Elimination)"
+    test_params = {"epsilon": 0.19}
+    invalid_params = [("epsilon", 0.0), ("sigma", -1.0)]
+
+    def __init__(self, delta: float = 0.1, *, epsilon: float = 0.1, sigma: float = 0.5) -> None:
+        self.delta = delta
+        self.epsilon = epsilon
+        self.sigma = sigma
+
+    def _validate(self) -> None:
+        check_param("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
+        check_param("epsilon", self.epsilon, low=0.0, low_open=True)
+        check_param("sigma", self.sigma, low=0.0, low_open=True)
+
+    def _start(self) -> None:
+        n = self.n_arms_
+        self.act_ = np.arange(n, dtype=np.int64)
+        self.n_act_ = n
+        self.l_ = 1
+        self.need_ = np.zeros(n, dtype=np.int64)
+        self.ssum_ = np.zeros(n)
+        self.scnt_ = np.zeros(n, dtype=np.int64)
+        m = me_stage_pulls(float(self.epsilon), float(self.delta), 1, float(self.sigma))
+        self._set_stage(*_start_stage(self.act_, n, self.need_, self.ssum_, self.scnt_, m))
+
+    def _stage_arms(self) -> tuple[np.ndarray, int]:
+        return self.act_, self.n_act_
+
+    def _close_stage(self) -> None:
+        done, n_act, l_, left, rem, ptr = _me_close(self.act_, self.n_act_, self.l_, self.need_, self.ssum_,
+                                                    self.scnt_, float(self.epsilon), float(self.delta),
+                                                    float(self.sigma))
+        self.n_act_, self.l_ = int(n_act), int(l_)
+        if done:
+            self._finish([int(self.act_[0])])
+            return
+        self._set_stage(left, rem, ptr)
+
+    def _recommend(self) -> list[int]:
+        return self._active_best(self.act_, self.n_act_)
+
+    def run_compiled(self, stream, max_pulls: int) -> None:
+        if not self._check_kernel_ready():
+            return
+        done, n_act, l_, ptr, left, rem, t = _me_kernel(
+            self.counts_, self.sums_, self.sumsq_, self.act_, self.n_act_, self.l_, self.need_, self.ssum_,
+            self.scnt_, self.ptr_, self.left_, self.remaining_, float(self.epsilon), float(self.delta),
+            float(self.sigma), int(max_pulls), *stream.args())
+        self.n_act_, self.l_, self.t_ = int(n_act), int(l_), int(t)
+        self._set_stage(left, rem, ptr)
+        if done:
+            self._finish([int(self.act_[0])])
+
+
+@njit(cache=True)
+def _me_close(act, n_act, l_, need, ssum, scnt, eps, delta, sigma):  # pragma: no cover - compiled
+    """Close ME round ``l_``: halve the set; start round ``l_+1`` unless one arm is left.
+
+    Returns (done, n_act, l, left, remaining, ptr).
+    """
+    n_act = _median_keep(act, n_act, ssum, scnt)
+    if n_act == 1:
+        return True, n_act, l_, 0, 0, 0
+    l_ += 1
+    left, rem, ptr = _start_stage(act, n_act, need, ssum, scnt, me_stage_pulls(eps, delta, l_, sigma))
+    return False, n_act, l_, left, rem, ptr
+
+
+@njit(cache=True)
+def _me_kernel(counts, sums, sumsq, act, n_act, l_, need, ssum, scnt, ptr, left, rem, eps, delta, sigma,
+               max_pulls, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    n = counts.shape[0]
+    total = 0
+    for i in range(n):
+        total += counts[i]
+    while total < max_pulls:
+        arm, ptr = _sched_next(act, n_act, need, ptr)
+        left -= 1
+        r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
+        counts[arm] += 1
+        sums[arm] += r
+        sumsq[arm] += r * r
+        ssum[arm] += r
+        scnt[arm] += 1
+        total += 1
+        rem -= 1
+        if rem == 0:
+            done, n_act, l_, left2, rem2, ptr2 = _me_close(act, n_act, l_, need, ssum, scnt, eps, delta, sigma)
+            if done:
+                return True, n_act, l_, ptr, left, rem, total
+            left, rem, ptr = left2, rem2, ptr2
+    return False, n_act, l_, ptr, left, rem, total
+
+
+# ------------------------------------------------------------------------------ ExpGap
+class ExpGapElimination(_Staged):
+    """Exponential-Gap Elimination, optionally with the LIL stopping rule ("ExpGap + LS").
+
+    KKS13 (ALGORITHMS.md 2.3): in round r = 1, 2, ... with ``eps_r = 2^-r/4`` and
+    ``delta_r = delta/(50 r^3)``, pull every arm of S_r :func:`expgap_stage_pulls` times
+    (means ``p_hat^r``), find a reference arm ``i_r = ME(S_r, eps_r/2, delta_r)`` with
+    Median Elimination, and keep ``{i : p_hat_i^r >= p_hat_{i_r}^r - eps_r}``. Output the
+    last arm. O(sum_i Delta_i^-2 log(log(1/Delta_i)/delta)) pulls, with very large constants.
+
+    Parameters
+    ----------
+    delta : float, default=0.1
+        Target error probability nu of the whole procedure.
+    ls : bool, default=True
+        Also stop by LS (JMNB14 Sec. 5: "ExpGap (+LS)"); ExpGap then runs with nu/2 and LS gets
+        the other nu/2; stop at whichever fires first, outputting its arm. The default is on
+        because that is how JMNB14 ran it, and without LS the first round alone costs
+        ~10^5 pulls per arm (ME at eps = 1/64).
+    sigma : float, default=0.5
+        Sub-Gaussian scale; pull counts scale with ``4 sigma^2``, LS uses sigma directly.
+
+    Notes
+    -----
+    Median Elimination draws fresh samples in every one of its rounds, and the ExpGap
+    sampling step draws its own, as in banditpylib's ``exp_gap.py`` (whether JMNB14 reused
+    samples is unknown; ALGORITHMS.md 2.3). LS, in contrast, uses all answered pulls of each
+    arm. The recommendation before the end is the empirical best arm of S_r.
+
+    References
+    ----------
+    Z. Karnin, T. Koren, O. Somekh. Almost optimal exploration in multi-armed bandits. ICML 2013.
+    K. Jamieson et al., lil' UCB, COLT 2014, Sec. 5.
+    """
+
+    name = "exp_gap_elimination"
+    kind = "fixed_confidence"
+    tags = {"top_k": False}
+    paper = "Karnin, Koren, Somekh, ICML 2013 (Exponential-Gap Elimination, Alg. 2); Jamieson et al. Sec. 5 (+LS)"
+    invalid_params = [("ls", "yes"), ("sigma", 0.0)]
+
+    def __init__(self, delta: float = 0.1, *, ls: bool = True, sigma: float = 0.5) -> None:
+        self.delta = delta
+        self.ls = ls
+        self.sigma = sigma
+
+    def _validate(self) -> None:
+        check_param("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
+        check_param("ls", self.ls, allowed=(True, False))
+        check_param("sigma", self.sigma, low=0.0, low_open=True)
+
+    def _resolve(self) -> None:
+        nu = float(self.delta)
+        self._delta_alg = nu / 2 if self.ls else nu
+        self._d_ls = ls_delta(nu / 2, LS_EPSILON)
+
+    def _start(self) -> None:
+        n = self.n_arms_
+        self.act_ = np.arange(n, dtype=np.int64)  # S_r
+        self.n_act_ = n
+        self.me_act_ = np.arange(n, dtype=np.int64)  # ME's surviving set
+        self.me_n_act_ = 0
+        self.r_ = 1
+        self.phase_ = 0  # 0: ExpGap sampling step; 1: Median Elimination round l_
+        self.l_ = 0
+        self.phat_ = np.zeros(n)
+        self.need_ = np.zeros(n, dtype=np.int64)
+        self.ssum_ = np.zeros(n)
+        self.scnt_ = np.zeros(n, dtype=np.int64)
+        m = expgap_stage_pulls(1, self._delta_alg, float(self.sigma))
+        self._set_stage(*_start_stage(self.act_, n, self.need_, self.ssum_, self.scnt_, m))
+
+    def _stage_arms(self) -> tuple[np.ndarray, int]:
+        if self.phase_ == 0:
+            return self.act_, self.n_act_
+        return self.me_act_, self.me_n_act_
+
+    def _close_stage(self) -> None:
+        out = _expgap_close(self.act_, self.n_act_, self.me_act_, self.me_n_act_, self.r_, self.phase_, self.l_,
+                            self.phat_, self.need_, self.ssum_, self.scnt_, self._delta_alg, float(self.sigma))
+        done, n_act, me_n, r, phase, l_, left, rem, ptr = out
+        self.n_act_, self.me_n_act_, self.r_, self.phase_, self.l_ = int(n_act), int(me_n), int(r), int(phase), int(l_)
+        self._set_stage(left, rem, ptr)
+        if done:
+            self._finish([int(self.act_[0])])
+
+    def _check_stop(self) -> None:
+        if self.ls:
+            arm = lil_stopping_arm(self.sums_, self.counts_.astype(np.float64), self._d_ls, LS_EPSILON,
+                                   float(self.sigma))
+            if arm >= 0:
+                self._finish([int(arm)])
+
+    def _recommend(self) -> list[int]:
+        return self._active_best(self.act_, self.n_act_)
+
+    def run_compiled(self, stream, max_pulls: int) -> None:
+        if not self._check_kernel_ready():
+            return
+        out = _expgap_kernel(
+            self.counts_, self.sums_, self.sumsq_, self.act_, self.n_act_, self.me_act_, self.me_n_act_, self.r_,
+            self.phase_, self.l_, self.phat_, self.need_, self.ssum_, self.scnt_, self.ptr_, self.left_,
+            self.remaining_, self._delta_alg, float(self.sigma), bool(self.ls), self._d_ls, int(max_pulls),
+            *stream.args())
+        stop, n_act, me_n, r, phase, l_, ptr, left, rem, t = out
+        self.n_act_, self.me_n_act_, self.r_, self.phase_, self.l_ = int(n_act), int(me_n), int(r), int(phase), int(l_)
+        self.t_ = int(t)
+        self._set_stage(left, rem, ptr)
+        if stop >= 0:
+            self._finish([int(stop)])
+
+
+@njit(cache=True)
+def _expgap_close(act, n_act, me_act, me_n, r, phase, l_, phat, need, ssum, scnt, delta,
+                  sigma):  # pragma: no cover - compiled
+    """Close the current ExpGap stage and schedule the next one.
+
+    Returns (done, n_act, me_n, r, phase, l, left, remaining, ptr).
+    """
+    eps_r = 0.25 / 2.0**r
+    delta_r = delta / (50.0 * r * r * r)
+    if phase == 0:
+        for j in range(n_act):
+            a = act[j]
+            phat[a] = ssum[a] / scnt[a]
+            me_act[j] = a
+        me_n = n_act
+        phase, l_ = 1, 1
+        left, rem, ptr = _start_stage(me_act, me_n, need, ssum, scnt, me_stage_pulls(eps_r / 2.0, delta_r, 1, sigma))
+        return False, n_act, me_n, r, phase, l_, left, rem, ptr
+    me_n = _median_keep(me_act, me_n, ssum, scnt)
+    if me_n > 1:
+        l_ += 1
+        left, rem, ptr = _start_stage(me_act, me_n, need, ssum, scnt, me_stage_pulls(eps_r / 2.0, delta_r, l_, sigma))
+        return False, n_act, me_n, r, phase, l_, left, rem, ptr
+    ref = phat[me_act[0]] - eps_r
+    keep = 0
+    for j in range(n_act):
+        a = act[j]
+        if phat[a] >= ref:
+            act[keep] = a
+            keep += 1
+    n_act = keep
+    if n_act == 1:
+        return True, n_act, me_n, r, phase, l_, 0, 0, 0
+    r += 1
+    phase, l_ = 0, 0
+    left, rem, ptr = _start_stage(act, n_act, need, ssum, scnt, expgap_stage_pulls(r, delta, sigma))
+    return False, n_act, me_n, r, phase, l_, left, rem, ptr
+
+
+@njit(cache=True)
+def _expgap_kernel(counts, sums, sumsq, act, n_act, me_act, me_n, r, phase, l_, phat, need, ssum, scnt, ptr,
+                   left, rem, delta, sigma, use_ls, d_ls, max_pulls,
+                   kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    n = counts.shape[0]
+    total = 0
+    for i in range(n):
+        total += counts[i]
+    tr = ls_tracker(sums, counts, d_ls, sigma)
+    while total < max_pulls:
+        if phase == 0:
+            arm, ptr = _sched_next(act, n_act, need, ptr)
+        else:
+            arm, ptr = _sched_next(me_act, me_n, need, ptr)
+        left -= 1
+        x = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
+        counts[arm] += 1
+        sums[arm] += x
+        sumsq[arm] += x * x
+        ssum[arm] += x
+        scnt[arm] += 1
+        total += 1
+        rem -= 1
+        if rem == 0:
+            done, n_act, me_n, r, phase, l_, left, rem, ptr = _expgap_close(
+                act, n_act, me_act, me_n, r, phase, l_, phat, need, ssum, scnt, delta, sigma)
+            if done:
+                return act[0], n_act, me_n, r, phase, l_, ptr, left, rem, total
+        if use_ls:
+            stop = ls_tracker_update(tr, sums, counts, arm, d_ls, sigma)
+            if stop >= 0:
+                return stop, n_act, me_n, r, phase, l_, ptr, left, rem, total
+    return -1, n_act, me_n, r, phase, l_, ptr, left, rem, total

@@ -1,0 +1,177 @@
+"""Top-two sampling with a TC challenger and an EB or TS leader, stopped by the GLR statistic."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from purebandits.base import Learner, check_param
+from purebandits.bounds import glr_pair_cost_s, glr_statistic_s, glr_threshold_s
+from purebandits.instances.rewards import stream_draw
+
+__all__ = ["TopTwo"]
+
+
+@njit(cache=True)
+def top_two_pick(sums, counts, pending, use_ts, gaussian, sigma, beta, rng):  # pragma: no cover - compiled
+    """One top-two decision; returns (arm to pull, leader), leader = -1 during initialisation.
+
+    Arms with no answered or pending pull are pulled first (lowest index, no randomness).
+    Then: leader B = empirical best (EB) or the argmax of a posterior draw (TS: Beta(1+S, 1+T-S)
+    with the Bernoulli cost, N(mu_hat, sigma^2/T) with the Gaussian cost, one draw per arm in
+    index order); challenger C = argmin_{j != B} W(B, j), the GLR transportation cost at the
+    virtual counts ``N = counts + pending`` (TC); pull B if ``rng.random() < beta`` else C.
+    Ties go to the lower index.
+    """
+    n = counts.shape[0]
+    for i in range(n):
+        if counts[i] + pending[i] == 0:
+            return i, -1
+    mu = np.empty(n)
+    for i in range(n):
+        mu[i] = sums[i] / counts[i] if counts[i] > 0 else 0.0
+    leader = 0
+    best_v = -math.inf
+    for i in range(n):
+        if use_ts:
+            c = max(counts[i], 1)
+            if gaussian:
+                v = mu[i] + sigma / math.sqrt(c) * rng.standard_normal()
+            else:
+                s = min(max(sums[i], 0.0), float(counts[i]))
+                v = rng.beta(1.0 + s, 1.0 + counts[i] - s)
+        else:
+            v = mu[i]
+        if v > best_v:
+            best_v = v
+            leader = i
+    chal = -1
+    best_w = math.inf
+    nb = float(counts[leader] + pending[leader])
+    for j in range(n):
+        if j != leader:
+            w = glr_pair_cost_s(mu[leader], nb, mu[j], float(counts[j] + pending[j]), gaussian, sigma)
+            if w < best_w:
+                best_w = w
+                chal = j
+    if rng.random() < beta:
+        return leader, leader
+    return chal, leader
+
+
+class TopTwo(Learner):
+    """Top-two sampling (EB-TC / TS-TC) with the GLR (Chernoff) stopping rule.
+
+    ALGORITHMS.md 13.2: a leader B (empirical best, ``leader="eb"``, or Thompson sampling,
+    ``leader="ts"``) and a Transportation-Cost challenger ``C = argmin_{j != B} W(B, j)``;
+    pull B with probability ``beta`` (randomised with ``rng_.random()``), else C. Stop as
+    Track-and-Stop: when ``Z(t) = min_{b != a_hat} W(a_hat, b)`` exceeds ``beta(t, delta)``,
+    output ``a_hat``. With beta = 1/2 top-two rules are asymptotically beta-optimal
+    (Russo 2016; Jourdan et al. 2022).
+
+    Parameters
+    ----------
+    delta : float, default=0.1
+        Error probability.
+    leader : {"eb", "ts"}, default="eb"
+        Empirical-best leader or a Thompson-sampling leader (TTTS-style; the challenger is
+        still TC, not re-sampling).
+    cost : {"gaussian", "bernoulli"}, default="gaussian"
+        Transportation cost W for the challenger and the stop: Gaussian
+        ``(mu_B - mu_j)^2/(2 sigma^2 (1/N_B + 1/N_j))`` (valid for any sigma-sub-Gaussian
+        rewards, [0, 1] with sigma = 1/2), or the Bernoulli KL form (rewards in [0, 1]; means
+        are clipped to [0, 1]). The Gaussian default keeps the learner usable on unbounded
+        rewards.
+    beta : float, default=0.5
+        Probability of pulling the leader.
+    threshold : {"practical", "theory"}, default="practical"
+        ``log((log t + 1)/delta)`` (common in practice) or ``log(2 t (n-1)/delta)``.
+    sigma : float, default=0.5
+        Sub-Gaussian scale of the Gaussian cost and of the TS leader's posterior.
+
+    Notes
+    -----
+    Every arm is pulled once first. Pending pulls count in the challenger's costs (virtual
+    pulls), not in the means, the TS posterior or the stop.
+
+    References
+    ----------
+    D. Russo. Simple Bayesian algorithms for best arm identification. COLT 2016.
+    M. Jourdan, R. Degenne, D. Baudry, R. de Heide, E. Kaufmann. Top two algorithms revisited.
+    NeurIPS 2022. A. Garivier, E. Kaufmann, COLT 2016 (GLR stopping).
+    """
+
+    name = "top_two"
+    kind = "fixed_confidence"
+    tags = {"top_k": False}
+    paper = "Russo 2016 / Jourdan et al. NeurIPS 2022 (top-two, TC challenger) + Garivier-Kaufmann GLR stop"
+    invalid_params = [("leader", "ucb"), ("cost", "poisson"), ("beta", 0.0), ("beta", 1.0),
+                      ("threshold", "x"), ("sigma", 0.0)]
+
+    def __init__(self, delta: float = 0.1, *, leader: str = "eb", cost: str = "gaussian", beta: float = 0.5,
+                 threshold: str = "practical", sigma: float = 0.5) -> None:
+        self.delta = delta
+        self.leader = leader
+        self.cost = cost
+        self.beta = beta
+        self.threshold = threshold
+        self.sigma = sigma
+
+    def _validate(self) -> None:
+        check_param("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
+        check_param("leader", self.leader, allowed=("eb", "ts"))
+        check_param("cost", self.cost, allowed=("gaussian", "bernoulli"))
+        check_param("beta", self.beta, low=0.0, high=1.0, low_open=True, high_open=True)
+        check_param("threshold", self.threshold, allowed=("practical", "theory"))
+        check_param("sigma", self.sigma, low=0.0, low_open=True)
+
+    def _resolve(self) -> None:
+        self._ts = self.leader == "ts"
+        self._gauss = self.cost == "gaussian"
+        self._theory = self.threshold == "theory"
+        self._last_leader = -1
+
+    def _ask_one(self) -> int:
+        arm, lead = top_two_pick(self.sums_, self.counts_, self.pending_, self._ts, self._gauss,
+                                 float(self.sigma), float(self.beta), self.rng_)
+        self._last_leader = int(lead)  # for inspection and tests; not state
+        return int(arm)
+
+    def _check_stop(self) -> None:
+        best, z = glr_statistic_s(self.sums_, self.counts_, self._gauss, float(self.sigma))
+        if z > glr_threshold_s(float(self.t_), float(self.n_arms_), float(self.delta), self._theory):
+            self._finish([int(best)])
+
+    def run_compiled(self, stream, max_pulls: int) -> None:
+        if self.done_:
+            return
+        if self.pending_.any():
+            raise ValueError("run_compiled needs a learner with no pending pulls")
+        stop, t = _top_two_kernel(self.counts_, self.sums_, self.sumsq_, self.pending_, self._ts, self._gauss,
+                                  float(self.sigma), float(self.beta), float(self.delta), self._theory,
+                                  int(max_pulls), self.rng_, *stream.args())
+        self.t_ = int(t)
+        if stop >= 0:
+            self._finish([int(stop)])
+
+
+@njit(cache=True)
+def _top_two_kernel(counts, sums, sumsq, pending, use_ts, gaussian, sigma, beta, delta, theory, max_pulls,
+                    own_rng, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    n = counts.shape[0]
+    total = 0
+    for i in range(n):
+        total += counts[i]
+    while total < max_pulls:
+        arm, _lead = top_two_pick(sums, counts, pending, use_ts, gaussian, sigma, beta, own_rng)
+        r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
+        counts[arm] += 1
+        sums[arm] += r
+        sumsq[arm] += r * r
+        total += 1
+        best, z = glr_statistic_s(sums, counts, gaussian, sigma)
+        if z > glr_threshold_s(float(total), float(n), delta, theory):
+            return best, total
+    return -1, total
