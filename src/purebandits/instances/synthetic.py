@@ -156,7 +156,7 @@ def hardness(means: Any, k: int = 1) -> Hardness:
     inv = _inv_sq(gaps)
     best = order[0]
     H1_all = float(inv.sum())
-    H1 = float(inv.sum() - inv[best]) if k == 1 else H1_all
+    H1 = float(np.delete(inv, best).sum()) if k == 1 else H1_all
     g_sorted = np.sort(gaps)
     i = np.arange(1, n + 1, dtype=float)
     H2 = float(np.max(i[1:] * _inv_sq(g_sorted[1:])))
