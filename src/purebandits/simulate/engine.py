@@ -1,0 +1,461 @@
+"""Monte Carlo simulation of a learner on an instance: many independent seeded repetitions.
+
+``simulate(learner, instance, reps=..., seed=...)`` runs ``reps`` independent repetitions and
+returns a :class:`SimResult` of NumPy arrays, one row per repetition.
+
+Seeding. Repetition ``r`` uses ``SeedSequence(seed).spawn(reps)[r]``; that sequence spawns two
+children, the first seeds the learner (``learner.clone().start(n, seed=child0)``) and the second
+the reward stream (``model.stream(child1)``). A repetition's result therefore depends only on
+``(learner parameters, instance, seed, r, checkpoints, max_pulls)`` and never on the executor,
+the number of jobs or the chunking.
+
+Drivers. ``driver="reference"`` runs the literal ask/tell loop (``ask(1)``, then ``tell``) for
+any learner; ``driver="compiled"`` calls ``learner.run_compiled(stream, max_pulls)`` (a Numba
+kernel that leaves the learner in exactly the state the loop would); ``"auto"`` (default) picks
+the compiled driver when the learner class has a kernel. Both read the same reward stream, so
+they give identical results (tested).
+
+Checkpoints. At each checkpoint (a total number of pulls) the engine records the learner's
+recommendation and the empirical rank of the true best arm (and of the worst true top-k arm),
+the compact statistics anytime curves need ("probability the best arm is in the top 5 empirical
+means versus samples"); a learner that stopped earlier is recorded as it stopped.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from purebandits.base import Learner
+from purebandits.instances import Instance, RewardModel, make_instance
+from purebandits.simulate.executors import Executor, get_executor
+
+__all__ = ["simulate", "SimResult", "DEFAULT_MAX_PULLS", "rep_seeds"]
+
+#: cap on the pulls of one repetition unless ``max_pulls`` is given (a run that reaches it is
+#: reported with ``stopped = False``)
+DEFAULT_MAX_PULLS = 10**9
+
+_DRIVERS = ("auto", "compiled", "reference")
+
+
+def rep_seeds(seed: int, rep: int) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
+    """(learner seed, stream seed) of repetition ``rep``: the children of ``SeedSequence(seed).spawn(reps)[rep]``.
+
+    ``SeedSequence(seed, spawn_key=(rep,))`` is that child, built without spawning the others.
+    """
+    ss = np.random.SeedSequence(seed, spawn_key=(int(rep),))
+    learner_seed, stream_seed = ss.spawn(2)
+    return learner_seed, stream_seed
+
+
+# --------------------------------------------------------------------------- results
+@dataclass
+class SimResult:
+    """Per-repetition results of :func:`simulate` (arrays indexed by repetition).
+
+    Attributes
+    ----------
+    pulls : ndarray (reps,) int64
+        Pulls made: the stopping time, or ``max_pulls`` if the run was capped.
+    stopped : ndarray (reps,) bool
+        True if the learner stopped by itself (stopping rule or spent budget), False if capped.
+    recommended : ndarray (reps, k) int64
+        Final recommendation (best first as the learner orders it).
+    correct : ndarray (reps,) bool
+        The recommendation is a valid top-k set (ties at the boundary count as correct).
+    counts : ndarray (reps, n) int64
+        Pulls of every arm.
+    checkpoints : ndarray (C,) int64
+        Total pulls at which the anytime statistics were recorded.
+    ckpt_recommended : ndarray (reps, C, k) int32
+        The recommendation at each checkpoint.
+    ckpt_correct : ndarray (reps, C) bool
+        Whether that recommendation was a correct top-k set.
+    ckpt_best_rank : ndarray (reps, C) int32
+        Rank of the true best arm among the empirical means (0 = empirical leader; ties to
+        the lower index, unpulled arms have mean 0): ``P(rank < m)`` is the probability that
+        the best arm is in the top m empirical means.
+    ckpt_topk_rank : ndarray (reps, C) int32
+        The largest such rank over the true top-k arms (``< m`` iff all k are in the top m).
+    means, top : ndarray
+        True means of the instance and its true top-k (best first).
+    """
+
+    algorithm: str
+    params: dict[str, Any]
+    instance: str
+    seed: int
+    k: int
+    max_pulls: int
+    driver: str
+    means: np.ndarray
+    top: np.ndarray
+    checkpoints: np.ndarray
+    pulls: np.ndarray
+    stopped: np.ndarray
+    recommended: np.ndarray
+    correct: np.ndarray
+    counts: np.ndarray
+    ckpt_recommended: np.ndarray
+    ckpt_correct: np.ndarray
+    ckpt_best_rank: np.ndarray
+    ckpt_topk_rank: np.ndarray
+    elapsed: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reps(self) -> int:
+        return int(self.pulls.shape[0])
+
+    @property
+    def n_arms(self) -> int:
+        return int(self.means.shape[0])
+
+    @property
+    def error_rate(self) -> float:
+        """Fraction of repetitions whose final recommendation is wrong."""
+        return float(1.0 - self.correct.mean()) if self.reps else math.nan
+
+    @property
+    def pulls_per_second(self) -> float:
+        return float(self.pulls.sum() / self.elapsed) if self.elapsed > 0 else math.nan
+
+    def summary(self, confidence: float = 0.95) -> dict[str, Any]:
+        """Samples to stop (mean, quantiles) and the error rate with a Wilson interval."""
+        wrong = int(self.reps - self.correct.sum())
+        lo, hi = _wilson(wrong, self.reps, confidence)
+        q = np.quantile(self.pulls, [0.05, 0.25, 0.5, 0.75, 0.95]) if self.reps else [math.nan] * 5
+        return {
+            "algorithm": self.algorithm, "instance": self.instance, "reps": self.reps,
+            "pulls_mean": float(self.pulls.mean()) if self.reps else math.nan,
+            "pulls_q05": float(q[0]), "pulls_q25": float(q[1]), "pulls_median": float(q[2]),
+            "pulls_q75": float(q[3]), "pulls_q95": float(q[4]),
+            "capped": int((~self.stopped).sum()), "errors": wrong, "error_rate": self.error_rate,
+            "error_ci_low": lo, "error_ci_high": hi, "confidence": confidence,
+            "elapsed_s": self.elapsed, "pulls_per_s": self.pulls_per_second,
+        }
+
+    # ----------------------------------------------------------------- saving
+    def _meta(self) -> dict[str, Any]:
+        return {"algorithm": self.algorithm, "params": self.params, "instance": self.instance, "seed": self.seed,
+                "k": self.k, "max_pulls": self.max_pulls, "driver": self.driver, "elapsed": self.elapsed,
+                "extra": self.extra}
+
+    _ARRAYS = ("means", "top", "checkpoints", "pulls", "stopped", "recommended", "correct", "counts",
+               "ckpt_recommended", "ckpt_correct", "ckpt_best_rank", "ckpt_topk_rank")
+
+    def save(self, path: str | Path) -> None:
+        """Write every array and the metadata to a compressed ``.npz`` file."""
+        arrays = {name: getattr(self, name) for name in self._ARRAYS}
+        np.savez_compressed(path, meta=np.array(json.dumps(self._meta(), default=_json_default)), **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> SimResult:
+        """Read a result written by :meth:`save`."""
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            arrays = {name: data[name] for name in cls._ARRAYS}
+        return cls(**meta, **arrays)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per repetition: the CSV rows (see :meth:`to_csv`)."""
+        out = []
+        for r in range(self.reps):
+            row: dict[str, Any] = {
+                "rep": r, "pulls": int(self.pulls[r]), "stopped": int(self.stopped[r]),
+                "correct": int(self.correct[r]), "recommended": " ".join(str(int(a)) for a in self.recommended[r]),
+            }
+            for j, c in enumerate(self.checkpoints):
+                row[f"rec@{c}"] = " ".join(str(int(a)) for a in self.ckpt_recommended[r, j])
+                row[f"correct@{c}"] = int(self.ckpt_correct[r, j])
+                row[f"best_rank@{c}"] = int(self.ckpt_best_rank[r, j])
+            out.append(row)
+        return out
+
+    def to_csv(self, path: str | Path) -> None:
+        """One row per repetition: rep, pulls, stopped, correct, recommended (space-separated
+        arms) and, per checkpoint c, ``rec@c``, ``correct@c`` and ``best_rank@c``."""
+        rows = self.rows()
+        fields = list(rows[0]) if rows else ["rep", "pulls", "stopped", "correct", "recommended"]
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=fields)
+            w.writeheader()
+            w.writerows(rows)
+
+    def to_frame(self):
+        """The CSV rows as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows())
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+def _wilson(errors: int, n: int, confidence: float) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (kept private until metrics.wilson_interval lands)."""
+    if n == 0:
+        return math.nan, math.nan
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + confidence / 2))
+    p = errors / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    lo = 0.0 if errors == 0 else max(0.0, centre - half)
+    hi = 1.0 if errors == n else min(1.0, centre + half)
+    return lo, hi
+
+
+# --------------------------------------------------------------------------- one chunk of reps
+@dataclass(frozen=True)
+class _Task:
+    """Everything a worker needs (picklable): no open resources, no started learner."""
+
+    learner: Learner
+    model: RewardModel
+    seed: int
+    k: int
+    checkpoints: np.ndarray
+    max_pulls: int
+    driver: str
+    top: np.ndarray
+    kth_mean: float
+
+
+def _advance_reference(learner: Learner, stream: Any, target: int) -> None:
+    """The literal ask/tell loop, sequential mode: ask(1), draw, tell, until done or ``target`` pulls."""
+    ask, tell, draw = learner.ask, learner.tell, stream.draw
+    t = learner.t_
+    while t < target and not learner.done_:
+        arms = ask(1)
+        if not arms:
+            raise RuntimeError(f"{type(learner).__name__} asked for nothing with no pull pending (t={t})")
+        arm = arms[0]
+        tell(arm, draw(arm))
+        t += 1
+
+
+def _ranks(means: np.ndarray, arms: np.ndarray) -> np.ndarray:
+    """Rank of each of ``arms`` among ``means`` (0 = largest; ties to the lower index)."""
+    if arms.size == 1:
+        a = int(arms[0])
+        m = means[a]
+        return np.array([np.count_nonzero(means > m) + np.count_nonzero(means[:a] == m)])
+    order = np.lexsort((np.arange(means.size), -means))
+    rank = np.empty(means.size, dtype=np.int64)
+    rank[order] = np.arange(means.size)
+    return rank[arms]
+
+
+def _correct(means: np.ndarray, rec: np.ndarray, k: int, kth_mean: float) -> np.ndarray:
+    """Row-wise: ``rec[..., :]`` holds k distinct arms, none with a mean below ``kth_mean``."""
+    valid = rec >= 0
+    ok = np.all(valid, axis=-1) & np.all(means[np.where(valid, rec, 0)] >= kth_mean, axis=-1)
+    if k > 1:
+        s = np.sort(rec, axis=-1)
+        ok &= np.all(np.diff(s, axis=-1) != 0, axis=-1)
+    return ok
+
+
+def run_chunk(task: _Task, reps: list[int]) -> dict[str, Any]:
+    """Run repetitions ``reps`` of ``task``; return their arrays (rows in ``reps`` order)."""
+    n, k, C = task.model.n_arms, task.k, task.checkpoints.shape[0]
+    m = len(reps)
+    pulls = np.zeros(m, dtype=np.int64)
+    stopped = np.zeros(m, dtype=bool)
+    rec = np.full((m, k), -1, dtype=np.int64)
+    counts = np.zeros((m, n), dtype=np.int64)
+    c_rec = np.full((m, C, k), -1, dtype=np.int32)
+    c_best = np.zeros((m, C), dtype=np.int32)
+    c_topk = np.zeros((m, C), dtype=np.int32)
+    compiled = task.driver == "compiled"
+    for i, r in enumerate(reps):
+        s_learner, s_stream = rep_seeds(task.seed, r)
+        learner = task.learner.clone().start(n, seed=s_learner)
+        stream = task.model.stream(s_stream)
+        for j in range(C):
+            target = min(int(task.checkpoints[j]), task.max_pulls)
+            if not learner.done_ and learner.t_ < target:
+                if compiled:
+                    learner.run_compiled(stream, target)
+                else:
+                    _advance_reference(learner, stream, target)
+            rj = learner.recommend()[:k]
+            c_rec[i, j, : len(rj)] = rj
+            ranks = _ranks(learner.means(), task.top)
+            c_best[i, j] = ranks[0]
+            c_topk[i, j] = ranks.max()
+        if not learner.done_ and learner.t_ < task.max_pulls:
+            if compiled:
+                learner.run_compiled(stream, task.max_pulls)
+            else:
+                _advance_reference(learner, stream, task.max_pulls)
+        pulls[i] = learner.t_
+        stopped[i] = learner.done_
+        rf = learner.recommend()[:k]
+        rec[i, : len(rf)] = rf
+        counts[i] = learner.counts_
+    means = task.model.means
+    return {
+        "reps": np.asarray(reps, dtype=np.int64), "pulls": pulls, "stopped": stopped, "recommended": rec,
+        "correct": _correct(means, rec, k, task.kth_mean), "counts": counts, "ckpt_recommended": c_rec,
+        "ckpt_correct": _correct(means, c_rec.astype(np.int64), k, task.kth_mean), "ckpt_best_rank": c_best,
+        "ckpt_topk_rank": c_topk,
+    }
+
+
+# --------------------------------------------------------------------------- simulate
+def _progress_bar(total: int, enabled: bool | None, desc: str):
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="rep", dynamic_ncols=True, leave=True)
+
+
+def simulate(
+    learner: Learner | str,
+    instance: Instance | RewardModel | str,
+    *,
+    reps: int = 100,
+    seed: int | None = 0,
+    checkpoints: Any = None,
+    jobs: int | None = None,
+    executor: Any = None,
+    max_pulls: int | None = None,
+    driver: str = "auto",
+    chunk_size: int | None = None,
+    progress: bool | None = None,
+) -> SimResult:
+    """Run ``reps`` independent repetitions of ``learner`` on ``instance``.
+
+    Parameters
+    ----------
+    learner : Learner or str
+        An (unstarted) learner whose parameters are used, or a registered name with defaults.
+        Each repetition runs ``learner.clone()``.
+    instance : Instance, RewardModel or str
+        The problem; a string goes through :func:`purebandits.instances.make_instance`.
+    reps : int
+        Number of repetitions.
+    seed : int or None
+        Root seed; repetition r uses ``SeedSequence(seed).spawn(reps)[r]`` (None: fresh entropy,
+        recorded in the result).
+    checkpoints : sequence of int, optional
+        Total pulls at which to record the recommendation and the best arm's empirical rank.
+    jobs : int, optional
+        Worker processes for the local pool (default: all cores; 1 runs in this process).
+    executor : str, Executor, distributed.Client or concurrent.futures.Executor, optional
+        ``"inprocess"``, ``"local"`` (default) or ``"dask://host:port"``; see
+        :mod:`purebandits.simulate.executors`.
+    max_pulls : int, optional
+        Cap on the pulls of one repetition (default :data:`DEFAULT_MAX_PULLS`); capped runs
+        have ``stopped = False``.
+    driver : {"auto", "compiled", "reference"}
+        ``"compiled"`` needs a learner with a kernel (``type(learner).has_kernel()``).
+    chunk_size : int, optional
+        Repetitions per task (default: about four tasks per worker). Never changes results.
+    progress : bool, optional
+        Show a progress bar (repetitions, pulls per second, time left); default: when stderr is
+        a terminal.
+
+    Returns
+    -------
+    SimResult
+    """
+    if isinstance(learner, str):
+        from purebandits.registry import make_learner
+
+        learner = make_learner(learner)
+    if not isinstance(learner, Learner):
+        raise TypeError(f"learner must be a Learner or a registered name, got {type(learner).__name__}")
+    if isinstance(instance, RewardModel):
+        instance = Instance(f"model:{type(instance).__name__}({instance.n_arms})", instance,
+                            k=int(getattr(learner, "k", 1) or 1))
+    instance = make_instance(instance)
+    if isinstance(reps, bool) or not isinstance(reps, int | np.integer) or reps < 0:
+        raise ValueError(f"reps must be an integer >= 0, got {reps!r}")
+    if driver not in _DRIVERS:
+        raise ValueError(f"driver must be one of {list(_DRIVERS)}, got {driver!r}")
+    has_kernel = type(learner).has_kernel()
+    if driver == "compiled" and not has_kernel:
+        raise ValueError(f"{type(learner).__name__} has no compiled kernel; use driver='reference' or 'auto'")
+    drv = "compiled" if driver == "compiled" or (driver == "auto" and has_kernel) else "reference"
+    max_pulls = DEFAULT_MAX_PULLS if max_pulls is None else int(max_pulls)
+    if max_pulls < 1:
+        raise ValueError(f"max_pulls must be >= 1, got {max_pulls}")
+    ckpts = np.unique(np.asarray([] if checkpoints is None else checkpoints, dtype=np.int64).ravel())
+    if ckpts.size and ckpts[0] < 1:
+        raise ValueError("checkpoints must be positive pull counts")
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy)
+    seed = int(seed)
+
+    n = instance.n_arms
+    probe = learner.clone().start(n, seed=0)  # validates parameters here, not in a worker
+    k = probe.k_
+    if drv == "compiled":  # load the kernel once here, so forked workers inherit it
+        probe.run_compiled(instance.model.stream(0), min(2 * n, max_pulls))
+    top = instance.top(k)
+    task = _Task(learner=learner.clone(), model=instance.model, seed=seed, k=k, checkpoints=ckpts,
+                 max_pulls=max_pulls, driver=drv, top=top, kth_mean=instance.kth_mean(k))
+
+    ex: Executor = get_executor(executor, jobs)
+    workers = max(1, ex.workers)
+    if chunk_size is None:
+        chunk_size = max(1, math.ceil(reps / (4 * workers))) if workers > 1 else max(1, min(reps, 16))
+    chunks = [list(range(i, min(i + chunk_size, reps))) for i in range(0, reps, chunk_size)]
+
+    C = ckpts.size
+    res = SimResult(
+        algorithm=learner.name or type(learner).__name__, params=learner.get_params(), instance=instance.name,
+        seed=seed, k=k, max_pulls=max_pulls, driver=drv, means=instance.means, top=top, checkpoints=ckpts,
+        pulls=np.zeros(reps, dtype=np.int64), stopped=np.zeros(reps, dtype=bool),
+        recommended=np.full((reps, k), -1, dtype=np.int64), correct=np.zeros(reps, dtype=bool),
+        counts=np.zeros((reps, n), dtype=np.int64), ckpt_recommended=np.full((reps, C, k), -1, dtype=np.int32),
+        ckpt_correct=np.zeros((reps, C), dtype=bool), ckpt_best_rank=np.zeros((reps, C), dtype=np.int32),
+        ckpt_topk_rank=np.zeros((reps, C), dtype=np.int32),
+    )
+    t0 = time.perf_counter()
+    total = 0
+    bar = None
+    try:
+        results = ex.map_unordered(run_chunk, [(task, c) for c in chunks])
+        bar = _progress_bar(reps, progress, f"{res.algorithm} on {instance.name}")
+        for _, out in results:
+            idx = out["reps"]
+            for name in ("pulls", "stopped", "recommended", "correct", "counts", "ckpt_recommended",
+                         "ckpt_correct", "ckpt_best_rank", "ckpt_topk_rank"):
+                getattr(res, name)[idx] = out[name]
+            if bar is not None:
+                total += int(out["pulls"].sum())
+                rate = total / max(time.perf_counter() - t0, 1e-9)
+                bar.set_postfix_str(f"{rate / 1e6:.2f}M pulls/s", refresh=False)
+                bar.update(len(idx))
+    finally:
+        if bar is not None:
+            bar.close()
+        if ex is not executor:
+            ex.close()
+    res.elapsed = time.perf_counter() - t0
+    return res

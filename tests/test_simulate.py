@@ -1,0 +1,201 @@
+"""The simulation engine: both drivers agree, seeding is executor-independent, Dask matches local."""
+
+import math
+
+import numpy as np
+import pytest
+
+from purebandits import LilUCB, NonAdaptive
+from purebandits.base import Learner
+from purebandits.instances import Bernoulli, Gaussian, make_instance
+from purebandits.registry import all_learners
+from purebandits.simulate import SimResult, rep_seeds, simulate
+from purebandits.simulate.engine import _wilson
+from purebandits.testing.checks import _k_for, make_test_learner
+
+ARRAYS = SimResult._ARRAYS
+
+
+def assert_same(a: SimResult, b: SimResult) -> None:
+    for name in ARRAYS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+class RoundRobin(Learner):
+    """A learner without a compiled kernel: pulls arms in turn, stops after `budget` pulls."""
+
+    name = ""
+
+    def __init__(self, budget: int = 60) -> None:
+        self.budget = budget
+
+    def _start(self) -> None:
+        self.next_ = 0
+
+    def _ask_one(self) -> int:
+        arm = self.next_
+        self.next_ = (self.next_ + 1) % self.n_arms_
+        return arm
+
+    def _check_stop(self) -> None:
+        if self.t_ >= self.budget:
+            self._finish()
+
+
+def test_rep_seeds_are_the_spawned_children():
+    reps = 7
+    for r, child in enumerate(np.random.SeedSequence(42).spawn(reps)):
+        a, b = child.spawn(2)
+        la, sb = rep_seeds(42, r)
+        assert np.array_equal(a.generate_state(4), la.generate_state(4))
+        assert np.array_equal(b.generate_state(4), sb.generate_state(4))
+
+
+def _instance_for(cls):
+    n = 6
+    k = _k_for(cls, n).get("k", 1)
+    means = np.array([0.9, 0.8, 0.55, 0.5, 0.45, 0.3])
+    if cls.tags.get("bounded_rewards"):
+        model = Bernoulli(means)
+    else:
+        model = Gaussian(means, 0.25)
+    from purebandits.instances import Instance
+
+    return Instance(f"test6-{type(model).__name__}", model, k), k
+
+
+@pytest.mark.parametrize("cls", [c for c in all_learners().values() if c.has_kernel()], ids=lambda c: c.name)
+def test_reference_and_compiled_drivers_agree(cls):
+    """Same seeds, same reward stream: identical stopping times, counts, recommendations, checkpoints."""
+    inst, k = _instance_for(cls)
+    learner = make_test_learner(cls, **({"k": k} if k > 1 else {}))
+    kw = dict(reps=4, seed=11, checkpoints=[3, 10, 100, 1000], jobs=1, max_pulls=20_000, progress=False)
+    ref = simulate(learner, inst, driver="reference", **kw)
+    fast = simulate(learner, inst, driver="compiled", **kw)
+    assert ref.driver == "reference" and fast.driver == "compiled"
+    assert_same(ref, fast)
+
+
+def test_auto_driver_and_learner_without_kernel():
+    res = simulate(RoundRobin(budget=60), "one_sparse:n=5", reps=3, seed=0, jobs=1, checkpoints=[10])
+    assert res.driver == "reference"
+    assert np.all(res.pulls == 60) and np.all(res.stopped) and np.all(res.counts == 12)
+    assert simulate(LilUCB(), "one_sparse:n=5", reps=1, jobs=1).driver == "compiled"
+    with pytest.raises(ValueError, match="no compiled kernel"):
+        simulate(RoundRobin(), "one_sparse:n=5", reps=1, jobs=1, driver="compiled")
+
+
+def test_results_do_not_depend_on_jobs_or_chunking():
+    kw = dict(reps=12, seed=5, checkpoints=[20, 200, 2000], progress=False)
+    base = simulate(LilUCB(delta=0.1), "one_sparse:n=30", jobs=1, **kw)
+    assert_same(base, simulate(LilUCB(delta=0.1), "one_sparse:n=30", jobs=1, chunk_size=5, **kw))
+    assert_same(base, simulate(LilUCB(delta=0.1), "one_sparse:n=30", jobs=2, chunk_size=1, **kw))
+    assert_same(base, simulate(LilUCB(delta=0.1), "one_sparse:n=30", executor="inprocess", chunk_size=7, **kw))
+    # a prefix of the repetitions is the same whatever the total number
+    few = simulate(LilUCB(delta=0.1), "one_sparse:n=30", jobs=1, **{**kw, "reps": 4})
+    np.testing.assert_array_equal(few.pulls, base.pulls[:4])
+    other = simulate(LilUCB(delta=0.1), "one_sparse:n=30", jobs=1, **{**kw, "seed": 6})
+    assert not np.array_equal(other.pulls, base.pulls)
+
+
+def test_a_repetition_is_the_documented_seeded_run():
+    inst = make_instance("one_sparse:n=20")
+    res = simulate(NonAdaptive(delta=0.2), inst, reps=3, seed=9, jobs=1)
+    for r in range(3):
+        ls, ss = rep_seeds(9, r)
+        learner = NonAdaptive(delta=0.2).start(20, seed=ls)
+        stream = inst.model.stream(ss)
+        while not learner.done:
+            (a,) = learner.ask(1)
+            learner.tell(a, stream.draw(a))
+        assert res.pulls[r] == learner.n_pulls and list(res.recommended[r]) == learner.recommend()
+        np.testing.assert_array_equal(res.counts[r], learner.counts_)
+
+
+def test_checkpoints_record_the_state_at_that_many_pulls():
+    inst = make_instance("one_sparse:n=10")
+    cps = [5, 40, 300, 10**6]
+    res = simulate(LilUCB(), inst, reps=2, seed=3, checkpoints=cps, jobs=1, driver="reference")
+    for r in range(2):
+        ls, ss = rep_seeds(3, r)
+        learner = LilUCB().start(10, seed=ls)
+        stream = inst.model.stream(ss)
+        for j, c in enumerate(cps):
+            while not learner.done and learner.n_pulls < c:
+                (a,) = learner.ask(1)
+                learner.tell(a, stream.draw(a))
+            assert list(res.ckpt_recommended[r, j]) == learner.recommend()
+            m = learner.means()
+            assert res.ckpt_best_rank[r, j] == int(np.sum(m > m[0]))
+        assert learner.done and res.pulls[r] == learner.n_pulls < cps[-1]
+
+
+def test_max_pulls_caps_and_flags():
+    res = simulate(LilUCB(), "lil_exp:n=200,alpha=0.6", reps=3, seed=0, max_pulls=500, jobs=1)
+    assert np.all(res.pulls == 500) and not res.stopped.any()
+    assert res.summary()["capped"] == 3
+    assert np.all(res.counts.sum(axis=1) == 500)
+
+
+def test_correctness_and_topk_ranks():
+    inst = make_instance("custom:means=0.9/0.85/0.2/0.1,k=2,model=gaussian")
+    res = simulate(RoundRobin(budget=400), inst, reps=5, seed=1, checkpoints=[4, 400], jobs=1)
+    # RoundRobin recommends the top 1 by empirical mean (k = 1 learner): correct iff it is arm 0
+    assert res.k == 1
+    for r in range(5):
+        assert res.correct[r] == inst.is_correct(res.recommended[r], k=1)
+    assert np.all(res.ckpt_topk_rank == res.ckpt_best_rank)  # k = 1
+
+
+def test_wilson_interval():
+    lo, hi = _wilson(0, 100, 0.95)
+    assert lo == 0.0 and hi == pytest.approx(0.0370, abs=1e-3)
+    lo, hi = _wilson(50, 100, 0.95)
+    assert lo == pytest.approx(0.4038, abs=1e-3) and hi == pytest.approx(0.5962, abs=1e-3)
+    assert all(math.isnan(x) for x in _wilson(0, 0, 0.95))
+
+
+def test_save_load_and_csv(tmp_path):
+    res = simulate(LilUCB(), "one_sparse:n=8", reps=3, seed=2, checkpoints=[10, 100], jobs=1)
+    res.save(tmp_path / "r.npz")
+    back = SimResult.load(tmp_path / "r.npz")
+    assert_same(res, back)
+    assert back.algorithm == "lil_ucb" and back.instance == res.instance and back.seed == 2
+    res.to_csv(tmp_path / "r.csv")
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "r.csv")
+    assert list(df.columns[:5]) == ["rep", "pulls", "stopped", "correct", "recommended"]
+    assert list(df["pulls"]) == list(res.pulls) and "best_rank@100" in df.columns
+
+
+def test_progress_bar_runs(capsys):
+    res = simulate(LilUCB(), "one_sparse:n=8", reps=4, seed=2, jobs=1, progress=True)
+    assert res.reps == 4
+    assert "rep" in capsys.readouterr().err
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="reps"):
+        simulate(LilUCB(), "one_sparse:n=8", reps=-1)
+    with pytest.raises(ValueError, match="driver"):
+        simulate(LilUCB(), "one_sparse:n=8", reps=1, driver="fast")
+    with pytest.raises(ValueError, match="delta"):
+        simulate(LilUCB(delta=2.0), "one_sparse:n=8", reps=1, jobs=1)
+    with pytest.raises(ValueError, match="executor"):
+        simulate(LilUCB(), "one_sparse:n=8", reps=1, executor="cloud")
+
+
+def test_dask_local_cluster_matches_local_run():
+    distributed = pytest.importorskip("distributed")
+    kw = dict(reps=6, seed=13, checkpoints=[30, 300], progress=False)
+    local = simulate(LilUCB(), "one_sparse:n=25", jobs=1, **kw)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        address = cluster.scheduler_address  # tcp://127.0.0.1:port
+        via_url = simulate(LilUCB(), "one_sparse:n=25", executor="dask://" + address.split("://")[1],
+                           chunk_size=2, **kw)
+        with distributed.Client(cluster) as client:
+            via_client = simulate(LilUCB(), "one_sparse:n=25", executor=client, **kw)
+    assert_same(local, via_url)
+    assert_same(local, via_client)
