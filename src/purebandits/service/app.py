@@ -1,0 +1,115 @@
+"""The ASGI app factory: ``create_app(settings) -> FastAPI`` (no engine at import time).
+
+``uvicorn --factory purebandits.service.app:create_app`` builds one app per worker process
+from ``PUREBANDITS_*`` environment variables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+
+import sqlalchemy.exc
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+
+from purebandits import __version__
+from purebandits.service.deps import RateLimiter
+from purebandits.service.errors import RateLimited, ServiceError
+from purebandits.service.middleware import BodySizeLimit
+from purebandits.service.routes import experiments, pages, participants
+from purebandits.service.settings import Settings
+from purebandits.service.storage import make_engine, upgrade
+from purebandits.service.study import Study
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("purebandits.service")
+
+DB_UNAVAILABLE = {"detail": "database unavailable, retry shortly"}
+
+
+def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | None = None) -> FastAPI:
+    """Build the service for ``settings`` (default: from ``PUREBANDITS_*`` environment variables).
+
+    On startup it runs the migrations (``auto_migrate``), rebuilds every experiment's learner
+    by replaying its event log and checks it against the stored snapshot (``verify_on_start``),
+    and starts a background task that expires stale queries.
+    """
+    settings = settings or Settings.from_env()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.url)
+        if settings.auto_migrate:
+            await run_in_threadpool(upgrade, engine)
+        study = Study(engine, settings, clock=clock)
+        if settings.verify_on_start:
+            report = await run_in_threadpool(study.verify_all)
+            bad = [eid for eid, r in report.items() if r["snapshot_matches"] is False]
+            log.info("rebuilt %d experiment(s) from their event logs%s", len(report),
+                     f"; snapshots replaced for {bad}" if bad else "")
+        app.state.study = study
+        app.state.limiter = RateLimiter(settings.ask_rate_per_second, settings.ask_burst)
+        task = asyncio.create_task(_expire_loop(study, settings.expire_interval_seconds))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+            engine.dispose()
+
+    app = FastAPI(
+        title="purebandits service",
+        version=__version__,
+        description="Crowdsourcing with pure-exploration bandits: owners create experiments, participants "
+        "rate the items the learner asks for. Owner endpoints need 'Authorization: Bearer <owner token>'.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
+        headers = {}
+        if isinstance(exc, RateLimited):
+            headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+        if exc.status_code == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+        return JSONResponse({"detail": exc.message}, status_code=exc.status_code, headers=headers)
+
+    @app.exception_handler(sqlalchemy.exc.OperationalError)
+    @app.exception_handler(sqlalchemy.exc.InterfaceError)
+    async def _db_down(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse(DB_UNAVAILABLE, status_code=503, headers={"Retry-After": "2"})
+
+    app.include_router(experiments.router)
+    app.include_router(participants.router)
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=str(Path(__file__).resolve().parent / "static")), name="static")
+
+    @app.get("/healthz", tags=["service"])
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+async def _expire_loop(study: Study, interval: float) -> None:
+    while True:
+        await asyncio.sleep(max(0.05, interval))
+        try:
+            n = await run_in_threadpool(study.expire_stale)
+            if n:
+                log.info("expired %d stale quer%s", n, "y" if n == 1 else "ies")
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # keep sweeping; the next ask expires lazily anyway
+            log.exception("expiring stale queries failed")

@@ -1,0 +1,60 @@
+"""FastAPI dependencies: the per-app Study, the owner token, the rate limiter."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from purebandits.service.errors import RateLimited
+from purebandits.service.study import Study
+
+__all__ = ["StudyDep", "TokenDep", "get_study", "bearer_token", "RateLimiter"]
+
+
+def get_study(request: Request) -> Study:
+    return request.app.state.study
+
+
+def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+StudyDep = Annotated[Study, Depends(get_study)]
+TokenDep = Annotated[str | None, Depends(bearer_token)]
+
+
+class RateLimiter:
+    """Token bucket per key (participant id): ``rate`` per second, bursts up to ``burst``.
+
+    Kept in process memory, so with N workers a participant gets up to N times the rate.
+    """
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate, self.burst = float(rate), float(burst)
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def check(self, key: str) -> None:
+        if self.rate <= 0:
+            return
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(key, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - last) * self.rate)
+            if tokens < 1.0:
+                self._buckets[key] = (tokens, now)
+                raise RateLimited("too many requests for this participant; slow down",
+                                  retry_after=(1.0 - tokens) / self.rate)
+            self._buckets[key] = (tokens - 1.0, now)
+            if len(self._buckets) > 100_000:
+                cutoff = now - self.burst / self.rate
+                self._buckets = {k: v for k, v in self._buckets.items() if v[1] > cutoff}

@@ -1,0 +1,63 @@
+"""Errors of the service protocol; each maps to one HTTP status with a message that names the problem."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ServiceError",
+    "BadRequest",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "Conflict",
+    "Gone",
+    "RateLimited",
+    "ReplayError",
+]
+
+
+class ServiceError(Exception):
+    """Base class: ``status_code`` and a human-readable ``message``."""
+
+    status_code = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(ServiceError):
+    status_code = 422
+
+
+class Unauthorized(ServiceError):
+    status_code = 401
+
+
+class Forbidden(ServiceError):
+    status_code = 403
+
+
+class NotFound(ServiceError):
+    status_code = 404
+
+
+class Conflict(ServiceError):
+    status_code = 409
+
+
+class Gone(ServiceError):
+    status_code = 410
+
+
+class RateLimited(ServiceError):
+    status_code = 429
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ReplayError(ServiceError):
+    """Replaying the event log did not reproduce a stored ask (a non-deterministic learner)."""
+
+    status_code = 500

@@ -1,0 +1,1 @@
+"""HTTP routes, one router per resource: owners' experiments, participants' queries, web pages."""

@@ -1,0 +1,49 @@
+"""Participant endpoints: get an anonymous id, ask for a query, answer it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from purebandits.service.deps import StudyDep
+from purebandits.service.schemas import (
+    AnswerOut,
+    AnswerRequest,
+    ExperimentPublic,
+    ParticipantOut,
+    QueryOut,
+    QueryRequest,
+)
+
+router = APIRouter(prefix="/api", tags=["participants"])
+
+
+@router.post("/participants", status_code=201, response_model=ParticipantOut)
+def new_participant(study: StudyDep) -> Any:
+    """A new anonymous participant id (keep it; send it with every query and answer)."""
+    return {"participant_id": study.new_participant()}
+
+
+@router.get("/experiments/{eid}/public", response_model=ExperimentPublic)
+def public_info(eid: int, study: StudyDep) -> Any:
+    """What a participant needs to know: name, label names, status."""
+    info = study.experiment_info(eid)
+    return {"id": eid, "name": info["name"], "labels": [lab["name"] for lab in info["labels"]],
+            "status": info["status"]}
+
+
+@router.post("/experiments/{eid}/queries", response_model=QueryOut, response_model_exclude_none=True)
+def ask(eid: int, body: QueryRequest, study: StudyDep, request: Request) -> Any:
+    """The next item to rate, chosen by the learner's ``ask``; a pending query until answered or expired."""
+    request.app.state.limiter.check(body.participant_id)
+    return study.next_query(eid, body.participant_id)
+
+
+@router.post("/queries/{query_id}/answer", response_model=AnswerOut)
+def answer(query_id: str, body: AnswerRequest, study: StudyDep) -> Any:
+    """Answer a query with one of the experiment's labels; acknowledged after it is committed.
+
+    Answering again with the same label returns the same response and counts once.
+    """
+    return study.answer(query_id, body.participant_id, body.label)

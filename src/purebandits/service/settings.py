@@ -1,0 +1,121 @@
+"""Service settings, read from the environment (prefix ``PUREBANDITS_``).
+
+Plain dataclass rather than pydantic-settings, to keep dependencies few: every field ``x``
+can be set with the environment variable ``PUREBANDITS_X`` (e.g. ``PUREBANDITS_DATABASE_URL``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Settings", "normalize_url"]
+
+ENV_PREFIX = "PUREBANDITS_"
+
+
+def _default_url() -> str:
+    return f"sqlite:///{Path.cwd() / 'purebandits.sqlite'}"
+
+
+def normalize_url(url: str) -> str:
+    """Map ``postgresql://`` and ``postgres://`` to the psycopg 3 driver SQLAlchemy should use."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+@dataclass
+class Settings:
+    """Configuration of one service instance.
+
+    Parameters
+    ----------
+    database_url : str
+        SQLAlchemy URL; default ``sqlite:///<cwd>/purebandits.sqlite`` (WAL mode).
+        ``postgresql://user@host/db`` uses PostgreSQL through psycopg 3.
+    query_expiry_seconds : float, default=300
+        A pending query not answered within this time is expired and cancelled in the learner.
+    expire_interval_seconds : float, default=5
+        How often a background task looks for stale queries (they are also expired lazily on
+        every ask).
+    ask_rate_per_second, ask_burst : float, default=10, 30
+        Per-participant token bucket on asks (per worker process); over it -> 429.
+    max_body_bytes : int, default=5_000_000
+        Requests with a larger body get 413.
+    snapshot_every : int, default=200
+        Store the learner's state snapshot every this many events (it is a cache: the event
+        log is the source of truth).
+    admin_token : str or None
+        If set, creating experiments needs ``Authorization: Bearer <admin_token>``; the admin
+        token also opens every experiment's owner endpoints.
+    auto_migrate : bool, default=True
+        Run the Alembic migrations when the app starts (``serve`` runs them once before
+        starting workers and turns this off in them).
+    verify_on_start : bool, default=True
+        Rebuild every experiment's learner by replaying its log at startup and compare it with
+        the stored snapshot.
+    public_url : str
+        Base URL printed by ``serve --demo``.
+    """
+
+    database_url: str = field(default_factory=_default_url)
+    query_expiry_seconds: float = 300.0
+    expire_interval_seconds: float = 5.0
+    ask_rate_per_second: float = 10.0
+    ask_burst: float = 30.0
+    max_body_bytes: int = 5_000_000
+    snapshot_every: int = 200
+    admin_token: str | None = None
+    auto_migrate: bool = True
+    verify_on_start: bool = True
+    public_url: str = "http://127.0.0.1:8000"
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``PUREBANDITS_*`` variables, then ``overrides``."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None:
+                continue
+            values[f.name] = _parse(f.name, f.type, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment variables that reproduce these settings (for worker processes)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            out[ENV_PREFIX + f.name.upper()] = str(int(value)) if isinstance(value, bool) else str(value)
+        return out
+
+    @property
+    def url(self) -> str:
+        return normalize_url(self.database_url)
+
+
+def _parse(name: str, type_: Any, raw: str) -> Any:
+    t = str(type_)
+    try:
+        if t.startswith("bool"):
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if t.startswith("int"):
+            return int(raw)
+        if t.startswith("float"):
+            return float(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_PREFIX}{name.upper()}: cannot parse {raw!r} as {t}") from None
+    return raw

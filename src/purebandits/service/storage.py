@@ -1,0 +1,91 @@
+"""Engines and migrations: SQLite (WAL, one writer at a time) or PostgreSQL, same schema.
+
+SQLite: every write transaction starts with ``BEGIN IMMEDIATE`` (it takes the database's
+write lock at once, as datasette does, so two processes never both read a version and then
+race to write it), reads use a plain deferred ``BEGIN``; WAL lets readers run during a write,
+and a long ``busy_timeout`` makes a second writer process wait instead of failing with
+"database is locked". PostgreSQL: writers lock the experiment row with ``SELECT ... FOR
+UPDATE`` (see :mod:`purebandits.service.study`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+__all__ = ["make_engine", "upgrade", "current_revision", "head_revision", "is_sqlite"]
+
+log = logging.getLogger("purebandits.service")
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine for ``url`` with the pragmas / pool settings the service relies on."""
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 60}, **kwargs)
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (below)
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL mode
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: sa.Connection) -> None:
+            mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+            conn.exec_driver_sql(f"BEGIN {mode}")
+
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 20)
+    return sa.create_engine(url, **kwargs)
+
+
+def _alembic_config(engine: Engine) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` with the Alembic migrations kept in the package."""
+    from alembic import command
+
+    cfg = _alembic_config(engine)
+    with engine.connect() as conn:
+        if is_sqlite(engine):
+            conn = conn.execution_options(sqlite_begin="IMMEDIATE")
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+        conn.commit()
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def head_revision(engine: Engine) -> str | None:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_alembic_config(engine)).get_current_head()

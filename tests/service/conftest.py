@@ -1,0 +1,121 @@
+"""Fixtures: a storage URL parametrised over SQLite (per-test file) and PostgreSQL (per-test database)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from purebandits.testing.postgres import PostgresUnavailable, create_database, drop_database, temporary_postgres
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url():
+    """Admin URL of a PostgreSQL server: PUREBANDITS_TEST_PG_URL, else a throwaway local cluster."""
+    url = os.environ.get("PUREBANDITS_TEST_PG_URL")
+    if url:
+        yield url
+        return
+    try:
+        cm = temporary_postgres()
+        url = cm.__enter__()
+    except PostgresUnavailable as exc:
+        pytest.skip(f"PostgreSQL unavailable: {exc}")
+    try:
+        yield url
+    finally:
+        cm.__exit__(None, None, None)
+
+
+def _url(backend: str, request, tmp_path) -> str:
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'service.sqlite'}"
+    admin = request.getfixturevalue("pg_admin_url")
+    url = create_database(admin)
+    request.addfinalizer(lambda: drop_database(admin, url))
+    return url
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request, tmp_path) -> str:
+    """A fresh, empty database per test: SQLite file or PostgreSQL database."""
+    if request.param == "postgres":
+        request.node.add_marker(pytest.mark.postgres)
+    return _url(request.param, request, tmp_path)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'service.sqlite'}"
+
+
+# ---------------------------------------------------------------- real server processes
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """``purebandits serve --db URL`` on a free loopback port; ``stop()`` sends SIGTERM."""
+
+    def __init__(self, db_url: str, *extra: str, env: dict[str, str] | None = None, log_dir: Path | None = None):
+        self.db_url, self.extra, self.port = db_url, extra, free_port()
+        self.env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                    "PUREBANDITS_ASK_RATE_PER_SECOND": "0", **(env or {})}
+        self.log_dir = log_dir
+        self.proc: subprocess.Popen | None = None
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> Server:
+        log = open(self.log_dir / f"server-{self.port}.log", "wb") if self.log_dir else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "purebandits.cli", "serve", "--db", self.db_url, "--port", str(self.port),
+             "--no-access-log", "--log-level", "warning", *self.extra],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("server did not start in time")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@pytest.fixture
+def server_cls():
+    """The :class:`Server` class (a ``purebandits serve`` subprocess)."""
+    return Server

@@ -1,0 +1,96 @@
+"""Real headless Chromium (system /usr/bin/chromium, no browser download) on the rating page and dashboard."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+CHROMIUM = os.environ.get("PUREBANDITS_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def test_rate_20_items_then_dashboard_updates(browser, server_cls, tmp_path):
+    db = f"sqlite:///{tmp_path / 'browser.sqlite'}"
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    with server_cls(db, "--demo", log_dir=tmp_path) as srv:
+        # the demo experiment is id 1; --demo printed its token, the admin path is not needed:
+        # read the token from the server log
+        log = next(tmp_path.glob("server-*.log")).read_text()
+        token = [ln.split()[-1] for ln in log.splitlines() if "owner token:" in ln][0]
+        auth = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(f"{srv.url}/api/experiments/1/results", headers=auth).json()["n_answers"] == 0
+
+        phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1,
+                                    is_mobile=True, has_touch=True)
+        page = phone.new_page()
+        page.goto(f"{srv.url}/rate/1")
+        seen = []
+        labels = ["funny", "somewhat funny", "unfunny"]
+        for i in range(20):
+            page.wait_for_selector("#buttons button.label:not([disabled])")
+            qid = page.get_attribute("#card", "data-query-id")
+            seen.append(page.text_content("#item-text"))
+            if i == 0:
+                page.screenshot(path=str(shots / "rate.png"))
+                # buttons fit a phone-width screen without horizontal scrolling
+                assert page.evaluate("document.documentElement.scrollWidth") <= 390
+            page.click(f"#buttons button[data-label='{labels[i % 3]}']")
+            page.wait_for_function(
+                "q => document.getElementById('card').dataset.queryId !== q", arg=qid)
+            page.wait_for_function(f"document.getElementById('n-rated').textContent === '{i + 1}'")
+        assert all(seen)
+        res = httpx.get(f"{srv.url}/api/experiments/1/results", headers=auth).json()
+        assert res["n_answers"] == 20
+
+        desk = browser.new_context(viewport={"width": 1200, "height": 900})
+        dash = desk.new_page()
+        dash.goto(f"{srv.url}/dashboard/1#token={token}")
+        dash.wait_for_function("document.getElementById('n-answers').textContent === '20'")
+        rows = dash.locator("#ranking tbody tr")
+        assert rows.count() == 30
+        top = dash.text_content("#ranking tbody tr:first-child td.text")
+        assert top == res["ranking"][0]["text"]
+        totals = dash.text_content("#label-totals")
+        assert "funny: 7" in totals and "unfunny: 6" in totals
+        dash.screenshot(path=str(shots / "dashboard-20.png"), full_page=False)
+        # a few more answers from the rating page: the dashboard updates by itself
+        for i in range(3):
+            page.wait_for_selector("#buttons button.label:not([disabled])")
+            page.click("#buttons button[data-label='funny']")
+            page.wait_for_function(f"document.getElementById('n-rated').textContent === '{21 + i}'")
+        dash.wait_for_function("document.getElementById('n-answers').textContent === '23'")
+        assert "funny: 10" in dash.text_content("#label-totals")
+        dash.screenshot(path=str(shots / "dashboard.png"), full_page=False)
+        # a wrong token shows the token form, never data
+        other = desk.new_page()
+        other.goto(f"{srv.url}/dashboard/1#token=wrong")
+        other.wait_for_selector("#token-form:not([hidden])")
+        assert other.text_content("#n-answers") == "0"
+        phone.close()
+        desk.close()
+    for name in ("rate.png", "dashboard.png"):
+        assert (shots / name).stat().st_size > 1000
+    if os.environ.get("PUREBANDITS_UPDATE_DOC_IMAGES"):
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        for name in ("rate.png", "dashboard.png"):
+            shutil.copy(shots / name, DOCS_IMG / name)

@@ -1,0 +1,108 @@
+"""Real server processes: restart keeps the learner state; two processes on one database stay consistent."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import pytest
+
+from purebandits.service.settings import Settings
+from purebandits.service.storage import make_engine
+from purebandits.service.study import Study
+
+ITEMS = [{"id": f"c{i}", "text": f"caption {i}"} for i in range(12)]
+LABELS = ["unfunny", "somewhat funny", "funny"]
+
+
+def _create(url: str) -> tuple[int, dict[str, str]]:
+    r = httpx.post(url + "/api/experiments", json={"name": "p", "items": ITEMS, "seed": 11,
+                                                   "params": {"delta": 0.05}})
+    assert r.status_code == 201, r.text
+    return r.json()["id"], {"Authorization": "Bearer " + r.json()["owner_token"]}
+
+
+def _stable(results: dict) -> dict:
+    return {k: v for k, v in results.items() if k not in ("now", "timeline")}
+
+
+def test_restart_restores_state_counts_and_recommendation(db_url, tmp_path, server_cls):
+    Server = server_cls
+    with Server(db_url, log_dir=tmp_path) as srv:
+        eid, auth = _create(srv.url)
+        pids = [httpx.post(srv.url + "/api/participants").json()["participant_id"] for _ in range(3)]
+        pending = []
+        for i in range(40):
+            pid = pids[i % 3]
+            q = httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+            assert q["state"] == "ok"
+            if i % 9 == 4:
+                pending.append((pid, q["query_id"]))  # left unanswered across the restart
+                continue
+            r = httpx.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
+                           json={"participant_id": pid, "label": LABELS[(i * 7) % 3]})
+            assert r.status_code == 200
+        before_state = httpx.get(f"{srv.url}/api/experiments/{eid}/state", headers=auth).json()
+        before = _stable(httpx.get(f"{srv.url}/api/experiments/{eid}/results", headers=auth).json())
+    assert before["n_pending"] == len(pending)
+    with Server(db_url, log_dir=tmp_path) as srv:
+        after_state = httpx.get(f"{srv.url}/api/experiments/{eid}/state", headers=auth).json()
+        after = _stable(httpx.get(f"{srv.url}/api/experiments/{eid}/results", headers=auth).json())
+        assert after_state == before_state
+        assert after == before
+        # a query issued before the restart can still be answered
+        pid, qid = pending[0]
+        r = httpx.post(f"{srv.url}/api/queries/{qid}/answer", json={"participant_id": pid, "label": "funny"})
+        assert r.status_code == 200
+        res = httpx.get(f"{srv.url}/api/experiments/{eid}/results", headers=auth).json()
+        assert res["n_answers"] == before["n_answers"] + 1
+
+
+@pytest.mark.parametrize("n_threads", [6])
+def test_two_processes_one_database(db_url, tmp_path, n_threads, server_cls):
+    """Participants alternate between two server processes; every acknowledged answer counts once."""
+    a = server_cls(db_url, log_dir=tmp_path).start()
+    b = server_cls(db_url, log_dir=tmp_path).start()
+    try:
+        eid, auth = _create(a.url)
+        acked: list[str] = []
+        errors: list[str] = []
+        lock = threading.Lock()
+
+        def participant(t: int) -> None:
+            servers = [a.url, b.url]
+            with httpx.Client(timeout=60) as c:
+                pid = c.post(servers[t % 2] + "/api/participants").json()["participant_id"]
+                for i in range(25):
+                    ask_url, answer_url = servers[(t + i) % 2], servers[(t + i + 1) % 2]
+                    q = c.post(f"{ask_url}/api/experiments/{eid}/queries", json={"participant_id": pid})
+                    if q.status_code != 200 or q.json()["state"] != "ok":
+                        errors.append(f"ask {q.status_code} {q.text}")
+                        continue
+                    qid = q.json()["query_id"]
+                    r = c.post(f"{answer_url}/api/queries/{qid}/answer",
+                               json={"participant_id": pid, "label": LABELS[(t + i) % 3]})
+                    if r.status_code == 200:
+                        with lock:
+                            acked.append(qid)
+                    else:
+                        errors.append(f"answer {r.status_code} {r.text}")
+
+        threads = [threading.Thread(target=participant, args=(t,)) for t in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert len(acked) == len(set(acked)) == n_threads * 25
+        state_a = httpx.get(f"{a.url}/api/experiments/{eid}/state", headers=auth).json()
+        state_b = httpx.get(f"{b.url}/api/experiments/{eid}/state", headers=auth).json()
+        res = httpx.get(f"{b.url}/api/experiments/{eid}/results", headers=auth).json()
+    finally:
+        a.stop()
+        b.stop()
+    assert state_a == state_b
+    assert state_a["version"] == 2 * len(acked)
+    assert res["n_answers"] == res["n_told"] == len(acked) and res["n_pending"] == 0
+    study = Study(make_engine(Settings(database_url=db_url).url), Settings(database_url=db_url))
+    assert study.replay(eid).state_dict() == state_a["state"]
