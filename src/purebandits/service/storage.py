@@ -51,6 +51,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
         return engine
     kwargs.setdefault("pool_pre_ping", True)
+    kwargs.setdefault("connect_args", {"connect_timeout": 5})
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
     return sa.create_engine(url, **kwargs)

@@ -71,6 +71,24 @@ DEFAULT_LABELS = [
 SUMMARY_COLUMNS = ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest", "caption"]
 STATUSES = ("active", "paused", "stopped")
 MAX_ITEMS = 100_000
+#: lazy expiry on ask runs at most this often per experiment and process (the sweep also runs)
+LAZY_EXPIRE_EVERY_MS = 1000
+
+# Hot-path statements as plain SQL (qmark placeholders, converted per driver): they skip
+# SQLAlchemy's statement compilation and cache-key work, which dominated the cost per answer.
+_HOT_SQL = {
+    "lock_exp": "SELECT status, version FROM experiments WHERE id = ?",
+    "upd_version": "UPDATE experiments SET version = ? WHERE id = ?",
+    "ins_event": "INSERT INTO events (experiment_id, seq, kind, query_id, arm, label, reward, created_ms) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "ins_query": "INSERT INTO queries (id, experiment_id, participant_id, arm, status, created_ms, expires_ms, "
+                 "ask_seq) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)",
+    "sel_query_owner": "SELECT experiment_id, participant_id FROM queries WHERE id = ?",
+    "sel_query": "SELECT status, label, reward, arm, expires_ms FROM queries WHERE id = ?",
+    "upd_answered": "UPDATE queries SET status = 'answered', answered_ms = ?, label = ?, reward = ?, end_seq = ? "
+                    "WHERE id = ?",
+    "sel_participant": "SELECT id FROM participants WHERE id = ?",
+}
 
 
 def hash_token(token: str) -> str:
@@ -217,6 +235,17 @@ class Study:
         self._locks: dict[int, threading.Lock] = {}
         self._global = threading.Lock()
         self._known_participants: set[str] = set()
+        self._last_expire: dict[int, int] = {}
+        self._query_owner: dict[str, tuple[int, str]] = {}  # queries issued here: id -> (eid, pid)
+        pg = engine.dialect.paramstyle in ("format", "pyformat")
+        self._sql = {k: v.replace("?", "%s") if pg else v for k, v in _HOT_SQL.items()}
+        if not self._sqlite:
+            self._sql["lock_exp_update"] = self._sql["lock_exp"] + " FOR UPDATE"
+        else:
+            self._sql["lock_exp_update"] = self._sql["lock_exp"]
+
+    def _x(self, conn: Connection, name: str, *params: Any) -> Any:
+        return conn.exec_driver_sql(self._sql[name], params)
 
     # ------------------------------------------------------------------ locking
     def _lock(self, eid: int) -> threading.Lock:
@@ -250,15 +279,12 @@ class Study:
             tx: _Tx | None = None
             try:
                 with self._connect(write) as conn:
-                    stmt = sa.select(experiments.c.status, experiments.c.version).where(experiments.c.id == eid)
-                    if write:
-                        stmt = stmt.with_for_update()
-                    row = conn.execute(stmt).one()
+                    row = self._x(conn, "lock_exp_update" if write else "lock_exp", eid).one()
                     learner = self._sync(conn, meta, int(row.version))
-                    tx = _Tx(conn, eid, int(row.version), learner)
+                    tx = _Tx(self, conn, eid, int(row.version), learner)
                     yield conn, row, tx
                     if tx.version != row.version:
-                        conn.execute(experiments.update().where(experiments.c.id == eid).values(version=tx.version))
+                        self._x(conn, "upd_version", tx.version, eid)
                         every = max(1, int(self.settings.snapshot_every))
                         if tx.version // every > int(row.version) // every:
                             self._write_snapshot(conn, eid, tx.version, learner)
@@ -521,7 +547,7 @@ class Study:
     def _check_participant(self, conn: Connection, pid: str) -> None:
         if pid in self._known_participants:
             return
-        if not pid or conn.execute(sa.select(participants.c.id).where(participants.c.id == pid)).first() is None:
+        if not pid or self._x(conn, "sel_participant", pid).first() is None:
             raise Forbidden("unknown participant id: get one from POST /api/participants")
         self._known_participants.add(pid)
 
@@ -533,11 +559,14 @@ class Study:
         ``"waiting"`` (the learner needs answers to come back first) without a query.
         """
         meta = self.meta(eid)
-        with self._connect(False) as conn:
-            self._check_participant(conn, pid)
+        if pid not in self._known_participants:
+            with self._connect(False) as conn:
+                self._check_participant(conn, pid)
         with self._locked(eid) as (conn, row, tx):
             now = self.clock()
-            self._expire(conn, tx, now)
+            if now - self._last_expire.get(eid, -LAZY_EXPIRE_EVERY_MS) >= LAZY_EXPIRE_EVERY_MS:
+                self._expire(conn, tx, now)
+                self._last_expire[eid] = now
             if row.status != "active":
                 return {"state": row.status, "retry_after": 5.0}
             arms = tx.learner.ask(1)
@@ -548,10 +577,10 @@ class Study:
             qid = str(uuid.uuid4())
             expires = now + int(meta.expiry_s * 1000)
             seq = tx.append("ask", qid, arm, None, None, now)
-            conn.execute(queries.insert().values(
-                id=qid, experiment_id=eid, participant_id=pid, arm=arm, status="pending", created_ms=now,
-                expires_ms=expires, ask_seq=seq,
-            ))
+            self._x(conn, "ins_query", qid, eid, pid, arm, now, expires, seq)
+        if len(self._query_owner) > 200_000:
+            self._query_owner.clear()
+        self._query_owner[qid] = (eid, pid)
         item = meta.items[arm]
         return {
             "state": "ok",
@@ -570,21 +599,23 @@ class Study:
         -> Forbidden; expired -> Gone; a different label the second time -> Conflict; a label
         outside the set -> BadRequest.
         """
-        with self._connect(False) as conn:
-            q = conn.execute(sa.select(queries.c.experiment_id, queries.c.participant_id)
-                             .where(queries.c.id == query_id)).first()
-        if q is None:
-            raise NotFound(f"unknown query {query_id!r}")
-        if not hmac.compare_digest(q.participant_id, pid or ""):
+        owner = self._query_owner.get(query_id)
+        if owner is None:
+            with self._connect(False) as conn:
+                found = self._x(conn, "sel_query_owner", query_id).first()
+            if found is None:
+                raise NotFound(f"unknown query {query_id!r}")
+            owner = (int(found.experiment_id), found.participant_id)
+        eid, owner_pid = owner
+        if not hmac.compare_digest(owner_pid.encode(), (pid or "").encode()):
             raise Forbidden("this query was issued to another participant")
-        eid = int(q.experiment_id)
         meta = self.meta(eid)
         rewards = meta.rewards
         if label not in rewards:
             raise BadRequest(f"label {label!r} is not in this experiment's label set {list(rewards)}")
         expired = False
         with self._locked(eid) as (conn, row, tx):
-            q = conn.execute(sa.select(queries).where(queries.c.id == query_id)).one()
+            q = self._x(conn, "sel_query", query_id).one()
             if q.status == "answered":
                 if q.label != label:
                     raise Conflict(f"query already answered with label {q.label!r}")
@@ -598,8 +629,7 @@ class Study:
             else:
                 reward = rewards[label]
                 seq = tx.append("answer", query_id, int(q.arm), label, reward, now)
-                conn.execute(queries.update().where(queries.c.id == query_id).values(
-                    status="answered", answered_ms=now, label=label, reward=reward, end_seq=seq))
+                self._x(conn, "upd_answered", now, label, reward, seq, query_id)
         if expired:
             raise Gone("query expired; ask for a new one")
         return _answer_response(query_id, label, rewards[label])
@@ -737,8 +767,8 @@ class Study:
 class _Tx:
     """One locked transaction: appends events with consecutive sequence numbers."""
 
-    def __init__(self, conn: Connection, eid: int, version: int, learner: Learner) -> None:
-        self.conn, self.eid, self.version, self.learner = conn, eid, version, learner
+    def __init__(self, study: Study, conn: Connection, eid: int, version: int, learner: Learner) -> None:
+        self.study, self.conn, self.eid, self.version, self.learner = study, conn, eid, version, learner
         self.start_version = version
 
     def append(self, kind: str, query_id: str, arm: int, label: str | None, reward: float | None, now: int) -> int:
@@ -748,9 +778,7 @@ class _Tx:
             self.learner.cancel(arm)
         # "ask" was already applied by the caller (it chose the arm)
         self.version += 1
-        self.conn.execute(events.insert().values(
-            experiment_id=self.eid, seq=self.version, kind=kind, query_id=query_id, arm=arm, label=label,
-            reward=reward, created_ms=now))
+        self.study._x(self.conn, "ins_event", self.eid, self.version, kind, query_id, arm, label, reward, now)
         return self.version
 
 

@@ -1,0 +1,220 @@
+"""Load test of the crowdsourcing service: N concurrent simulated participants on loopback.
+
+Starts ``purebandits serve`` as a subprocess (SQLite file and/or a throwaway PostgreSQL
+server), creates an experiment from caption contest 559, and lets N participants (asyncio
+tasks sharing one ``httpx.AsyncClient``) ask for a query and answer it with a label drawn
+from that caption's public vote counts (a bootstrapped caption contest), as fast as they can,
+for a fixed time after a warm-up. Reports answered queries per second and the p50 / p99
+latency of ask and answer, per backend.
+
+    PYTHONPATH=src python benchmarks/service_load.py --participants 100 --seconds 20
+    PYTHONPATH=src python benchmarks/service_load.py --backends sqlite --participants 100
+
+The client runs on the same machine as the server, so the figures include the client's
+own CPU use (on a 2-core machine the client and the server share the cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from purebandits.instances.real import caption_contest
+
+ROOT = Path(__file__).resolve().parents[1]
+LABELS = ["unfunny", "somewhat funny", "funny"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(db_url: str, workers: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "PUREBANDITS_ASK_RATE_PER_SECOND": "0", "PUREBANDITS_QUERY_EXPIRY_SECONDS": "600"}
+    proc = subprocess.Popen([sys.executable, "-m", "purebandits.cli", "serve", "--db", db_url, "--port", str(port),
+                             "--workers", str(workers), "--no-access-log", "--log-level", "warning"], env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its children (Linux /proc), 0 if unavailable."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, pace: float = 0.0,
+                   server_pid: int | None = None) -> dict:
+    """Closed loop (pace = 0: each participant asks again as soon as it answered) or paced
+    (each participant starts one ask+answer every 1/pace seconds, with a random phase; so the
+    offered load is n * pace answers per second)."""
+    cc = caption_contest("559")
+    probs = cc.votes / cc.votes.sum(axis=1, keepdims=True)  # columns unfunny, somewhat, funny
+    async with httpx.AsyncClient(base_url=url, timeout=30, verify=False) as client:
+        r = await client.post("/api/experiments", json={
+            "name": "load test", "items": [{"id": str(i), "text": t} for i, t in enumerate(cc.captions)],
+            "algorithm": "lil_ucb", "params": {"delta": 0.05}, "seed": seed})
+        r.raise_for_status()
+        eid = r.json()["id"]
+        index = {str(i): i for i in range(cc.n_arms)}
+        ask_lat: list[float] = []
+        ans_lat: list[float] = []
+        answered = 0
+        errors = 0
+        # one client (one keep-alive connection) per participant: one pool shared by N concurrent
+        # tasks costs O(N) per request in httpcore and made the client the bottleneck; plain
+        # http on loopback, so no TLS context (verify=False skips loading the CA bundle N times)
+        clients = [httpx.AsyncClient(base_url=url, timeout=30, verify=False) for _ in range(n)]
+        pids = [(await c.post("/api/participants")).json()["participant_id"] for c in clients]
+        t_start = time.perf_counter()
+        t_measure = t_start + warmup
+        t_end = t_measure + seconds
+        cpu: dict[str, float] = {}
+
+        async def sample_cpu() -> None:
+            if server_pid is None:
+                return
+            await asyncio.sleep(max(0.0, t_measure - time.perf_counter()))
+            cpu["start"] = process_cpu_seconds(server_pid)
+            await asyncio.sleep(max(0.0, t_end - time.perf_counter()))
+            cpu["end"] = process_cpu_seconds(server_pid)
+
+        async def participant(k: int) -> None:
+            nonlocal answered, errors
+            client, pid = clients[k], pids[k]
+            rng = np.random.default_rng(seed * 1000 + k)
+            next_start = t_start + (rng.random() / pace if pace > 0 else 0.0)
+            while True:
+                if pace > 0:
+                    delay = next_start - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    next_start += 1.0 / pace
+                t0 = time.perf_counter()
+                if t0 >= t_end:
+                    return
+                q = await client.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid})
+                t1 = time.perf_counter()
+                if q.status_code != 200 or q.json()["state"] != "ok":
+                    errors += 1
+                    await asyncio.sleep(0.05)
+                    continue
+                body = q.json()
+                arm = index[body["item"]["id"]]
+                label = LABELS[int(rng.choice(3, p=probs[arm]))]
+                a = await client.post(f"/api/queries/{body['query_id']}/answer",
+                                      json={"participant_id": pid, "label": label})
+                t2 = time.perf_counter()
+                if a.status_code != 200:
+                    errors += 1
+                    continue
+                if t0 >= t_measure and t2 <= t_end:
+                    ask_lat.append(t1 - t0)
+                    ans_lat.append(t2 - t1)
+                    answered += 1
+
+        await asyncio.gather(sample_cpu(), *(participant(k) for k in range(n)))
+        for c in clients:
+            await c.aclose()
+    ask = np.array(ask_lat) * 1000
+    ans = np.array(ans_lat) * 1000
+    return {
+        "answers_per_s": answered / seconds,
+        "answered": answered,
+        "errors": errors,
+        "ask_p50": float(np.percentile(ask, 50)) if len(ask) else float("nan"),
+        "ask_p99": float(np.percentile(ask, 99)) if len(ask) else float("nan"),
+        "answer_p50": float(np.percentile(ans, 50)) if len(ans) else float("nan"),
+        "answer_p99": float(np.percentile(ans, 99)) if len(ans) else float("nan"),
+        "server_cpu_ms_per_answer": (1000 * (cpu["end"] - cpu["start"]) / answered
+                                     if answered and "end" in cpu else float("nan")),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backends", default="sqlite,postgres", help="comma list of sqlite, postgres")
+    p.add_argument("--participants", type=int, default=100)
+    p.add_argument("--seconds", type=float, default=20.0, help="measured time")
+    p.add_argument("--warmup", type=float, default=3.0)
+    p.add_argument("--workers", type=int, default=1, help="server worker processes")
+    p.add_argument("--pg-url", default=os.environ.get("PUREBANDITS_TEST_PG_URL"),
+                   help="admin URL of a PostgreSQL server (default: start a throwaway one)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--pace", type=float, default=0.0,
+                   help="answers per second per participant (0: closed loop, as fast as possible)")
+    args = p.parse_args(argv)
+    rows = []
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        for backend in args.backends.split(","):
+            if backend == "sqlite":
+                db = f"sqlite:///{tmp / 'load.sqlite'}"
+            elif backend == "postgres":
+                from purebandits.testing.postgres import create_database, temporary_postgres
+
+                admin = args.pg_url or stack.enter_context(temporary_postgres())
+                db = create_database(admin)
+            else:
+                raise SystemExit(f"unknown backend {backend!r}")
+            proc, url = start_server(db, args.workers)
+            try:
+                res = asyncio.run(run_load(url, args.participants, args.seconds, args.warmup, args.seed, args.pace,
+                                         server_pid=proc.pid))
+            finally:
+                stop_server(proc)
+            rows.append((backend, res))
+            print(f"{backend}: {res}", file=sys.stderr)
+    mode = f"paced at {args.pace:g} answers/s each" if args.pace > 0 else "closed loop"
+    load = os.getloadavg()[0]
+    print(f"\n{args.participants} participants ({mode}), {args.workers} worker(s), {args.seconds:g} s measured after "
+          f"{args.warmup:g} s warm-up; {os.cpu_count()} CPUs, load average {load:.1f} at the end, "
+          f"Python {platform.python_version()}\n")
+    print("| backend | answers/s | ask p50 (ms) | ask p99 (ms) | answer p50 (ms) | answer p99 (ms) | errors "
+          "| server CPU ms / answer |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for backend, r in rows:
+        print(f"| {backend} | {r['answers_per_s']:.0f} | {r['ask_p50']:.1f} | {r['ask_p99']:.1f} | "
+              f"{r['answer_p50']:.1f} | {r['answer_p99']:.1f} | {r['errors']} | {r['server_cpu_ms_per_answer']:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
