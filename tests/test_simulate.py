@@ -297,3 +297,20 @@ def test_heap_and_ls_tracker_match_brute_force():
         sums[arms[i]] += rewards[i]
         assert got[i] == lil_stopping_arm(sums, counts.astype(float), d_ls, LS_EPSILON, 0.5)
     assert (got >= 0).any()
+
+
+@pytest.mark.parametrize("cls", [c for c in all_learners().values() if c.has_kernel()], ids=lambda c: c.name)
+def test_kernel_resumes_after_python_pulls(cls):
+    """compiled -> a few ask/tell -> compiled again equals the pure ask/tell run (kernel caches invalidated)."""
+    inst, k = _instance_for(cls)
+    make = lambda: make_test_learner(cls, **({"k": k} if k > 1 else {})).start(inst.n_arms, seed=4)  # noqa: E731
+    ref, mixed = make(), make()
+    s_ref, s_mix = inst.model.stream(8), inst.model.stream(8)
+    from purebandits.simulate.engine import _advance_reference
+
+    _advance_reference(ref, s_ref, 3000)
+    mixed.run_compiled(s_mix, 40)
+    _advance_reference(mixed, s_mix, 90)
+    mixed.run_compiled(s_mix, 500)
+    mixed.run_compiled(s_mix, 3000)
+    assert mixed.state_json() == ref.state_json()

@@ -144,9 +144,14 @@ class Learner:
     # ------------------------------------------------------------------ parameters
     @classmethod
     def _param_names(cls) -> list[str]:
+        cached = cls.__dict__.get("_param_names_cache")
+        if cached is not None and cached[0] is cls.__init__:
+            return list(cached[1])
         sig = inspect.signature(cls.__init__)
         kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        return [p.name for p in sig.parameters.values() if p.name != "self" and p.kind in kinds]
+        names = [p.name for p in sig.parameters.values() if p.name != "self" and p.kind in kinds]
+        cls._param_names_cache = (cls.__init__, tuple(names))  # inspect.signature is slow; clone() is per run
+        return names
 
     def get_params(self) -> dict[str, Any]:
         """The constructor parameters, as given (JSON-serialisable)."""

@@ -134,6 +134,7 @@ class LilUCB(Learner):
         return lil_ucb_index_s(mean, float(t), self._delta_int, self._eps, self._beta, self._sigma)
 
     def _restore(self) -> None:
+        self._ws = None  # the compiled driver's heap: rebuilt on its next call
         self._n_zero = int((self.counts_ == 0).sum())
         self._heap = None  # the Python heap is built on the first ask (the compiled driver never needs it)
         self._dirty: list[int] = []
@@ -214,8 +215,11 @@ class LilUCB(Learner):
 
     def _recommend(self) -> list[int]:
         # the most-pulled arm (JMNB14's output), ties to the higher mean then the lower index
-        order = np.lexsort((np.arange(self.n_arms_), -self.means(), -self.counts_))
-        return [int(order[0])]
+        counts = self.counts_
+        cand = np.flatnonzero(counts == counts.max())
+        if cand.size == 1:
+            return [int(cand[0])]
+        return [int(cand[np.argmax(self.means()[cand])])]  # argmax: the first, i.e. lowest, index
 
     def run_compiled(self, stream, max_pulls: int) -> None:
         if self.done_:
@@ -223,15 +227,22 @@ class LilUCB(Learner):
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
         n = self.n_arms_
-        ws = (np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64))
-        tr = ls_workspace(n if self.ls else 1)
-        tab = self._tab.obj
+        # the kernel's heap (and LS tracker) survive between calls while nothing else touched
+        # the state (checkpoints resume in O(1) instead of rebuilding in O(n))
+        cache = self.__dict__.get("_ws")
+        init = cache is None or cache[0] != self.t_
+        if init:
+            ws = (np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64))
+            tr = ls_workspace(n if self.ls else 1)
+        else:
+            ws, tr = cache[1], cache[2]
         done, final, t = _lil_ucb_kernel(
-            self.counts_, self.sums_, self.sumsq_, ws, tr, tab, self._delta_int, self._eps, self._beta,
-            self._sigma, self._lam, self.ls, self._d_ls, int(max_pulls), *stream.args(),
+            self.counts_, self.sums_, self.sumsq_, ws, tr, self._tab.obj, init, self._delta_int, self._eps,
+            self._beta, self._sigma, self._lam, self.ls, self._d_ls, int(max_pulls), *stream.args(),
         )
         self.t_ = int(t)
         self._restore()
+        self._ws = (self.t_, ws, tr)
         if done:
             self._finish([int(final)])
 
@@ -244,9 +255,9 @@ _TABLE_SIZE = 1 << 18
 def _radius_table(delta: float, eps: float, sigma: float) -> np.ndarray:
     """A cache of ``lil_radius_s(t, delta, eps, sigma, 0)`` by ``t`` (NaN = not computed yet).
 
-    The kernel reads ``U(t)`` from it instead of evaluating two logarithms and a square root per
-    pull; the value is the same double, so the index ``mean + (1+beta) U(t)`` is bit-identical to
-    :func:`purebandits.bounds.lil_ucb_index_s`.
+    The kernel and :meth:`LilUCB._index` read ``U(t)`` from it instead of evaluating two
+    logarithms and a square root per pull; the value is the same double, so the index
+    ``mean + (1+beta) U(t)`` is bit-identical to :func:`purebandits.bounds.lil_ucb_index_s`.
     """
     key = (float(delta), float(eps), float(sigma))
     tab = _TABLES.get(key)
@@ -273,33 +284,35 @@ def _all_keys(counts, pending, sums, delta, eps, beta, sigma):  # pragma: no cov
 
 
 @njit(cache=True)
-def _lil_ucb_kernel(counts, sums, sumsq, ws, tr, tab, delta, eps, beta, sigma, lam, use_ls, d_ls, max_pulls,
+def _lil_ucb_kernel(counts, sums, sumsq, ws, tr, tab, init, delta, eps, beta, sigma, lam, use_ls, d_ls, max_pulls,
                     kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
     """Sequential lil'UCB: same index, same tie-break, same stop as the Python learner.
 
     ``ws`` = (key, heap, where), ``tr`` (an LS workspace, used when ``use_ls``) and ``tab`` (the
     radius cache of :func:`_radius_table`) are arrays allocated by the caller, so the kernel can
-    borrow them (:mod:`purebandits.jit`). Returns (done, recommended arm, total pulls); LS is
+    borrow them (:mod:`purebandits.jit`); with ``init`` false they already hold the heap and
+    tracker of the current state (a resumed run). Returns (done, recommended arm, total pulls); LS is
     tracked incrementally.
     """
     counts, sums, sumsq, tab = borrow(counts), borrow(sums), borrow(sumsq), borrow(tab)
     key, heap, where = borrow(ws[0]), borrow(ws[1]), borrow(ws[2])
     a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
     n = counts.shape[0]
-    for i in range(n):
-        if counts[i] == 0:
-            key[i] = math.inf
-        else:
-            key[i] = lil_ucb_index_s(sums[i] / counts[i], float(counts[i]), delta, eps, beta, sigma)
-    heap_init(key, heap, where)
+    if init:
+        for i in range(n):
+            if counts[i] == 0:
+                key[i] = math.inf
+            else:
+                key[i] = lil_ucb_index_s(sums[i] / counts[i], float(counts[i]), delta, eps, beta, sigma)
+        heap_init(key, heap, where)
+        if use_ls:
+            ls_tracker_fill(tr, sums, counts, d_ls, sigma)
     total = 0
     n_zero = 0
     for i in range(n):
         total += counts[i]
         if counts[i] == 0:
             n_zero += 1
-    if use_ls:
-        ls_tracker_fill(tr, sums, counts, d_ls, sigma)
     trb = borrow_tracker(tr)
     n_tab = tab.shape[0]
     while total < max_pulls:
