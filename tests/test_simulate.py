@@ -199,3 +199,118 @@ def test_dask_local_cluster_matches_local_run():
             via_client = simulate(LilUCB(), "one_sparse:n=25", executor=client, **kw)
     assert_same(local, via_url)
     assert_same(local, via_client)
+
+
+# --------------------------------------------------------------------------- speed helpers stay exact
+def _compiled_draws():
+    from numba import njit
+
+    from purebandits.instances.rewards import stream_draw
+    from purebandits.jit import borrow_stream
+
+    @njit
+    def draws(arms, kind, a, b, cdf, values, block, pos, rng):
+        a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
+        out = np.empty(arms.shape[0])
+        for i in range(arms.shape[0]):
+            out[i] = stream_draw(kind, a, b, cdf, values, block, pos, rng, arms[i])
+        return out
+
+    return draws
+
+
+@pytest.mark.parametrize("model", [Gaussian([0.5, 0.0, 0.2], 0.25), Bernoulli([0.9, 0.5, 0.1]),
+                                   make_instance("caption:559").model], ids=["gaussian", "bernoulli", "categorical"])
+def test_python_and_compiled_streams_agree_across_growing_blocks(model):
+    from purebandits.instances.rewards import BLOCK
+
+    arms = np.random.default_rng(0).integers(0, model.n_arms, 3 * BLOCK + 77)
+    s1, s2 = model.stream(5), model.stream(5)
+    py = np.array([s1.draw(int(a)) for a in arms])
+    np.testing.assert_array_equal(py, _compiled_draws()(arms, *s2.args()))
+    # interleaving the two forms on one stream gives the same sequence
+    s3 = model.stream(5)
+    mixed = [s3.draw(int(a)) for a in arms[:1000]]
+    mixed += list(_compiled_draws()(arms[1000:], *s3.args()))
+    np.testing.assert_array_equal(py, mixed)
+
+
+def test_block_sizes_do_not_change_the_numbers():
+    rng1, rng2 = np.random.default_rng(3), np.random.default_rng(3)
+    sizes = [256, 1024, 4096, 16384, 16384]
+    parts = np.concatenate([rng1.standard_normal(m) for m in sizes])
+    np.testing.assert_array_equal(parts, rng2.standard_normal(sum(sizes)))
+    parts = np.concatenate([rng1.random(m) for m in sizes])
+    np.testing.assert_array_equal(parts, rng2.random(sum(sizes)))
+
+
+def test_heap_and_ls_tracker_match_brute_force():
+    from numba import njit
+
+    from purebandits.bounds import lil_stopping_arm, ls_delta
+    from purebandits.heaps import heap_init, heap_second, heap_top, heap_update
+    from purebandits.jit import borrow
+    from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
+
+    @njit
+    def run(key, heap, where, updates, values):
+        key, heap, where = borrow(key), borrow(heap), borrow(where)
+        heap_init(key, heap, where)
+        tops = np.empty((updates.shape[0], 2), np.int64)
+        for i in range(updates.shape[0]):
+            heap_update(heap, where, key, updates[i], values[i])
+            tops[i, 0] = heap_top(heap)
+            tops[i, 1] = heap_second(heap, key)
+        return tops
+
+    rng = np.random.default_rng(1)
+    n = 37
+    key = np.round(rng.random(n), 1)  # many ties: order by (key, -arm)
+    updates = rng.integers(0, n, 3000)
+    values = np.round(rng.random(3000), 1)
+    tops = run(key.copy(), np.empty(n, np.int64), np.empty(n, np.int64), updates, values)
+    k = key.copy()
+    for i, (a, v) in enumerate(zip(updates, values, strict=True)):
+        k[a] = v
+        order = np.lexsort((np.arange(n), -k))
+        assert tuple(tops[i]) == (order[0], order[1])
+
+    @njit
+    def ls_run(tr, sums, counts, arms, rewards, d_ls):
+        ls_tracker_fill(tr, sums, counts, d_ls, 0.5)
+        trb = borrow_tracker(tr)
+        out = np.empty(arms.shape[0], np.int64)
+        for i in range(arms.shape[0]):
+            counts[arms[i]] += 1
+            sums[arms[i]] += rewards[i]
+            out[i] = ls_tracker_update(trb, sums, counts, arms[i], d_ls, 0.5)
+        return out
+
+    n, m = 4, 20000
+    arms = np.arange(m) % n
+    rewards = (rng.random(m) < np.array([0.9, 0.3, 0.3, 0.2])[arms]).astype(float)
+    d_ls = ls_delta(0.1, LS_EPSILON)
+    got = ls_run(ls_workspace(n), np.zeros(n), np.zeros(n, np.int64), arms, rewards, d_ls)
+    sums, counts = np.zeros(n), np.zeros(n, np.int64)
+    for i in range(m):
+        counts[arms[i]] += 1
+        sums[arms[i]] += rewards[i]
+        assert got[i] == lil_stopping_arm(sums, counts.astype(float), d_ls, LS_EPSILON, 0.5)
+    assert (got >= 0).any()
+
+
+@pytest.mark.parametrize("cls", [c for c in all_learners().values() if c.has_kernel()], ids=lambda c: c.name)
+def test_kernel_resumes_after_python_pulls(cls):
+    """compiled -> a few ask/tell -> compiled again equals the pure ask/tell run (kernel caches invalidated)."""
+    inst, k = _instance_for(cls)
+    make = lambda: make_test_learner(cls, **({"k": k} if k > 1 else {})).start(inst.n_arms, seed=4)  # noqa: E731
+    ref, mixed = make(), make()
+    s_ref, s_mix = inst.model.stream(8), inst.model.stream(8)
+    from purebandits.simulate.engine import _advance_reference
+
+    _advance_reference(ref, s_ref, 3000)
+    mixed.run_compiled(s_mix, 40)
+    _advance_reference(mixed, s_mix, 90)
+    mixed.run_compiled(s_mix, 500)
+    mixed.run_compiled(s_mix, 3000)
+    assert mixed.state_json() == ref.state_json()

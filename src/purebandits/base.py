@@ -144,9 +144,14 @@ class Learner:
     # ------------------------------------------------------------------ parameters
     @classmethod
     def _param_names(cls) -> list[str]:
+        cached = cls.__dict__.get("_param_names_cache")
+        if cached is not None and cached[0] is cls.__init__:
+            return list(cached[1])
         sig = inspect.signature(cls.__init__)
         kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        return [p.name for p in sig.parameters.values() if p.name != "self" and p.kind in kinds]
+        names = [p.name for p in sig.parameters.values() if p.name != "self" and p.kind in kinds]
+        cls._param_names_cache = (cls.__init__, tuple(names))  # inspect.signature is slow; clone() is per run
+        return names
 
     def get_params(self) -> dict[str, Any]:
         """The constructor parameters, as given (JSON-serialisable)."""
@@ -159,6 +164,16 @@ class Learner:
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({params})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # memoryview caches (fast scalar access) cannot be pickled or deep-copied: drop them
+        # and let __setstate__ rebuild the private settings
+        return {k: v for k, v in self.__dict__.items() if k != "_mv" and not isinstance(v, memoryview)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if "n_arms_" in state:
+            self._resolve()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, n_arms: int, *, seed: SeedLike = None) -> Self:
@@ -205,10 +220,35 @@ class Learner:
             raise NotStartedError(f"{type(self).__name__} is not started: call start(n_arms, seed=...) first")
 
     # ------------------------------------------------------------------ ask / tell
+    def _views(self) -> tuple:
+        """``(pending, counts, sums, sumsq)`` as memoryviews for fast scalar access.
+
+        Reading or writing one element through a memoryview costs about half of NumPy scalar
+        indexing, which matters in the per-pull ask/tell path. The views are rebuilt whenever
+        one of the arrays has been replaced (``start``, ``load_state_dict``, a subclass).
+        Raises ``AttributeError`` before ``start``.
+        """
+        p, c, s, q = self.pending_, self.counts_, self.sums_, self.sumsq_
+        cached = self.__dict__.get("_mv")
+        if cached is not None:
+            a = cached[0]
+            if a[0] is p and a[1] is c and a[2] is s and a[3] is q:
+                return cached[1]
+        arrays = (p, c, s, q)
+        views = tuple(memoryview(a) if isinstance(a, np.ndarray) and a.flags.c_contiguous and a.flags.writeable
+                      and a.dtype in (np.int64, np.float64) else a for a in arrays)
+        self._mv = (arrays, views)
+        return views
+
     def ask(self, n: int = 1) -> list[int]:
         """Return up to ``n`` arms to pull next; ``[]`` when done or waiting for answers."""
-        self._require_started()
-        check_param("n", n, low=1, integer=True)
+        try:
+            pending = self._views()[0]
+        except AttributeError:
+            self._require_started()
+            raise
+        if n.__class__ is not int or n < 1:
+            check_param("n", n, low=1, integer=True)
         out: list[int] = []
         if self.done_:
             return out
@@ -216,23 +256,30 @@ class Learner:
             arm = self._ask_one()
             if arm < 0:
                 break
-            self.pending_[arm] += 1
-            out.append(int(arm))
+            arm = int(arm)
+            pending[arm] += 1
+            out.append(arm)
         return out
 
     def tell(self, arm: int, reward: float) -> None:
         """Record the answer ``reward`` of a pull of ``arm`` that was asked before."""
-        self._require_started()
-        arm = self._check_arm(arm)
-        if self.pending_[arm] <= 0:
+        try:
+            pending, counts, sums, sumsq = self._views()
+        except AttributeError:
+            self._require_started()
+            raise
+        if arm.__class__ is not int or not 0 <= arm < self.n_arms_:
+            arm = self._check_arm(arm)
+        if pending[arm] <= 0:
             raise ValueError(f"arm {arm} has no pending pull: tell only answers an asked pull")
-        reward = float(reward)
+        if reward.__class__ is not float:
+            reward = float(reward)
         if not math.isfinite(reward):
             raise ValueError(f"reward must be finite, got {reward!r}")
-        self.pending_[arm] -= 1
-        self.counts_[arm] += 1
-        self.sums_[arm] += reward
-        self.sumsq_[arm] += reward * reward
+        pending[arm] -= 1
+        counts[arm] += 1
+        sums[arm] += reward
+        sumsq[arm] += reward * reward
         self.t_ += 1
         self._on_tell(arm, reward)
         if not self.done_:

@@ -16,9 +16,11 @@ import numpy as np
 from numba import njit
 
 from purebandits.bounds import lil_stopping_arm, ls_delta, ls_radius_s
-from purebandits.heaps import heap_build, heap_second, heap_top, heap_update
+from purebandits.heaps import heap_init, heap_second, heap_top, heap_update
+from purebandits.jit import borrow
 
-__all__ = ["ls_check", "ls_tracker", "ls_tracker_update", "LS_EPSILON"]
+__all__ = ["ls_check", "ls_tracker", "ls_tracker_update", "ls_workspace", "ls_tracker_fill", "borrow_tracker",
+           "LS_EPSILON"]
 
 #: epsilon of the LIL stopping rule (ALGORITHMS.md 0.2: 0.01 assumed for JMNB14 Sec. 5)
 LS_EPSILON = 0.01
@@ -30,14 +32,22 @@ def ls_check(learner, nu: float, sigma: float = 0.5) -> int:
                                 ls_delta(nu, LS_EPSILON), LS_EPSILON, sigma))
 
 
+def ls_workspace(n: int) -> tuple:
+    """Arrays for an LS tracker over ``n`` arms, allocated in Python (fill with :func:`ls_tracker_fill`).
+
+    A kernel that receives them as an argument can :func:`borrow_tracker` them, which makes
+    :func:`ls_tracker_update` free of reference counting.
+    """
+    return (np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n, np.int64),
+            np.empty(n, np.int64), np.empty(n), np.zeros(1, np.int64))
+
+
 @njit(cache=True)
-def ls_tracker(sums, counts, d_ls, sigma):  # pragma: no cover - compiled
-    """Build the incremental LS state: (mkey, mheap, mwhere, ukey, uheap, uwhere, lcb, n_zero)."""
+def ls_tracker_fill(tr, sums, counts, d_ls, sigma):  # pragma: no cover - compiled
+    """Initialise the tracker arrays ``tr`` (from :func:`ls_workspace`) from counts and sums."""
+    mkey, mheap, mwhere, ukey, uheap, uwhere, lcb, n_zero = tr
     n = counts.shape[0]
-    mkey = np.full(n, -math.inf)
-    ukey = np.full(n, math.inf)
-    lcb = np.full(n, -math.inf)
-    n_zero = np.zeros(1, dtype=np.int64)
+    n_zero[0] = 0
     for i in range(n):
         if counts[i] > 0:
             c = float(counts[i])
@@ -46,13 +56,32 @@ def ls_tracker(sums, counts, d_ls, sigma):  # pragma: no cover - compiled
             ukey[i] = mkey[i] + rad
             lcb[i] = mkey[i] - rad
         else:
+            mkey[i] = -math.inf
+            ukey[i] = math.inf
+            lcb[i] = -math.inf
             n_zero[0] += 1
-    mheap, mwhere = heap_build(mkey)
-    uheap, uwhere = heap_build(ukey)
-    return mkey, mheap, mwhere, ukey, uheap, uwhere, lcb, n_zero
+    heap_init(mkey, mheap, mwhere)
+    heap_init(ukey, uheap, uwhere)
 
 
 @njit(cache=True)
+def ls_tracker(sums, counts, d_ls, sigma):  # pragma: no cover - compiled
+    """Build the incremental LS state: (mkey, mheap, mwhere, ukey, uheap, uwhere, lcb, n_zero)."""
+    n = counts.shape[0]
+    tr = (np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n, np.int64),
+          np.empty(n, np.int64), np.empty(n), np.zeros(1, np.int64))
+    ls_tracker_fill(tr, sums, counts, d_ls, sigma)
+    return tr
+
+
+@njit(cache=True, inline="always")
+def borrow_tracker(tr):  # pragma: no cover - compiled
+    """Borrowed views of a tracker's arrays (only for a tracker the kernel got as an argument)."""
+    return (borrow(tr[0]), borrow(tr[1]), borrow(tr[2]), borrow(tr[3]), borrow(tr[4]), borrow(tr[5]),
+            borrow(tr[6]), borrow(tr[7]))
+
+
+@njit(cache=True, inline="always")
 def ls_tracker_update(tr, sums, counts, arm, d_ls, sigma):  # pragma: no cover - compiled
     """Record that ``arm`` was just pulled (counts already updated); return LS's arm or -1."""
     mkey, mheap, mwhere, ukey, uheap, uwhere, lcb, n_zero = tr

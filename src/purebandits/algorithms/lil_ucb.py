@@ -9,10 +9,11 @@ import numpy as np
 from numba import njit
 
 from purebandits.base import Learner, check_param
-from purebandits.bounds import c_epsilon, lil_stopping_arm, lil_ucb_index_s, ls_delta
-from purebandits.heaps import heap_build, heap_top, heap_update
+from purebandits.bounds import c_epsilon, lil_radius_s, lil_stopping_arm, lil_ucb_index_s, ls_delta
+from purebandits.heaps import heap_init, heap_top, heap_update
 from purebandits.instances.rewards import stream_draw
-from purebandits.stopping import LS_EPSILON, ls_tracker, ls_tracker_update
+from purebandits.jit import borrow, borrow_stream
+from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
 
 __all__ = ["LilUCB"]
 
@@ -110,41 +111,81 @@ class LilUCB(Learner):
         else:
             delta_int = nu / 5
         self._eps, self._beta, self._lam, self._delta_int = eps, beta, lam, delta_int
+        self._sigma = float(self.sigma)
+        self._b1 = 1.0 + beta
+        self._tab = memoryview(_radius_table(delta_int, eps, self._sigma))
         self._d_ls = ls_delta(nu / 2, LS_EPSILON)  # used only when ls=True
 
     def _index(self, arm: int) -> float:
-        t = int(self.counts_[arm]) + int(self.pending_[arm])
+        # only called inside ask/tell/cancel, right after the base class validated the views
+        pending, counts, sums, _ = self._mv[1]
+        c = counts[arm]
+        t = c + pending[arm]
         if t == 0:
             return math.inf
-        mean = self.sums_[arm] / self.counts_[arm] if self.counts_[arm] > 0 else 0.0
-        return lil_ucb_index_s(mean, float(t), self._delta_int, self._eps, self._beta, float(self.sigma))
+        mean = sums[arm] / c if c > 0 else 0.0
+        if t < _TABLE_SIZE:  # = lil_ucb_index_s(mean, t, ...), with U(t) from the shared cache
+            tab = self._tab
+            u = tab[t]
+            if u != u:
+                u = lil_radius_s(float(t), self._delta_int, self._eps, self._sigma, 0.0)
+                tab[t] = u
+            return mean + self._b1 * u
+        return lil_ucb_index_s(mean, float(t), self._delta_int, self._eps, self._beta, self._sigma)
 
     def _restore(self) -> None:
-        n = self.n_arms_
+        self._ws = None  # the compiled driver's heap: rebuilt on its next call
         self._n_zero = int((self.counts_ == 0).sum())
+        self._heap = None  # the Python heap is built on the first ask (the compiled driver never needs it)
+        self._dirty: list[int] = []
+
+    def _build_heap(self) -> None:
+        n = self.n_arms_
+        keys = _all_keys(self.counts_, self.pending_, self.sums_, self._delta_int, self._eps, self._beta,
+                         self._sigma)
         self._ver = [0] * n
-        self._heap = [(-self._index(a), a, 0) for a in range(n)]
+        self._heap = list(zip((-keys).tolist(), range(n), self._ver, strict=True))
         heapq.heapify(self._heap)
+        self._dirty = []
 
     def _push(self, arm: int) -> None:
-        self._ver[arm] += 1
-        heapq.heappush(self._heap, (-self._index(arm), arm, self._ver[arm]))
-        if len(self._heap) > 4 * self.n_arms_ + 64:
-            self._restore()
+        ver = self._ver
+        v = ver[arm] = ver[arm] + 1
+        heap = self._heap
+        entry = (-self._index(arm), arm, v)
+        if heap[0][1] == arm:  # the top is this arm's entry, stale now: replace it (one sift, no pop later)
+            heapq.heapreplace(heap, entry)
+            return
+        heapq.heappush(heap, entry)
+        if len(heap) > 4 * self.n_arms_ + 64:  # drop the stale entries: one valid entry per arm
+            ver = self._ver
+            self._heap = [e for e in self._heap if e[2] == ver[e[1]]]
+            heapq.heapify(self._heap)
 
     def _ask_one(self) -> int:
+        if self._heap is None:
+            self._build_heap()
+        if self._dirty:  # arms asked since: their pending pulls now count in the index
+            for a in self._dirty:
+                self._push(a)
+            self._dirty.clear()
         heap, ver = self._heap, self._ver
         while heap[0][2] != ver[heap[0][1]]:
             heapq.heappop(heap)
         arm = heap[0][1]
-        self.pending_[arm] += 1  # the index sees the pull as out
-        self._push(arm)
-        self.pending_[arm] -= 1  # ask() adds it back
+        self._dirty.append(arm)  # re-keyed on the next ask, unless a tell or cancel does it first
         return arm
 
     def _on_tell(self, arm: int, reward: float) -> None:
-        self._push(arm)
-        c = int(self.counts_[arm])
+        if self._heap is not None:
+            dirty = self._dirty
+            if dirty:
+                if dirty[-1] == arm:
+                    dirty.pop()
+                elif arm in dirty:
+                    dirty.remove(arm)
+            self._push(arm)
+        c = self._mv[1][1][arm]
         if c == 1:
             self._n_zero -= 1
         # the rule applies after the initial pull of every arm (JMNB14 Fig. 1); only the told
@@ -152,8 +193,18 @@ class LilUCB(Learner):
         if self._n_zero == 0 and c >= 1 + self._lam * (self.t_ - c):
             self._finish()
 
+    def _discard_dirty(self, arm: int) -> None:
+        dirty = self._dirty
+        if dirty[-1] == arm:
+            dirty.pop()
+        elif arm in dirty:
+            dirty.remove(arm)
+
     def _on_cancel(self, arm: int) -> None:
-        self._push(arm)
+        if self._heap is not None:
+            if self._dirty:
+                self._discard_dirty(arm)
+            self._push(arm)
 
     def _check_stop(self) -> None:
         if self.ls:
@@ -164,59 +215,127 @@ class LilUCB(Learner):
 
     def _recommend(self) -> list[int]:
         # the most-pulled arm (JMNB14's output), ties to the higher mean then the lower index
-        order = np.lexsort((np.arange(self.n_arms_), -self.means(), -self.counts_))
-        return [int(order[0])]
+        counts = self.counts_
+        cand = np.flatnonzero(counts == counts.max())
+        if cand.size == 1:
+            return [int(cand[0])]
+        return [int(cand[np.argmax(self.means()[cand])])]  # argmax: the first, i.e. lowest, index
 
     def run_compiled(self, stream, max_pulls: int) -> None:
         if self.done_:
             return
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
+        n = self.n_arms_
+        # the kernel's heap (and LS tracker) survive between calls while nothing else touched
+        # the state (checkpoints resume in O(1) instead of rebuilding in O(n))
+        cache = self.__dict__.get("_ws")
+        init = cache is None or cache[0] != self.t_
+        if init:
+            ws = (np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64))
+            tr = ls_workspace(n if self.ls else 1)
+        else:
+            ws, tr = cache[1], cache[2]
         done, final, t = _lil_ucb_kernel(
-            self.counts_, self.sums_, self.sumsq_, self._delta_int, self._eps, self._beta,
-            float(self.sigma), self._lam, self.ls, self._d_ls, int(max_pulls), *stream.args(),
+            self.counts_, self.sums_, self.sumsq_, ws, tr, self._tab.obj, init, self._delta_int, self._eps,
+            self._beta, self._sigma, self._lam, self.ls, self._d_ls, int(max_pulls), *stream.args(),
         )
         self.t_ = int(t)
         self._restore()
+        self._ws = (self.t_, ws, tr)
         if done:
             self._finish([int(final)])
 
 
-@njit(cache=True)
-def _lil_ucb_kernel(counts, sums, sumsq, delta, eps, beta, sigma, lam, use_ls, d_ls, max_pulls,
-                    kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
-    """Sequential lil'UCB: same index, same tie-break, same stop as the Python learner.
+#: radius tables U(t) for t < _TABLE_SIZE, per (delta', eps, sigma), filled lazily by the kernel
+_TABLES: dict[tuple[float, float, float], np.ndarray] = {}
+_TABLE_SIZE = 1 << 18
 
-    Returns (done, recommended arm, total pulls); LS is tracked incrementally.
+
+def _radius_table(delta: float, eps: float, sigma: float) -> np.ndarray:
+    """A cache of ``lil_radius_s(t, delta, eps, sigma, 0)`` by ``t`` (NaN = not computed yet).
+
+    The kernel and :meth:`LilUCB._index` read ``U(t)`` from it instead of evaluating two
+    logarithms and a square root per pull; the value is the same double, so the index
+    ``mean + (1+beta) U(t)`` is bit-identical to :func:`purebandits.bounds.lil_ucb_index_s`.
     """
+    key = (float(delta), float(eps), float(sigma))
+    tab = _TABLES.get(key)
+    if tab is None:
+        if len(_TABLES) >= 8:
+            _TABLES.pop(next(iter(_TABLES)))
+        tab = _TABLES[key] = np.full(_TABLE_SIZE, np.nan)
+    return tab
+
+
+@njit(cache=True)
+def _all_keys(counts, pending, sums, delta, eps, beta, sigma):  # pragma: no cover - compiled
+    """The index of every arm (``_index`` for all arms at once); +inf for arms never pulled."""
     n = counts.shape[0]
     key = np.empty(n)
     for i in range(n):
-        if counts[i] == 0:
+        t = counts[i] + pending[i]
+        if t == 0:
             key[i] = math.inf
         else:
-            key[i] = lil_ucb_index_s(sums[i] / counts[i], float(counts[i]), delta, eps, beta, sigma)
-    heap, where = heap_build(key)
+            mean = sums[i] / counts[i] if counts[i] > 0 else 0.0
+            key[i] = lil_ucb_index_s(mean, float(t), delta, eps, beta, sigma)
+    return key
+
+
+@njit(cache=True)
+def _lil_ucb_kernel(counts, sums, sumsq, ws, tr, tab, init, delta, eps, beta, sigma, lam, use_ls, d_ls, max_pulls,
+                    kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    """Sequential lil'UCB: same index, same tie-break, same stop as the Python learner.
+
+    ``ws`` = (key, heap, where), ``tr`` (an LS workspace, used when ``use_ls``) and ``tab`` (the
+    radius cache of :func:`_radius_table`) are arrays allocated by the caller, so the kernel can
+    borrow them (:mod:`purebandits.jit`); with ``init`` false they already hold the heap and
+    tracker of the current state (a resumed run). Returns (done, recommended arm, total pulls); LS is
+    tracked incrementally.
+    """
+    counts, sums, sumsq, tab = borrow(counts), borrow(sums), borrow(sumsq), borrow(tab)
+    key, heap, where = borrow(ws[0]), borrow(ws[1]), borrow(ws[2])
+    a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
+    n = counts.shape[0]
+    if init:
+        for i in range(n):
+            if counts[i] == 0:
+                key[i] = math.inf
+            else:
+                key[i] = lil_ucb_index_s(sums[i] / counts[i], float(counts[i]), delta, eps, beta, sigma)
+        heap_init(key, heap, where)
+        if use_ls:
+            ls_tracker_fill(tr, sums, counts, d_ls, sigma)
     total = 0
-    for i in range(n):
-        total += counts[i]
-    tr = ls_tracker(sums, counts, d_ls, sigma)
     n_zero = 0
     for i in range(n):
+        total += counts[i]
         if counts[i] == 0:
             n_zero += 1
+    trb = borrow_tracker(tr)
+    n_tab = tab.shape[0]
     while total < max_pulls:
         arm = heap_top(heap)
         r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
-        if counts[arm] == 0:
+        c = counts[arm] + 1
+        if c == 1:
             n_zero -= 1
-        counts[arm] += 1
-        sums[arm] += r
+        counts[arm] = c
+        s = sums[arm] + r
+        sums[arm] = s
         sumsq[arm] += r * r
         total += 1
-        heap_update(heap, where, key, arm,
-                    lil_ucb_index_s(sums[arm] / counts[arm], float(counts[arm]), delta, eps, beta, sigma))
-        if n_zero == 0 and counts[arm] >= 1 + lam * (total - counts[arm]):
+        if c < n_tab:  # = lil_ucb_index_s(s / c, c, ...), with U(c) from the cache
+            u = tab[c]
+            if u != u:
+                u = lil_radius_s(float(c), delta, eps, sigma, 0.0)
+                tab[c] = u
+            index = s / c + (1.0 + beta) * u
+        else:
+            index = lil_ucb_index_s(s / c, float(c), delta, eps, beta, sigma)
+        heap_update(heap, where, key, arm, index)
+        if n_zero == 0 and c >= 1 + lam * (total - c):
             # the most-pulled arm, ties to the higher mean then the lower index (= _recommend)
             best = arm
             for j in range(n):
@@ -226,7 +345,7 @@ def _lil_ucb_kernel(counts, sums, sumsq, delta, eps, beta, sigma, lam, use_ls, d
                     best = j
             return True, best, total
         if use_ls:
-            stop = ls_tracker_update(tr, sums, counts, arm, d_ls, sigma)
+            stop = ls_tracker_update(trb, sums, counts, arm, d_ls, sigma)
             if stop >= 0:
                 return True, stop, total
     return False, -1, total

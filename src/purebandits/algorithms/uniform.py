@@ -8,7 +8,8 @@ from numba import njit
 from purebandits.base import Learner, check_param
 from purebandits.bounds import lil_stopping_arm, ls_delta
 from purebandits.instances.rewards import stream_draw
-from purebandits.stopping import LS_EPSILON, ls_tracker, ls_tracker_update
+from purebandits.jit import borrow, borrow_stream
+from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
 
 __all__ = ["NonAdaptive"]
 
@@ -48,6 +49,9 @@ class NonAdaptive(Learner):
     def _resolve(self) -> None:
         self._d_ls = ls_delta(float(self.delta), LS_EPSILON)
 
+    def _restore(self) -> None:
+        self._ws = None  # the compiled driver's LS tracker: rebuilt on its next call
+
     def _start(self) -> None:
         self.order_ = self.rng_.permutation(self.n_arms_).astype(np.int64)
         self.next_ = 0
@@ -68,21 +72,32 @@ class NonAdaptive(Learner):
             return
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
+        # the LS tracker survives between calls while nothing else touched the state
+        cache = self.__dict__.get("_ws")
+        init = cache is None or cache[0] != self.t_
+        tr = ls_workspace(self.n_arms_) if init else cache[1]
         stop, nxt, t = _non_adaptive_kernel(self.counts_, self.sums_, self.sumsq_, self.order_, self.next_,
-                                            self._d_ls, float(self.sigma), int(max_pulls), *stream.args())
+                                            tr, init, self._d_ls, float(self.sigma), int(max_pulls),
+                                            *stream.args())
         self.next_, self.t_ = int(nxt), int(t)
+        self._ws = (self.t_, tr)
         if stop >= 0:
             self._finish([int(stop)])
 
 
 @njit(cache=True)
-def _non_adaptive_kernel(counts, sums, sumsq, order, nxt, d_ls, sigma, max_pulls,
+def _non_adaptive_kernel(counts, sums, sumsq, order, nxt, tr, init, d_ls, sigma, max_pulls,
                          kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    """Round-robin over ``order`` with LS; ``tr`` is an LS workspace (borrowed, see purebandits.jit)."""
+    counts, sums, sumsq, order = borrow(counts), borrow(sums), borrow(sumsq), borrow(order)
+    a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
     n = counts.shape[0]
     total = 0
     for i in range(n):
         total += counts[i]
-    tr = ls_tracker(sums, counts, d_ls, sigma)
+    if init:
+        ls_tracker_fill(tr, sums, counts, d_ls, sigma)
+    tr = borrow_tracker(tr)
     while total < max_pulls:
         arm = order[nxt]
         nxt = (nxt + 1) % n

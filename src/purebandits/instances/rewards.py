@@ -21,6 +21,7 @@ __all__ = ["RewardModel", "Bernoulli", "Gaussian", "Categorical", "RewardStream"
 
 BERNOULLI, GAUSSIAN, CATEGORICAL = 0, 1, 2
 BLOCK = 1 << 14
+FIRST_BLOCK = 256
 
 
 class RewardModel:
@@ -155,54 +156,102 @@ class Categorical(RewardModel):
 
 
 @njit(cache=True)
+def _refill(kind, block, pos, rng):  # pragma: no cover - compiled
+    """Draw the next block (see :func:`block_size`): normals for Gaussian arms, uniforms otherwise."""
+    m = FIRST_BLOCK if pos[1] == 0 else min(4 * pos[1], block.shape[0])
+    if kind == GAUSSIAN:
+        block[:m] = rng.standard_normal(m)
+    else:
+        block[:m] = rng.random(m)
+    pos[0] = 0
+    pos[1] = m
+
+
+@njit(cache=True, inline="always")
 def stream_draw(kind, a, b, cdf, values, block, pos, rng, arm):  # pragma: no cover - compiled
-    """Next reward of ``arm`` from the stream's block (compiled form of RewardStream.draw)."""
-    if pos[0] >= block.shape[0]:
-        if kind == GAUSSIAN:
-            block[:] = rng.standard_normal(block.shape[0])
-        else:
-            block[:] = rng.random(block.shape[0])
-        pos[0] = 0
-    x = block[pos[0]]
-    pos[0] += 1
+    """Next reward of ``arm`` from the stream's block (compiled form of RewardStream.draw).
+
+    Inlined into the calling kernel; borrow the arrays first (:func:`purebandits.jit.borrow_stream`)
+    so the call costs no reference counting.
+    """
+    if pos[0] >= pos[1]:
+        _refill(kind, block, pos, rng)
+    p = pos[0]
+    x = block[p]
+    pos[0] = p + 1
     if kind == GAUSSIAN:
         return a[arm] + b[arm] * x
     if kind == BERNOULLI:
         return 1.0 if x < a[arm] else 0.0
-    row = cdf[arm]
-    for j in range(row.shape[0]):
-        if x < row[j]:
+    m = cdf.shape[1]
+    for j in range(m):
+        if x < cdf[arm, j]:
             return values[j]
-    return values[row.shape[0] - 1]
+    return values[m - 1]
+
+
+def block_size(previous: int) -> int:
+    """Size of the next block after one of ``previous`` values (0 = none yet).
+
+    Blocks grow from ``FIRST_BLOCK`` by a factor 4 up to ``BLOCK``, so a short run does not
+    draw 16k numbers it never uses. The sizes do not change the numbers: the generator produces
+    the same sequence whether it is drawn in one block or several.
+    """
+    return FIRST_BLOCK if previous == 0 else min(4 * previous, BLOCK)
 
 
 class RewardStream:
-    """The ordered source of rewards of one simulated run (see the module docstring)."""
+    """The ordered source of rewards of one simulated run (see the module docstring).
+
+    ``block`` holds the current block of standard normals (Gaussian arms) or uniforms;
+    ``pos = [next index, values in block]``.
+    """
 
     def __init__(self, model: RewardModel, rng: np.random.Generator) -> None:
         self.model = model
         self.rng = rng
         self.block = np.empty(BLOCK, dtype=np.float64)
-        self.pos = np.array([BLOCK], dtype=np.int64)  # empty: first draw refills
-        self.n_drawn = 0
+        self.pos = np.zeros(2, dtype=np.int64)  # empty: the first draw refills
+        self._blockv = memoryview(self.block)
+        self._posv = memoryview(self.pos)
+        self._av = memoryview(model.a) if model.a.flags.c_contiguous else model.a
+        self._bv = memoryview(model.b) if model.b.flags.c_contiguous else model.b
+        self._kind = int(model.kind)
 
     def args(self) -> tuple:
         """Arguments a compiled kernel passes to :func:`stream_draw` before ``arm``."""
         m = self.model
         return (m.kind, m.a, m.b, m.cdf, m.values, self.block, self.pos, self.rng)
 
+    def _refill(self) -> None:
+        m = block_size(int(self.pos[1]))
+        if self._kind == GAUSSIAN:
+            self.block[:m] = self.rng.standard_normal(m)
+        else:
+            self.block[:m] = self.rng.random(m)
+        self.pos[0] = 0
+        self.pos[1] = m
+
     def draw(self, arm: int) -> float:
         """Next reward of ``arm`` (Python form; same numbers as the compiled form)."""
-        m = self.model
-        if self.pos[0] >= BLOCK:
-            self.block[:] = self.rng.standard_normal(BLOCK) if m.kind == GAUSSIAN else self.rng.random(BLOCK)
-            self.pos[0] = 0
-        x = float(self.block[self.pos[0]])
-        self.pos[0] += 1
-        if m.kind == GAUSSIAN:
-            return float(m.a[arm]) + float(m.b[arm]) * x
-        if m.kind == BERNOULLI:
-            return 1.0 if x < m.a[arm] else 0.0
-        row = m.cdf[arm]
-        j = int(np.searchsorted(row, x, side="right"))
-        return float(m.values[min(j, row.shape[0] - 1)])
+        pos = self._posv
+        p = pos[0]
+        if p >= pos[1]:
+            self._refill()
+            p = 0
+        x = self._blockv[p]
+        pos[0] = p + 1
+        kind = self._kind
+        if kind == GAUSSIAN:
+            return self._av[arm] + self._bv[arm] * x
+        if kind == BERNOULLI:
+            return 1.0 if x < self._av[arm] else 0.0
+        rows = self.model.__dict__.get("_cdf_rows")
+        if rows is None:
+            rows = self.model._cdf_rows = self.model.cdf.tolist()
+        values = self.model.values
+        row = rows[arm]
+        for j, c in enumerate(row):
+            if x < c:
+                return float(values[j])
+        return float(values[len(row) - 1])

@@ -287,10 +287,15 @@ def run_chunk(task: _Task, reps: list[int]) -> dict[str, Any]:
     c_best = np.zeros((m, C), dtype=np.int32)
     c_topk = np.zeros((m, C), dtype=np.int32)
     compiled = task.driver == "compiled"
+    cls, params = type(task.learner), task.learner.get_params()
+    # one Generator for every stream of the chunk, re-seeded per repetition: the same numbers as
+    # default_rng(stream seed), without rebuilding the ctypes view Numba reads for each new one
+    gen = np.random.Generator(np.random.PCG64(0))
     for i, r in enumerate(reps):
         s_learner, s_stream = rep_seeds(task.seed, r)
-        learner = task.learner.clone().start(n, seed=s_learner)
-        stream = task.model.stream(s_stream)
+        learner = cls(**params).start(n, seed=s_learner)
+        gen.bit_generator.state = np.random.PCG64(s_stream).state
+        stream = task.model.stream(gen)
         for j in range(C):
             target = min(int(task.checkpoints[j]), task.max_pulls)
             if not learner.done_ and learner.t_ < target:
