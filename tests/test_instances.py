@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
+from purebandits.bounds import chernoff_information
 from purebandits.instances import Bernoulli, Categorical, Gaussian, hardness, instance_names, make_instance
-from purebandits.instances.synthetic import chernoff_information
 
 
 def test_one_sparse_matches_jmnb14():

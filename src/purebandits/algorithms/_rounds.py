@@ -29,31 +29,12 @@ import numpy as np
 from numba import njit
 
 from purebandits.base import Learner, check_param
-from purebandits.instances.rewards import BERNOULLI, GAUSSIAN, RewardModel
+from purebandits.instances.rewards import BERNOULLI, GAUSSIAN, RewardModel, reward_from_block, stream_refill
 
 ACTIVE, ACCEPTED, REJECTED = 0, 1, 2
 
 
 # ------------------------------------------------------------------------- shared rule helpers
-@njit(cache=True)
-def _refill(kind, block, rng):  # pragma: no cover - compiled
-    """Refill a stream's block exactly as :func:`stream_draw` does."""
-    if kind == GAUSSIAN:
-        block[:] = rng.standard_normal(block.shape[0])
-    else:
-        block[:] = rng.random(block.shape[0])
-
-
-@njit(cache=True)
-def _categorical_value(cdf, values, x, arm):  # pragma: no cover - compiled
-    """Categorical reward for the block value ``x``, exactly as :func:`stream_draw` maps it."""
-    last = cdf.shape[1] - 1
-    for j in range(last):
-        if x < cdf[arm, j]:
-            return values[j]
-    return values[last]
-
-
 @njit(cache=True)
 def round_pulls(counts, sums, sumsq, todo, order, m, ptr, left, total, max_pulls,
                 kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
@@ -65,7 +46,7 @@ def round_pulls(counts, sums, sumsq, todo, order, m, ptr, left, total, max_pulls
     about ten times faster than calling ``stream_draw`` per pull.
     """
     p = pos[0]
-    nb = block.shape[0]
+    lim = pos[1]
     while left > 0 and total < max_pulls:
         arm = order[ptr]
         while todo[arm] == 0:
@@ -76,17 +57,14 @@ def round_pulls(counts, sums, sumsq, todo, order, m, ptr, left, total, max_pulls
         ptr += 1
         if ptr == m:
             ptr = 0
-        if p >= nb:
-            _refill(kind, block, rng)
-            p = 0
+        if p >= lim:
+            pos[0] = p
+            stream_refill(kind, block, pos, rng)
+            p = pos[0]
+            lim = pos[1]
         x = block[p]
         p += 1
-        if kind == BERNOULLI:  # the mapping of stream_draw, inlined (a call per pull costs ~10x)
-            r = 1.0 if x < a[arm] else 0.0
-        elif kind == GAUSSIAN:
-            r = a[arm] + b[arm] * x
-        else:
-            r = _categorical_value(cdf, values, x, arm)
+        r = reward_from_block(kind, a, b, cdf, values, x, arm)
         counts[arm] += 1
         sums[arm] += r
         sumsq[arm] += r * r

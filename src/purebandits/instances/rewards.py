@@ -156,7 +156,7 @@ class Categorical(RewardModel):
 
 
 @njit(cache=True)
-def _refill(kind, block, pos, rng):  # pragma: no cover - compiled
+def stream_refill(kind, block, pos, rng):  # pragma: no cover - compiled
     """Draw the next block (see :func:`block_size`): normals for Gaussian arms, uniforms otherwise."""
     m = FIRST_BLOCK if pos[1] == 0 else min(4 * pos[1], block.shape[0])
     if kind == GAUSSIAN:
@@ -175,10 +175,16 @@ def stream_draw(kind, a, b, cdf, values, block, pos, rng, arm):  # pragma: no co
     so the call costs no reference counting.
     """
     if pos[0] >= pos[1]:
-        _refill(kind, block, pos, rng)
+        stream_refill(kind, block, pos, rng)
     p = pos[0]
     x = block[p]
     pos[0] = p + 1
+    return reward_from_block(kind, a, b, cdf, values, x, arm)
+
+
+@njit(cache=True, inline="always")
+def reward_from_block(kind, a, b, cdf, values, x, arm):  # pragma: no cover - compiled
+    """The reward of ``arm`` for the block value ``x`` (a normal or a uniform draw)."""
     if kind == GAUSSIAN:
         return a[arm] + b[arm] * x
     if kind == BERNOULLI:

@@ -28,16 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import njit
 
-from purebandits.bounds import kl_bernoulli_s
+from purebandits.bounds import chernoff_information
 from purebandits.instances.rewards import Bernoulli, Gaussian, RewardModel
 
 __all__ = [
     "Hardness",
     "Instance",
     "hardness",
-    "chernoff_information",
     "one_sparse",
     "lil_exponential",
     "alpha_exponential",
@@ -49,41 +47,6 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- hardness
-@njit(cache=True)
-def _chernoff_s(x: float, y: float) -> float:  # pragma: no cover - compiled
-    """Chernoff information between Ber(x) and Ber(y) for 0 < x < y < 1 (bisection on z*)."""
-    lo, hi = x, y
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid <= lo or mid >= hi:
-            break
-        # on [x, y], D(z, x) increases and D(z, y) decreases in z; they cross at z*
-        if kl_bernoulli_s(mid, x) < kl_bernoulli_s(mid, y):
-            lo = mid
-        else:
-            hi = mid
-    return kl_bernoulli_s(0.5 * (lo + hi), x)
-
-
-def chernoff_information(x: float, y: float) -> float:
-    """Chernoff information ``D*(x, y)`` between Bernoulli(x) and Bernoulli(y) (TNM17 footnote 5).
-
-    ``D*(x, y) = D(z*, x) = D(z*, y)`` with ``z*`` in ``[x, y]`` where the two KL divergences
-    cross; found by bisection. At the boundary it has the closed forms ``D*(x, 1) = -log x``
-    and ``D*(0, y) = -log(1 - y)``.
-    """
-    if not (0.0 <= x <= 1.0 and 0.0 <= y <= 1.0):
-        raise ValueError(f"Bernoulli means must lie in [0, 1], got {x}, {y}")
-    x, y = min(x, y), max(x, y)
-    if x == y:
-        return 0.0
-    if y >= 1.0:
-        return -math.log(x) if x > 0 else math.inf
-    if x <= 0.0:
-        return -math.log1p(-y)
-    return float(_chernoff_s(float(x), float(y)))
-
-
 def _inv_sq(g: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore"):
         return np.where(g > 0, 1.0 / np.maximum(g, 1e-300) ** 2, np.inf)
@@ -168,7 +131,7 @@ def hardness(means: Any, k: int = 1) -> Hardness:
         ref = np.where(top, srt[k], srt[k - 1])
     S_SG = float(_inv_sq(np.abs(mu[arms] - ref)).sum())
     if np.all((mu >= 0) & (mu <= 1)):
-        chern = np.array([chernoff_information(mu[j], r) for j, r in zip(arms, ref, strict=True)])
+        chern = np.asarray(chernoff_information(mu[arms], ref), dtype=float)
         S_KL = float(np.sum(np.where(chern > 0, 1.0 / np.maximum(chern, 1e-300), np.inf)))
     else:
         S_KL = math.nan

@@ -36,6 +36,7 @@ import numpy as np
 
 from purebandits.base import Learner
 from purebandits.instances import Instance, RewardModel, make_instance
+from purebandits.metrics import wilson_interval
 from purebandits.simulate.executors import Executor, get_executor
 
 __all__ = ["simulate", "SimResult", "DEFAULT_MAX_PULLS", "rep_seeds"]
@@ -132,7 +133,7 @@ class SimResult:
     def summary(self, confidence: float = 0.95) -> dict[str, Any]:
         """Samples to stop (mean, quantiles) and the error rate with a Wilson interval."""
         wrong = int(self.reps - self.correct.sum())
-        lo, hi = _wilson(wrong, self.reps, confidence)
+        lo, hi = wilson_interval(wrong, self.reps, alpha=1.0 - confidence) if self.reps else (math.nan, math.nan)
         q = np.quantile(self.pulls, [0.05, 0.25, 0.5, 0.75, 0.95]) if self.reps else [math.nan] * 5
         return {
             "algorithm": self.algorithm, "instance": self.instance, "reps": self.reps,
@@ -206,22 +207,6 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, np.ndarray):
         return o.tolist()
     return str(o)
-
-
-def _wilson(errors: int, n: int, confidence: float) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (kept private until metrics.wilson_interval lands)."""
-    if n == 0:
-        return math.nan, math.nan
-    from scipy.stats import norm
-
-    z = float(norm.ppf(0.5 + confidence / 2))
-    p = errors / n
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    lo = 0.0 if errors == 0 else max(0.0, centre - half)
-    hi = 1.0 if errors == n else min(1.0, centre + half)
-    return lo, hi
 
 
 # --------------------------------------------------------------------------- one chunk of reps
