@@ -9,7 +9,7 @@ HELP = "reproduce a table or figure of the papers (CSV, PNG and a Markdown verdi
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", nargs="?", help="experiment name (see --list)")
+    parser.add_argument("names", nargs="*", metavar="NAME", help="experiment name(s) (see --list)")
     parser.add_argument("--all", action="store_true", help="run every experiment")
     parser.add_argument("--list", action="store_true", help="list the experiments")
     parser.add_argument("--scale", choices=("quick", "paper"), default="quick")
@@ -29,11 +29,11 @@ def run(args: argparse.Namespace) -> int:
         for name, exp in exps.items():
             print(f"{name:28s} {exp.paper} {exp.artefact}: {exp.title}")
         return 0
-    if not args.all and not args.name:
+    if not args.all and not args.names:
         print("give an experiment name or --all (see --list)", file=sys.stderr)
         return 2
     try:
-        chosen = list(exps.values()) if args.all else [get_experiment(args.name)]
+        chosen = list(exps.values()) if args.all else [get_experiment(n) for n in args.names]
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
