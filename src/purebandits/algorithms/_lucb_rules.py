@@ -91,7 +91,7 @@ def family_time_term(code, bp, t):
     return 0.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def family_bound_s(code, bp, mean, T, top, tterm, side):
     """(lcb, ucb) of one arm with answered mean ``mean`` and radius count ``T`` (> 0).
 
@@ -165,58 +165,25 @@ def _top_k_mask(means, k, mask):
         mask[order[j]] = True
 
 
-@njit(cache=True, inline="always")
-def _arm_bounds(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb, i):
-    """Fill lcb[i], ucb[i] (infinite for an arm never answered)."""
-    if counts[i] == 0:
-        lcb[i] = -math.inf
-        ucb[i] = math.inf
-    else:
-        side = _SIDE_BOTH if both_sides else (_SIDE_LOWER if in_top[i] else _SIDE_UPPER)
-        lcb[i], ucb[i] = family_bound_s(code, bp, means[i], float(T[i]), in_top[i], tterm, side)
-
-
 @njit(cache=True)
-def _pair_from_bounds(in_top, lcb, ucb):
-    """h = argmin_{top} lcb and l = argmax_{not top} ucb, ties to the lower index."""
+def _critical_pair(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb):
+    """Fill the per-arm bounds and return (h, l) for a given top-K membership ``in_top``."""
+    n = counts.shape[0]
     h = -1
     el = -1  # the papers' l
-    for i in range(in_top.shape[0]):
+    for i in range(n):
+        if counts[i] == 0:
+            lcb[i] = -math.inf
+            ucb[i] = math.inf
+        else:
+            side = _SIDE_BOTH if both_sides else (_SIDE_LOWER if in_top[i] else _SIDE_UPPER)
+            lcb[i], ucb[i] = family_bound_s(code, bp, means[i], float(T[i]), in_top[i], tterm, side)
         if in_top[i]:
             if h < 0 or lcb[i] < lcb[h]:
                 h = i
         elif el < 0 or ucb[i] > ucb[el]:
             el = i
     return h, el
-
-
-@njit(cache=True)
-def _critical_pair_impl(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb):
-    for i in range(counts.shape[0]):
-        _arm_bounds(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb, i)
-    return _pair_from_bounds(in_top, lcb, ucb)
-
-
-@njit(cache=True)
-def _critical_pair(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb):
-    """Fill the per-arm bounds and return (h, l) for a given top-K membership ``in_top``.
-
-    The bound code is passed on as a compile-time constant, so each bound gets its own
-    specialised loop (no per-arm dispatch: ~20x faster for LUCB1's O(n) pass).
-    """
-    if code == BOUND_LUCB:
-        return _critical_pair_impl(BOUND_LUCB, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb)
-    if code == BOUND_KL_LUCB:
-        return _critical_pair_impl(BOUND_KL_LUCB, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb)
-    if code == BOUND_LIL:
-        return _critical_pair_impl(BOUND_LIL, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb)
-    if code == BOUND_LIL_KL:
-        return _critical_pair_impl(BOUND_LIL_KL, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb)
-    if code == BOUND_LIL_KL_EXACT:
-        return _critical_pair_impl(BOUND_LIL_KL_EXACT, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb)
-    if code == BOUND_SG1:
-        return _critical_pair_impl(BOUND_SG1, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb)
-    return _critical_pair_impl(BOUND_SG2, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb)
 
 
 @njit(cache=True)
@@ -263,7 +230,7 @@ def _set_key(heap, where, key, i, value):
         heap_update(heap, where, key, i, value)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _refresh(i, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, keyB, hb, wb, keyL, hl, wl,
              keyU, hu, wu):
     """Re-key arm i in the four heaps after its mean, count or membership changed."""
@@ -289,32 +256,6 @@ def _refresh(i, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, key
 @njit(cache=True)
 def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls, lrng,
                   kind, a, b, cdf, values, block, pos, srng):  # pragma: no cover - compiled
-    """Run :func:`_family_kernel_impl` specialised for the bound ``code`` (a compile-time constant)."""
-    if code == BOUND_LUCB:
-        return _family_kernel_impl(BOUND_LUCB, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds,
-                                   max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
-    if code == BOUND_KL_LUCB:
-        return _family_kernel_impl(BOUND_KL_LUCB, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued,
-                                   rounds, max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
-    if code == BOUND_LIL:
-        return _family_kernel_impl(BOUND_LIL, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds,
-                                   max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
-    if code == BOUND_LIL_KL:
-        return _family_kernel_impl(BOUND_LIL_KL, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued,
-                                   rounds, max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
-    if code == BOUND_LIL_KL_EXACT:
-        return _family_kernel_impl(BOUND_LIL_KL_EXACT, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued,
-                                   rounds, max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
-    if code == BOUND_SG1:
-        return _family_kernel_impl(BOUND_SG1, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds,
-                                   max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
-    return _family_kernel_impl(BOUND_SG2, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds,
-                               max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
-
-
-@njit(cache=True)
-def _family_kernel_impl(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls, lrng,
-                        kind, a, b, cdf, values, block, pos, srng):  # pragma: no cover - compiled
     """Sequential (ask(1)/tell) run of any LUCB-family learner; returns (done, queued, rounds, total).
 
     Same decisions as the Python learner: each arm once first (lowest index), then at each
@@ -352,12 +293,6 @@ def _family_kernel_impl(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq
     have_hl = False
     h = -1
     el = -1
-    # round-dependent bounds: the bounds of round t_cached are cached in lcb_s/ucb_s; within a
-    # round only the arms in `dirty` (the pulled arm and any swapped arms) are recomputed
-    t_cached = -1
-    tterm = 0.0
-    dirty = np.empty(2 * n + 1, dtype=np.int64)
-    nd = 0
     while total < max_pulls:
         if not built and n_zero == 0:  # resuming after the initial pulls
             for i in range(n):
@@ -380,7 +315,6 @@ def _family_kernel_impl(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq
                 if tdep:
                     tterm = family_time_term(code, bp, float(rounds + 1))
                     h, el = _critical_pair(code, bp, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s)
-                    t_cached = rounds + 1
                 else:
                     h = heap_top(hl)
                     el = heap_top(hu)
@@ -411,8 +345,6 @@ def _family_kernel_impl(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq
             built = True
         else:
             means[arm] = sums[arm] / counts[arm]
-            dirty[0] = arm
-            nd = 1
             _refresh(arm, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, keyB, hb, wb, keyL, hl, wl,
                      keyU, hu, wu)
             while True:  # restore "every top arm precedes every other arm" (one swap suffices)
@@ -422,26 +354,14 @@ def _family_kernel_impl(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq
                     break
                 in_top[w] = False
                 in_top[bb] = True
-                if nd + 2 <= dirty.shape[0]:
-                    dirty[nd] = w
-                    dirty[nd + 1] = bb
-                    nd += 2
-                else:
-                    t_cached = -1  # (cannot happen: one swap per pull) fall back to a full pass
                 _refresh(w, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, keyB, hb, wb, keyL, hl, wl,
                          keyU, hu, wu)
                 _refresh(bb, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, keyB, hb, wb, keyL, hl,
                          wl, keyU, hu, wu)
         # ---- stop test (after every answered pull, as Learner.tell does)
         if tdep:
-            if t_cached == rounds + 1:
-                for j in range(nd):
-                    _arm_bounds(code, bp, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s, dirty[j])
-                h, el = _pair_from_bounds(in_top, lcb_s, ucb_s)
-            else:
-                tterm = family_time_term(code, bp, float(rounds + 1))
-                h, el = _critical_pair(code, bp, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s)
-                t_cached = rounds + 1
+            tterm = family_time_term(code, bp, float(rounds + 1))
+            h, el = _critical_pair(code, bp, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s)
             lo_h = lcb_s[h]
             up_l = ucb_s[el]
         else:
