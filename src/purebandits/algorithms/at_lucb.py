@@ -1,0 +1,255 @@
+"""AT-LUCB (Jun and Nowak, ICML 2016): anytime top-k identification by LUCB stages."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from purebandits.base import Learner, check_param, top_k_by
+from purebandits.instances.rewards import stream_draw
+
+__all__ = ["ATLUCB"]
+
+K1 = 1.25  # LUCB1's k1 = 5/4 (KTAS12), the radius AT-LUCB runs its stages on
+
+
+@njit(cache=True)
+def at_lucb_radius(u, t, n, delta1, stage, alpha, sigma):  # pragma: no cover - compiled
+    """LUCB1 radius ``sqrt(2 sigma^2 log(k1 n t^4 / delta_s) / u)`` at ``delta_s = delta1 alpha^(s-1)``.
+
+    The log is expanded (``log(k1 n t^4/delta1) + (s-1) log(1/alpha)``) so deep stages do not
+    underflow delta_s.
+    """
+    if u <= 0.0:
+        return math.inf
+    lg = math.log(K1 * n * t**4 / delta1) + (stage - 1) * math.log(1.0 / alpha)
+    return math.sqrt(2.0 * sigma * sigma * lg / u)
+
+
+@njit(cache=True)
+def at_lucb_top(mu, k):  # pragma: no cover - compiled
+    """Mask of the empirical top-k (decreasing mean, ties to the lower index)."""
+    order = np.argsort(-mu, kind="mergesort")
+    top = np.zeros(mu.shape[0], dtype=np.bool_)
+    for j in range(k):
+        top[order[j]] = True
+    return top
+
+
+@njit(cache=True)
+def at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma):  # pragma: no cover - compiled
+    """LUCB1's h (weakest top arm by LCB) and l (strongest other arm by UCB) and ``U_l - L_h``."""
+    n = mu.shape[0]
+    h, lo = -1, -1
+    lo_h, up_l = math.inf, -math.inf
+    for i in range(n):
+        r = at_lucb_radius(u[i], t, n, delta1, stage, alpha, sigma)
+        if top[i]:
+            if mu[i] - r < lo_h or h < 0:
+                lo_h, h = mu[i] - r, i
+        else:
+            if mu[i] + r > up_l or lo < 0:
+                up_l, lo = mu[i] + r, i
+    return h, lo, up_l - lo_h
+
+
+@njit(cache=True)
+def at_lucb_round(mu, counts, k, t, stage, delta1, alpha, eps, sigma):  # pragma: no cover - compiled
+    """Stage update of round t: returns (new stage, whether J is reset to the empirical top-k)."""
+    top = at_lucb_top(mu, k)
+    u = counts.astype(np.float64)
+    if at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma)[2] < eps:
+        stage += 1
+        while at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma)[2] < eps:
+            stage += 1
+        return stage, True
+    return stage, stage == 1
+
+
+@njit(cache=True)
+def _at_lucb_kernel(counts, sums, sumsq, J, k, rnd, stage, queued, delta1, alpha, eps, sigma, stop_delta,
+                    max_pulls, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    n = counts.shape[0]
+    total = 0
+    for i in range(n):
+        total += counts[i]
+    mu = np.zeros(n)
+    for i in range(n):
+        if counts[i] > 0:
+            mu[i] = sums[i] / counts[i]
+    while total < max_pulls:
+        if queued >= 0:
+            arm = queued
+            queued = -1
+        else:
+            arm = -1
+            for i in range(n):
+                if counts[i] == 0:
+                    arm = i
+                    break
+            if arm < 0:
+                t = rnd + 1
+                stage, reset = at_lucb_round(mu, counts, k, float(t), stage, delta1, alpha, eps, sigma)
+                if reset:
+                    top = at_lucb_top(mu, k)
+                    c = 0
+                    for i in range(n):
+                        if top[i]:
+                            J[c] = i
+                            c += 1
+                rnd = t
+                h, lo, _ = at_lucb_pair(mu, counts.astype(np.float64), at_lucb_top(mu, k), float(t), delta1, stage,
+                                       alpha, sigma)
+                arm = h
+                queued = lo
+        r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
+        counts[arm] += 1
+        sums[arm] += r
+        sumsq[arm] += r * r
+        mu[arm] = sums[arm] / counts[arm]
+        total += 1
+        if stop_delta > 0.0 and queued < 0:
+            ready = True
+            for i in range(n):
+                if counts[i] == 0:
+                    ready = False
+                    break
+            if ready and at_lucb_pair(mu, counts.astype(np.float64), at_lucb_top(mu, k), float(rnd + 1),
+                                      stop_delta, 1, alpha, sigma)[2] < eps:
+                return True, total, rnd, stage, queued
+    return False, total, rnd, stage, queued
+
+
+class ATLUCB(Learner):
+    """AT-LUCB: LUCB1 run in stages of shrinking confidence, with an anytime answer J(t).
+
+    Each round t pulls LUCB1's pair (h, l) at the stage's confidence
+    ``delta_s = delta1 * alpha^(s-1)`` with the LUCB1 radius (k1 = 5/4). When Term
+    (``U_l - L_h < eps``) holds at ``delta_s``, the stage jumps to the smallest s whose Term
+    fails and J(t) becomes the empirical top-k; in stage 1 J follows the empirical top-k; in
+    later stages J is kept until the next jump (Jun & Nowak 2016, Alg. 1).
+    ``recommend()`` returns J(t), whose error decays with t.
+
+    Used as a fixed-confidence learner: with ``delta`` given it also stops as soon as Term
+    holds at ``delta`` (LUCB1's stopping rule: the radius holds for all rounds and arms with
+    probability 1 - delta whatever the sampling rule) and returns the empirical top-k then.
+    Without ``delta`` it never stops; the caller chooses when to read ``recommend()``.
+
+    Conventions (ALGORITHMS.md 11 "Uncertain"): every arm is pulled once first; h and l are
+    taken over the empirical top-k (LUCB1), not over J; the Term test of round t uses the
+    statistics after round t-1 with round index t in the radius. Pending pulls count in the
+    radius of the pair choice (not in the stage update), so concurrent participants spread.
+
+    Parameters
+    ----------
+    k : int, default=1
+        Number of top arms (m in the paper).
+    delta : float or None, default=None
+        Target error for the optional stop; None for a pure anytime learner.
+    delta1 : float, default=0.5
+        Confidence of stage 1 (the value recommended by the paper and used in NSAR Sec. IV).
+    alpha : float, default=0.99
+        Stage ratio, in (0, 1).
+    epsilon : float, default=0.0
+        Term tolerance (exact top-k for 0).
+    sigma : float, default=0.5
+        Sub-Gaussian scale of the rewards (1/2 for [0, 1]).
+
+    References
+    ----------
+    K.-S. Jun, R. Nowak. Anytime Exploration for Multi-armed Bandits using Confidence
+    Information. ICML 2016.
+    """
+
+    name = "at_lucb"
+    kind = "anytime"
+    tags = {"top_k": True}
+    paper = "Jun and Nowak, ICML 2016 (AT-LUCB, Alg. 1; delta1 = 0.5, alpha = 0.99, eps = 0)"
+    test_params = {"delta": 0.1}
+    invalid_params = [("alpha", 1.0), ("alpha", 0.0), ("delta1", 0.0), ("sigma", 0.0)]
+
+    def __init__(self, k: int = 1, delta: float | None = None, *, delta1: float = 0.5, alpha: float = 0.99,
+                 epsilon: float = 0.0, sigma: float = 0.5) -> None:
+        self.k = k
+        self.delta = delta
+        self.delta1 = delta1
+        self.alpha = alpha
+        self.epsilon = epsilon
+        self.sigma = sigma
+
+    def _validate(self) -> None:
+        check_param("k", self.k, low=1, high=self.n_arms_ - 1, integer=True)
+        if self.delta is not None:
+            check_param("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
+        check_param("delta1", self.delta1, low=0.0, low_open=True)
+        check_param("alpha", self.alpha, low=0.0, high=1.0, low_open=True, high_open=True)
+        check_param("epsilon", self.epsilon, low=0.0)
+        check_param("sigma", self.sigma, low=0.0, low_open=True)
+
+    def _start(self) -> None:
+        self.queue_: list[int] = []
+        self.round_ = 0
+        self.stage_ = 1
+        self.J_ = np.arange(int(self.k), dtype=np.int64)
+
+    # ------------------------------------------------------------------ ask / tell
+    def _ask_one(self) -> int:
+        if self.queue_:
+            return int(self.queue_.pop(0))
+        zero = np.flatnonzero(self.counts_ == 0)
+        if zero.size:  # initialisation: one pull of every arm, spread over pending pulls
+            return int(zero[np.argmin(self.pending_[zero])])
+        mu, k = self.means(), int(self.k)
+        t = self.round_ + 1
+        self.stage_, reset = (int(x) for x in at_lucb_round(
+            mu, self.counts_, k, float(t), self.stage_, float(self.delta1), float(self.alpha),
+            float(self.epsilon), float(self.sigma)))
+        if reset:
+            self.J_ = np.flatnonzero(at_lucb_top(mu, k)).astype(np.int64)
+        self.round_ = t
+        u = (self.counts_ + self.pending_).astype(np.float64)
+        h, lo, _ = at_lucb_pair(mu, u, at_lucb_top(mu, k), float(t), float(self.delta1), self.stage_,
+                               float(self.alpha), float(self.sigma))
+        self.queue_.append(int(lo))
+        return int(h)
+
+    def _check_stop(self) -> None:
+        if self.delta is None or self.queue_ or (self.counts_ == 0).any():
+            return
+        mu = self.means()
+        gap = at_lucb_pair(mu, self.counts_.astype(np.float64), at_lucb_top(mu, int(self.k)), float(self.round_ + 1),
+                           float(self.delta), 1, float(self.alpha), float(self.sigma))[2]
+        if gap < self.epsilon:
+            self._finish(top_k_by(mu, int(self.k)))
+
+    # ------------------------------------------------------------------ outputs
+    def _recommend(self) -> list[int]:
+        if self.round_ == 0:
+            return top_k_by(self.means(), int(self.k))
+        return [int(a) for a in self.J_]
+
+    def intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean -+ the LUCB1 radius at the current stage's confidence."""
+        self._require_started()
+        t, n = float(self.round_ + 1), self.n_arms_
+        rad = np.array([at_lucb_radius(float(c), t, n, float(self.delta1), self.stage_, float(self.alpha),
+                                       float(self.sigma)) for c in self.counts_])
+        m = self.means()
+        return m - rad, m + rad
+
+    def run_compiled(self, stream, max_pulls: int) -> None:
+        if self.done_:
+            return
+        if self.pending_.any():
+            raise ValueError("run_compiled needs a learner with no pending pulls")
+        queued = self.queue_[0] if self.queue_ else -1
+        stop, t, rnd, stage, queued = _at_lucb_kernel(
+            self.counts_, self.sums_, self.sumsq_, self.J_, int(self.k), self.round_, self.stage_, queued,
+            float(self.delta1), float(self.alpha), float(self.epsilon), float(self.sigma),
+            -1.0 if self.delta is None else float(self.delta), int(max_pulls), *stream.args())
+        self.t_, self.round_, self.stage_ = int(t), int(rnd), int(stage)
+        self.queue_ = [int(queued)] if queued >= 0 else []
+        if stop:
+            self._finish(top_k_by(self.means(), int(self.k)))

@@ -1,0 +1,549 @@
+"""Combinatorial pure exploration: CLUCB and (generalised) lil'CLUCB over decision classes.
+
+A decision class is a family M of arm sets with a maximisation oracle
+``oracle(w) = argmax_{M in M} sum_{i in M} w_i``. Both learners (Chen et al. 2014; Jiang, Li,
+Qiao 2017, App. C/E) keep ``M_t = oracle(mu_hat)``, shift each arm's mean by its radius
+against ``M_t`` (down inside, up outside), ``M~_t = oracle(mu_tilde)``, stop when the two
+agree and otherwise pull the arm of ``M_t symdiff M~_t`` with the largest radius.
+
+Decision classes (the learner's ``decision`` parameter, a JSON-serialisable dict; arms are
+edges or cells in the given order):
+
+- ``{"class": "top_k"}`` (default): the K-sets, K = the learner's ``k`` (uniform matroid);
+- ``{"class": "spanning_tree", "edges": [[u, v], ...]}``: spanning trees of a connected
+  simple undirected graph (a graphic matroid);
+- ``{"class": "matching", "shape": [r, c]}``: maximum matchings of the complete bipartite
+  graph K_{r,c} (perfect matchings / assignments when r = c), arm ``i*c + j`` = cell (i, j);
+- ``{"class": "path", "edges": [[u, v], ...], "source": s, "target": t}``: s-t paths of a
+  directed acyclic graph.
+
+Oracles use SciPy (``linear_sum_assignment``, ``csgraph.minimum_spanning_tree``,
+``csgraph.connected_components``), a partition for top-K and a longest-path dynamic programme
+over a topological order computed once for paths.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from purebandits.algorithms._rounds import ranked
+from purebandits.base import Learner, check_param
+from purebandits.bounds import c_epsilon, lil_radius_s
+from purebandits.instances.rewards import stream_draw
+
+__all__ = ["CLUCB", "LilCLUCB", "TopKSets", "SpanningTrees", "Matchings", "Paths", "make_decision_class"]
+
+LIL, CLUCB_RAD = 0, 1
+
+
+# ----------------------------------------------------------------------------- decision classes
+@njit(cache=True)
+def topk_mask(w, k):  # pragma: no cover - compiled
+    """The k largest weights (ties to the lower index), O(n) by partition."""
+    n = w.shape[0]
+    kth = -np.partition(-w, k - 1)[k - 1]
+    mask = np.zeros(n, dtype=np.bool_)
+    c = 0
+    for i in range(n):
+        if w[i] > kth:
+            mask[i] = True
+            c += 1
+    for i in range(n):
+        if c == k:
+            break
+        if w[i] == kth:
+            mask[i] = True
+            c += 1
+    return mask
+
+
+class DecisionClass:
+    """A family of arm sets with a linear maximisation oracle and its width (CLUCB Sec. 3)."""
+
+    n_arms: int
+    #: width of the decision class: the size bound on exchange sets in CLUCB's analysis
+    width: int
+
+    def oracle(self, w: np.ndarray) -> np.ndarray:
+        """Boolean mask of a decision maximising ``sum_{i in M} w_i``."""
+        raise NotImplementedError
+
+    def value(self, w: np.ndarray) -> float:
+        """``max_M sum_{i in M} w_i``."""
+        return float(np.asarray(w, dtype=float)[self.oracle(w)].sum())
+
+
+class TopKSets(DecisionClass):
+    """All K-subsets of n arms (uniform matroid); width 2 (swap one arm in, one out)."""
+
+    def __init__(self, n_arms: int, k: int) -> None:
+        self.n_arms, self.k, self.width = int(n_arms), int(k), 2
+
+    def oracle(self, w: np.ndarray) -> np.ndarray:
+        return topk_mask(np.asarray(w, dtype=np.float64), self.k)
+
+
+def _edge_array(edges: Any, name: str = "decision") -> np.ndarray:
+    try:
+        arr = np.asarray(edges, dtype=np.int64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: edges must be a list of [u, v] integer pairs") from exc
+    if arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] < 1 or (arr < 0).any():
+        raise ValueError(f"{name}: edges must be a non-empty list of [u, v] pairs of node ids >= 0")
+    return arr
+
+
+class SpanningTrees(DecisionClass):
+    """Spanning trees of a connected simple undirected graph (graphic matroid); width 2.
+
+    The oracle is a maximum spanning tree: SciPy's ``minimum_spanning_tree`` on the positive
+    weights ``C - w`` (C = max w + 1; every spanning tree has |V| - 1 edges, so this is the
+    same argmax, and SciPy reads zero weights as missing edges, which ``C - w >= 1`` avoids).
+    """
+
+    def __init__(self, edges: Any) -> None:
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        e = _edge_array(edges)
+        lo, hi = np.minimum(e[:, 0], e[:, 1]), np.maximum(e[:, 0], e[:, 1])
+        if (lo == hi).any():
+            raise ValueError("decision: spanning_tree edges must not be self-loops")
+        self.n_nodes = int(hi.max()) + 1
+        key = lo * self.n_nodes + hi
+        if np.unique(key).size != key.size:
+            raise ValueError("decision: spanning_tree needs a simple graph (no parallel edges)")
+        adj = csr_matrix((np.ones(len(e)), (lo, hi)), shape=(self.n_nodes, self.n_nodes))
+        if connected_components(adj, directed=False)[0] != 1:
+            raise ValueError("decision: spanning_tree graph must be connected (nodes 0..max id)")
+        self.lo, self.hi, self.n_arms, self.width = lo, hi, len(e), 2
+        self._index = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(lo, hi, strict=True))}
+
+    def oracle(self, w: np.ndarray) -> np.ndarray:
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import minimum_spanning_tree
+
+        w = np.asarray(w, dtype=np.float64)
+        cost = (w.max() + 1.0) - w
+        g = csr_matrix((cost, (self.lo, self.hi)), shape=(self.n_nodes, self.n_nodes))
+        tree = minimum_spanning_tree(g).tocoo()
+        mask = np.zeros(self.n_arms, dtype=bool)
+        for a, b in zip(tree.row, tree.col, strict=True):
+            mask[self._index[(min(a, b), max(a, b))]] = True
+        return mask
+
+
+class Matchings(DecisionClass):
+    """Maximum matchings of K_{r,c} (assignments); arm ``i*c + j`` is cell (i, j); width r + c.
+
+    The oracle is ``scipy.optimize.linear_sum_assignment(W, maximize=True)`` (Hungarian /
+    Jonker-Volgenant), which matches every row (r <= c) or every column.
+    """
+
+    def __init__(self, shape: Any) -> None:
+        try:
+            r, c = (int(x) for x in shape)
+        except (TypeError, ValueError) as exc:
+            raise ValueError("decision: matching shape must be [rows, cols]") from exc
+        if r < 1 or c < 1:
+            raise ValueError("decision: matching shape must be positive")
+        self.shape, self.n_arms, self.width = (r, c), r * c, r + c
+
+    def oracle(self, w: np.ndarray) -> np.ndarray:
+        from scipy.optimize import linear_sum_assignment
+
+        r, c = self.shape
+        rows, cols = linear_sum_assignment(np.asarray(w, dtype=np.float64).reshape(r, c), maximize=True)
+        mask = np.zeros(self.n_arms, dtype=bool)
+        mask[rows * c + cols] = True
+        return mask
+
+
+@njit(cache=True)
+def _dag_longest_path(w, src_sorted, dst_sorted, edge_sorted, tail, n_nodes, source, target):  # pragma: no cover
+    """Max-weight source-target path by DP over edges sorted by the topological rank of their tail."""
+    dist = np.full(n_nodes, -np.inf)
+    pred = np.full(n_nodes, -1, dtype=np.int64)
+    dist[source] = 0.0
+    for j in range(src_sorted.shape[0]):
+        u, v, e = src_sorted[j], dst_sorted[j], edge_sorted[j]
+        if dist[u] > -np.inf and (pred[v] < 0 or dist[u] + w[e] > dist[v]):
+            dist[v] = dist[u] + w[e]
+            pred[v] = e
+    mask = np.zeros(w.shape[0], dtype=np.bool_)
+    v = target
+    while v != source and pred[v] >= 0:
+        mask[pred[v]] = True
+        v = tail[pred[v]]
+    return mask
+
+
+class Paths(DecisionClass):
+    """s-t paths of a directed acyclic graph (edges = arms, parallel edges allowed); width |V|.
+
+    The topological order is computed once (Kahn's algorithm); the oracle is the longest-path
+    dynamic programme over the edges sorted by the rank of their tail (O(|E|)).
+    """
+
+    def __init__(self, edges: Any, source: Any, target: Any) -> None:
+        e = _edge_array(edges)
+        n_nodes = int(e.max()) + 1
+        for nm, v in (("source", source), ("target", target)):
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or not 0 <= v < n_nodes:
+                raise ValueError(f"decision: path {nm} must be a node id in [0, {n_nodes})")
+        if source == target:
+            raise ValueError("decision: path source and target must differ")
+        indeg = np.bincount(e[:, 1], minlength=n_nodes)
+        out: list[list[int]] = [[] for _ in range(n_nodes)]
+        for a, b in e:
+            out[a].append(int(b))
+        stack = [v for v in range(n_nodes) if indeg[v] == 0]
+        rank = np.full(n_nodes, -1, dtype=np.int64)
+        r = 0
+        while stack:
+            v = stack.pop()
+            rank[v] = r
+            r += 1
+            for x in out[v]:
+                indeg[x] -= 1
+                if indeg[x] == 0:
+                    stack.append(x)
+        if r != n_nodes:
+            raise ValueError("decision: path graph must be acyclic")
+        order = np.argsort(rank[e[:, 0]], kind="stable")
+        self.src, self.dst, self.edge = e[order, 0].copy(), e[order, 1].copy(), order.astype(np.int64)
+        self.tail = e[:, 0].copy()
+        self.n_nodes, self.source, self.target = n_nodes, int(source), int(target)
+        self.n_arms, self.width = len(e), n_nodes
+        if not self.oracle(np.zeros(self.n_arms)).any():
+            raise ValueError("decision: path target is not reachable from source")
+
+    def oracle(self, w: np.ndarray) -> np.ndarray:
+        return _dag_longest_path(np.asarray(w, dtype=np.float64), self.src, self.dst, self.edge, self.tail,
+                                 self.n_nodes, self.source, self.target)
+
+
+def make_decision_class(spec: dict | None, n_arms: int, k: int = 1) -> DecisionClass:
+    """Build a decision class from its JSON spec; ValueError (naming ``decision``) if invalid."""
+    spec = {"class": "top_k"} if spec is None else spec
+    if not isinstance(spec, dict) or "class" not in spec:
+        raise ValueError(f"decision must be a dict with a 'class' key, got {spec!r}")
+    cls = spec["class"]
+    extra = set(spec) - {"class", "edges", "shape", "source", "target"}
+    if extra:
+        raise ValueError(f"decision has unknown keys {sorted(extra)}")
+    if cls == "top_k":
+        dec: DecisionClass = TopKSets(n_arms, k)
+    elif cls == "spanning_tree":
+        dec = SpanningTrees(spec.get("edges"))
+    elif cls == "matching":
+        dec = Matchings(spec.get("shape"))
+    elif cls == "path":
+        dec = Paths(spec.get("edges"), spec.get("source"), spec.get("target"))
+    else:
+        raise ValueError(f"decision class must be one of ['top_k', 'spanning_tree', 'matching', 'path'], got {cls!r}")
+    if dec.n_arms != n_arms:
+        raise ValueError(f"decision {cls!r} has {dec.n_arms} arms (edges/cells) but n_arms is {n_arms}")
+    return dec
+
+
+# ----------------------------------------------------------------------------- radii and the step
+@njit(cache=True)
+def cpe_radius_s(u, t, mode, conf, eps, sigma, n):  # pragma: no cover - compiled
+    """lil'CLUCB: ``U(u, conf)`` (finite LIL, "+2"); CLUCB: ``sigma sqrt(2 log(4 n t^3/conf)/u)``."""
+    if u <= 0.0:
+        return math.inf
+    if mode == LIL:
+        return lil_radius_s(u, conf, eps, sigma, 2.0)
+    return sigma * math.sqrt(2.0 * math.log(4.0 * n * t**3 / conf) / u)
+
+
+@njit(cache=True)
+def cpe_radii(u, t, mode, conf, eps, sigma):  # pragma: no cover - compiled
+    n = u.shape[0]
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = cpe_radius_s(u[i], t, mode, conf, eps, sigma, n)
+    return out
+
+
+@njit(cache=True)
+def cpe_tilde(mu, rad, m):  # pragma: no cover - compiled
+    """Adjusted means: ``mu - rad`` inside M_t, ``mu + rad`` outside."""
+    out = np.empty(mu.shape[0])
+    for i in range(mu.shape[0]):
+        out[i] = mu[i] - rad[i] if m[i] else mu[i] + rad[i]
+    return out
+
+
+@njit(cache=True)
+def cpe_stops(m, mt, tilde, sets_equal):  # pragma: no cover - compiled
+    """lil'CLUCB: M~ == M. CLUCB: w~(M~) == w~(M) (M already maximises the adjusted weight)."""
+    if sets_equal:
+        for i in range(m.shape[0]):
+            if m[i] != mt[i]:
+                return False
+        return True
+    wm, wt = 0.0, 0.0
+    for i in range(m.shape[0]):
+        if m[i]:
+            wm += tilde[i]
+        if mt[i]:
+            wt += tilde[i]
+    return wt <= wm
+
+
+@njit(cache=True)
+def cpe_pick(m, mt, rad):  # pragma: no cover - compiled
+    """The arm of ``M symdiff M~`` with the largest radius (ties to the lower index); -1 if none."""
+    best, arm = -1.0, -1
+    for i in range(m.shape[0]):
+        if m[i] != mt[i] and (arm < 0 or rad[i] > best):
+            best, arm = rad[i], i
+    return arm
+
+
+@njit(cache=True)
+def _cpe_topk_kernel(counts, sums, sumsq, k, mode, conf, eps, sigma, sets_equal, max_pulls,
+                     kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    n = counts.shape[0]
+    total = 0
+    for i in range(n):
+        total += counts[i]
+    mu = np.zeros(n)
+    n_zero = 0
+    for i in range(n):
+        if counts[i] > 0:
+            mu[i] = sums[i] / counts[i]
+        else:
+            n_zero += 1
+    m = np.zeros(n, dtype=np.bool_)
+    mt = np.zeros(n, dtype=np.bool_)
+    rad = np.zeros(n)
+    if n_zero == 0:
+        rad = cpe_radii(counts.astype(np.float64), float(total + 1), mode, conf, eps, sigma)
+        m = topk_mask(mu, k)
+        mt = topk_mask(cpe_tilde(mu, rad, m), k)
+    while total < max_pulls:
+        arm = -1
+        if n_zero > 0:
+            for i in range(n):
+                if counts[i] == 0:
+                    arm = i
+                    break
+        else:
+            arm = cpe_pick(m, mt, rad)
+        r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
+        if counts[arm] == 0:
+            n_zero -= 1
+        counts[arm] += 1
+        sums[arm] += r
+        sumsq[arm] += r * r
+        mu[arm] = sums[arm] / counts[arm]
+        total += 1
+        if n_zero == 0:
+            rad = cpe_radii(counts.astype(np.float64), float(total + 1), mode, conf, eps, sigma)
+            m = topk_mask(mu, k)
+            tilde = cpe_tilde(mu, rad, m)
+            mt = topk_mask(tilde, k)
+            if cpe_stops(m, mt, tilde, sets_equal):
+                return True, total
+    return False, total
+
+
+# ----------------------------------------------------------------------------- learners
+class _CPELearner(Learner):
+    kind = "fixed_confidence"
+    tags = {"top_k": True}
+    _mode = LIL
+    _sets_equal = True
+
+    k: int
+    delta: float
+    decision: dict | None
+    sigma: float
+
+    def _validate(self) -> None:
+        check_param("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
+        check_param("sigma", self.sigma, low=0.0, low_open=True)
+        spec = {"class": "top_k"} if self.decision is None else self.decision
+        if isinstance(spec, dict) and spec.get("class") == "top_k":
+            check_param("k", self.k, low=1, high=self.n_arms_ - 1, integer=True)
+        make_decision_class(self.decision, self.n_arms_, 1)
+
+    def _resolve(self) -> None:
+        self._dec = make_decision_class(self.decision, self.n_arms_, int(self.k))
+        self._topk = isinstance(self._dec, TopKSets)
+        self._conf, self._eps = self._confidence()
+
+    def _confidence(self) -> tuple[float, float]:
+        raise NotImplementedError
+
+    def _restore(self) -> None:
+        self._m = self._mt = None
+        if (self.counts_ > 0).all():
+            self._update()
+
+    def _radii(self, u: np.ndarray) -> np.ndarray:
+        return cpe_radii(u.astype(np.float64), float(self.t_ + 1), self._mode, self._conf, self._eps,
+                         float(self.sigma))
+
+    def _update(self) -> bool:
+        """Recompute M_t and M~_t from the answered pulls; True when the stopping rule holds."""
+        mu = self.means()
+        rad = self._radii(self.counts_)
+        m = np.asarray(self._dec.oracle(mu), dtype=np.bool_)
+        tilde = cpe_tilde(mu, rad, m)
+        mt = np.asarray(self._dec.oracle(tilde), dtype=np.bool_)
+        self._m, self._mt = m, mt
+        return bool(cpe_stops(m, mt, tilde, self._sets_equal))
+
+    def _ask_one(self) -> int:
+        zero = np.flatnonzero(self.counts_ == 0)
+        if zero.size:  # initialisation: one pull of every arm, spread over pending pulls
+            return int(zero[np.argmin(self.pending_[zero])])
+        arm = int(cpe_pick(self._m, self._mt, self._radii(self.counts_ + self.pending_)))
+        return arm
+
+    def _check_stop(self) -> None:
+        if (self.counts_ > 0).all() and self._update():
+            self._finish(self._recommend())
+
+    def _recommend(self) -> list[int]:
+        mu = self.means()
+        arms = np.flatnonzero(self._dec.oracle(mu))
+        return ranked(arms, mu) if self._topk else [int(a) for a in arms]
+
+    def intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean -+ the learner's own radius (infinite before an arm's first answer)."""
+        self._require_started()
+        rad = self._radii(self.counts_)
+        m = self.means()
+        return m - rad, m + rad
+
+    def run_compiled(self, stream, max_pulls: int) -> None:
+        """Compiled driver (top-K decision class only; other classes use SciPy oracles)."""
+        if not self._topk:
+            raise NotImplementedError("the compiled CPE kernel covers the top_k decision class only")
+        if self.done_:
+            return
+        if self.pending_.any():
+            raise ValueError("run_compiled needs a learner with no pending pulls")
+        stop, t = _cpe_topk_kernel(self.counts_, self.sums_, self.sumsq_, int(self.k), self._mode, self._conf,
+                                   self._eps, float(self.sigma), self._sets_equal, int(max_pulls), *stream.args())
+        self.t_ = int(t)
+        self._restore()
+        if stop:
+            self._finish(self._recommend())
+
+
+class LilCLUCB(_CPELearner):
+    """lil'CLUCB: CLUCB's sampling rule with the finite-LIL radius ``U(T_i, delta/N)``.
+
+    With the default top-K decision class this is the lil'CLUCB of the best-K paper (JLQ17
+    App. C, Alg. 2); with another class it is the generalised lil'CLUCB (App. E, Alg. 3): every
+    arm's radius is ``u_i = U(T_i, delta/N)`` (ALGORITHMS.md 0.1, "+2" form), ``M_t`` is the
+    oracle on the means, ``M~_t`` the oracle on ``mu - u`` inside / ``mu + u`` outside
+    ``M_t``; return ``M_t`` when ``M_t == M~_t``, else pull the arm of the symmetric
+    difference with the largest radius (pending pulls count in that radius so concurrent
+    participants spread). Every arm is pulled once first. Sample complexity
+    ``O(width^2 sigma^2 sum_i Delta_i^-2 (log 1/delta + log N + log log 1/Delta_i))`` (Thm 4.2).
+
+    Parameters
+    ----------
+    k : int, default=1
+        Size of the top set (top_k class only).
+    delta : float, default=0.1
+        Target error nu.
+    decision : dict or None, default=None
+        Decision class spec (module docstring); None is ``{"class": "top_k"}``.
+    preset : {"heuristic", "faithful"}, default="heuristic"
+        ``"faithful"``: eps = 0.01 and ``delta' = (nu N^eps / c_eps)^(1/(1+eps))`` so that the
+        Thm 4.1 error bound ``c_eps delta'^(1+eps)/N^eps`` equals nu. ``"heuristic"``
+        (JLQ17 Sec. 5): eps = 0, ``delta' = nu``.
+    epsilon : float or None
+        Override the preset's eps.
+    sigma : float, default=0.5
+        Sub-Gaussian scale (1/2 for [0, 1] rewards or N(mu, 1/4)).
+
+    References
+    ----------
+    T. Jiang, J. Li, Y. Qiao. Practical Algorithms for Best-K Identification in Multi-Armed
+    Bandits. 2017 (App. C Alg. 2; App. E Alg. 3). S. Chen, T. Lin, I. King, M. R. Lyu,
+    W. Chen. Combinatorial Pure Exploration of Multi-Armed Bandits. NIPS 2014.
+    """
+
+    name = "lil_clucb"
+    paper = "Jiang, Li, Qiao 2017 (lil'CLUCB, App. C Alg. 2; generalised, App. E Alg. 3)"
+    invalid_params = [("preset", "fast"), ("decision", {"class": "tree"}), ("decision", {"class": "matching",
+                                                                                          "shape": [2, 2]})]
+
+    def __init__(self, k: int = 1, delta: float = 0.1, *, decision: dict | None = None, preset: str = "heuristic",
+                 epsilon: float | None = None, sigma: float = 0.5) -> None:
+        self.k = k
+        self.delta = delta
+        self.decision = decision
+        self.preset = preset
+        self.epsilon = epsilon
+        self.sigma = sigma
+
+    def _validate(self) -> None:
+        super()._validate()
+        check_param("preset", self.preset, allowed=("heuristic", "faithful"))
+        if self.epsilon is not None:
+            check_param("epsilon", self.epsilon, low=0.0, high=1.0, high_open=True)
+
+    def _confidence(self) -> tuple[float, float]:
+        nu, n = float(self.delta), self.n_arms_
+        if self.preset == "faithful":
+            eps = 0.01 if self.epsilon is None else float(self.epsilon)
+            if eps <= 0:
+                raise ValueError("epsilon must be > 0 with preset='faithful' (c_eps is infinite at 0)")
+            d = (nu * n**eps / c_epsilon(eps)) ** (1.0 / (1.0 + eps))
+        else:
+            eps = 0.0 if self.epsilon is None else float(self.epsilon)
+            d = nu
+        return d / n, eps
+
+
+class CLUCB(_CPELearner):
+    """CLUCB (Chen et al. 2014) with radius ``R sqrt(2 log(4 n t^3/delta) / T_i)``.
+
+    Same construction as :class:`LilCLUCB` with CLUCB's radius (t = the round, i.e. answered
+    pulls + 1; R = sigma) and CLUCB's stopping rule ``w~(M~_t) == w~(M_t)``. Sample complexity
+    ``O(width^2 R^2 H log(n R^2 H/delta))``.
+
+    Parameters
+    ----------
+    k : int, default=1
+        Size of the top set (top_k class only).
+    delta : float, default=0.1
+    decision : dict or None, default=None
+        Decision class spec (see :mod:`purebandits.algorithms.cpe`).
+    sigma : float, default=0.5
+        Sub-Gaussian scale R.
+
+    References
+    ----------
+    S. Chen, T. Lin, I. King, M. R. Lyu, W. Chen. Combinatorial Pure Exploration of
+    Multi-Armed Bandits. NIPS 2014 (Alg. 1, CLUCB).
+    """
+
+    name = "clucb"
+    paper = "Chen, Lin, King, Lyu, Chen, NIPS 2014 (CLUCB, Alg. 1)"
+    _mode = CLUCB_RAD
+    _sets_equal = False
+    invalid_params = [("decision", {"class": "path", "edges": [[0, 1]], "source": 0, "target": 1})]
+
+    def __init__(self, k: int = 1, delta: float = 0.1, *, decision: dict | None = None, sigma: float = 0.5) -> None:
+        self.k = k
+        self.delta = delta
+        self.decision = decision
+        self.sigma = sigma
+
+    def _confidence(self) -> tuple[float, float]:
+        return float(self.delta), 0.0

@@ -1,0 +1,86 @@
+"""AT-LUCB: defaults, radius, stage/J rules, anytime improvement, kernel == reference without delta."""
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from purebandits.algorithms import ATLUCB
+from purebandits.algorithms.at_lucb import at_lucb_radius
+from purebandits.bounds import lucb_radius_s
+from purebandits.instances.rewards import Bernoulli
+from purebandits.metrics import misidentified
+
+
+def test_defaults_are_the_papers():
+    p = ATLUCB().get_params()
+    assert (p["delta1"], p["alpha"], p["epsilon"], p["delta"]) == (0.5, 0.99, 0.0, None)
+    assert ATLUCB.kind == "anytime"
+
+
+def test_radius_is_lucb1_at_stage_confidence():
+    for u, t, n in ((3, 10, 5), (100, 1000, 50)):
+        assert math.isclose(at_lucb_radius(u, t, n, 0.5, 1, 0.99, 0.5), lucb_radius_s(u, t, n, 0.5, 1.25, 0.5))
+        s = 40
+        assert math.isclose(at_lucb_radius(u, t, n, 0.5, s, 0.99, 0.5),
+                            lucb_radius_s(u, t, n, 0.5 * 0.99 ** (s - 1), 1.25, 0.5), rel_tol=1e-12)
+
+
+def test_without_delta_it_never_stops_and_j_changes_only_at_stage_jumps():
+    n = 6
+    learner = ATLUCB(k=2).start(n, seed=0)
+    stream = Bernoulli([0.9, 0.8, 0.3, 0.3, 0.2, 0.1]).stream(1)
+    history = []
+    for _ in range(6000):
+        (arm,) = learner.ask(1)
+        learner.tell(arm, stream.draw(arm))
+        history.append((learner.stage_, tuple(learner.J_)))
+    assert not learner.done
+    assert learner.stage_ > 1, "Term never held on an easy instance"
+    for (s0, j0), (s1, j1) in zip(history, history[1:], strict=False):
+        if j1 != j0 and s0 > 1:
+            assert s1 > s0, "J changed inside a stage > 1"
+    assert sorted(learner.recommend()) == [0, 1]
+
+
+def test_stops_at_target_delta():
+    learner = ATLUCB(k=1, delta=0.05).start(4, seed=2)
+    stream = Bernoulli([0.9, 0.2, 0.2, 0.2]).stream(3)
+    while not learner.done:
+        (arm,) = learner.ask(1)
+        learner.tell(arm, stream.draw(arm))
+    assert learner.recommend() == [0]
+
+
+def test_recommendation_improves_with_time():
+    """Anytime: over 200 seeded runs, J is wrong less often at 3000 pulls than at 150 (Fisher, 1e-3)."""
+    n, runs = 8, 200
+    means = np.array([0.7, 0.6, 0.5, 0.5, 0.4, 0.4, 0.3, 0.3])
+    model = Bernoulli(means)
+    early, late = [], []
+    for r in range(runs):
+        learner = ATLUCB(k=2).start(n, seed=r)
+        stream = model.stream(100 + r)
+        learner.run_compiled(stream, 150)
+        early.append(learner.recommend())
+        learner.run_compiled(stream, 3000)
+        late.append(learner.recommend())
+        assert not learner.done and learner.n_pulls == 3000
+    e_early, e_late = misidentified(np.array(early), means).sum(), misidentified(np.array(late), means).sum()
+    assert e_late < e_early
+    assert stats.fisher_exact([[e_late, runs - e_late], [e_early, runs - e_early]], alternative="less")[1] < 1e-3
+
+
+def test_kernel_matches_reference_in_anytime_mode():
+    for n, k, seed in ((5, 1, 0), (9, 3, 1)):
+        model = Bernoulli(np.linspace(0.8, 0.3, n))
+        ref = ATLUCB(k=k).start(n, seed=seed)
+        stream = model.stream(seed + 10)
+        for _ in range(2501):
+            (arm,) = ref.ask(1)
+            ref.tell(arm, stream.draw(arm))
+        fast = ATLUCB(k=k).start(n, seed=seed)
+        stream = model.stream(seed + 10)
+        for checkpoint in (3, 40, 777, 2501):  # odd checkpoints stop inside a pair
+            fast.run_compiled(stream, checkpoint)
+        assert fast.state_json() == ref.state_json()
