@@ -1,0 +1,213 @@
+"""Best-K paper (Jiang, Li, Qiao 2017), Figure 1: samples vs N for best-K identification.
+
+Five algorithms of JLQ17 Sec. 5.1 (ALGORITHMS.md 14.4): LUCB (LUCB1, one version), lil'LUCB,
+LUCB++, lil'RandLUCB and lil'CLUCB (top-K decision class), each in a "faithful" version (eps =
+0.01 and delta chosen so the theorem's error bound is <= nu; the learners' ``preset="faithful"``)
+and a "heuristic" one (eps = 0, delta = nu). nu = 0.01; Gaussian rewards with variance 1/4
+(sigma = 1/2); U uses log((1+eps)t + 2). Instances: "1-sparse" (K arms at 1/2, the rest 0) and
+"0.3-exponential" (``alpha_exponential``), with K = 2 and K = N/2. One raw row per
+(instance, K rule, N, version, algorithm): mean samples, quartiles, capped runs, error rate.
+
+Seeds: configuration c (the (instance, K rule) cells in order) and N index j use
+``ctx.seed + 100000 + 1000 c + j`` for every algorithm and version (common random numbers).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from purebandits.experiments.base import Context, Experiment, Verdict
+from purebandits.experiments.jmnb14_fig2 import summary_row
+from purebandits.instances import Instance, alpha_exponential, one_sparse
+from purebandits.registry import all_learners, make_learner
+
+NU = 0.01
+
+#: label -> registry name (the five best-K algorithms of JLQ17 Sec. 5.1)
+BEST_K = {
+    "LUCB": "lucb1",
+    "lil'LUCB": "lil_lucb",
+    "LUCB++": "lucb_plus_plus",
+    "lil'RandLUCB": "lil_rand_lucb",
+    "lil'CLUCB": "lil_clucb",
+}
+
+
+def learner_for(label: str, version: str, k: int, table: dict[str, str] = BEST_K) -> Any | None:
+    """The learner of ``label`` in ``version`` ("faithful"/"heuristic"), or None if it has none.
+
+    LUCB has no LIL parameters: it runs once (listed under "faithful") with its own radius.
+    """
+    name = table[label]
+    if name not in all_learners():
+        return None
+    if name == "lucb1":
+        return make_learner(name, k=k, delta=NU) if version == "faithful" else None
+    params: dict[str, Any] = {"delta": NU, "preset": version}
+    if name != "lil_ucb":
+        params["k"] = k
+    return make_learner(name, **params)
+
+
+INSTANCES = {
+    "1-sparse": lambda n, k: one_sparse(n, k),
+    "0.3-exponential": lambda n, k: alpha_exponential(n, k, 0.3),
+}
+K_RULES = {"K=2": lambda n: 2, "K=N/2": lambda n: n // 2}
+
+
+def run_grid(ctx: Context, settings: dict, cells: list[tuple[str, str, Any]], table: dict[str, str],
+             base_seed: int) -> pd.DataFrame:
+    """Simulate every algorithm of ``table`` in both versions on every (instance, k-label, builder)
+    of ``cells`` and every N of ``settings["ns"]``."""
+    rows = []
+    for ci, (inst_label, k_label, build) in enumerate(cells):
+        for ni, n in enumerate(settings["ns"]):
+            inst: Instance = build(n)
+            k = inst.k
+            for version in ("faithful", "heuristic"):
+                for label in table:
+                    learner = learner_for(label, version, k, table)
+                    if learner is None:
+                        continue
+                    cap = settings["max_pulls"]
+                    res = ctx.simulate(learner, inst, settings["reps"], seed=base_seed + 1000 * ci + ni,
+                                       max_pulls=cap)
+                    rows.append(summary_row(res, instance=inst_label, K=k_label, N=n, k=k, version=version,
+                                            algorithm=label, max_pulls=cap))
+    return pd.DataFrame(rows)
+
+
+def compute(ctx: Context, settings: dict) -> pd.DataFrame:
+    cells = [(il, kl, (lambda n, f=f, g=g: f(n, g(n)))) for il, f in INSTANCES.items() for kl, g in K_RULES.items()]
+    return run_grid(ctx, settings, cells, BEST_K, ctx.seed + 100000)
+
+
+def plot_grid(df: pd.DataFrame, panel_cols: list[str], labels: list[str], title: str):
+    import matplotlib.pyplot as plt
+
+    panels = list(dict.fromkeys(zip(*(df[c] for c in panel_cols), strict=True)))
+    fig, axes = plt.subplots(2, len(panels), figsize=(3.6 * len(panels), 6.0), squeeze=False)
+    for c, key in enumerate(panels):
+        sel = pd.Series(True, index=df.index)
+        for col, v in zip(panel_cols, key, strict=True):
+            sel &= df[col] == v
+        for r, version in enumerate(("faithful", "heuristic")):
+            ax = axes[r][c]
+            g = df[sel & ((df["version"] == version) | ((df["algorithm"] == "LUCB") & (version == "heuristic")))]
+            for i, label in enumerate(labels):
+                a = g[g["algorithm"] == label].sort_values("N")
+                if a.empty:
+                    continue
+                ax.plot(a["N"], a["pulls_mean"], "-o", ms=3, color=f"C{i}", label=label)
+                cap = a[a["capped"] > 0]
+                ax.plot(cap["N"], cap["pulls_mean"], "x", color="k", ms=7)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(f"({version}) " + ", ".join(str(v) for v in key), fontsize=8)
+            if r == 1:
+                ax.set_xlabel("number of arms N")
+            if c == 0:
+                ax.set_ylabel("samples")
+    axes[0][0].legend(fontsize=6)
+    fig.suptitle(title + " (LUCB, one version, drawn in both rows; x: some runs capped)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot(df: pd.DataFrame):
+    return plot_grid(df, ["instance", "K"], list(BEST_K), "JLQ17 Fig. 1: best-K, nu = 0.01")
+
+
+def mean_of(df: pd.DataFrame, label: str, version: str, **where: Any) -> float:
+    sel = df["algorithm"] == label
+    if label != "LUCB":
+        sel &= df["version"] == version
+    for col, v in where.items():
+        sel &= df[col] == v
+    a = df[sel]
+    return float(a["pulls_mean"].iloc[0]) if len(a) else math.nan
+
+
+def fewest_rows(df: pd.DataFrame, rivals: list[str], keys: list[str], min_n: int) -> list[dict[str, Any]]:
+    """Per (keys..., version, N >= min_n): lil'RandLUCB's mean samples and the ratio rival / RandLUCB."""
+    rows = []
+    big = df[df["N"] >= min_n] if (df["N"] >= min_n).any() else df
+    for key, g in big.groupby([*keys, "N"], sort=False):
+        w = dict(zip(keys, key[:-1], strict=True))
+        for version in ("faithful", "heuristic"):
+            rl = mean_of(g, "lil'RandLUCB", version)
+            if math.isnan(rl):
+                continue
+            row: dict[str, Any] = {**w, "version": version, "N": key[-1], "lil'RandLUCB": round(rl)}
+            for r in rivals:
+                m = mean_of(g, r, version)
+                if not math.isnan(m):
+                    row[f"{r}/Rand"] = round(m / rl, 2)
+            rows.append(row)
+    return rows
+
+
+def assess(df: pd.DataFrame) -> Verdict:
+    min_n = 100
+    rivals = [x for x in BEST_K if x != "lil'RandLUCB"]
+    table = pd.DataFrame(fewest_rows(df, rivals, ["instance", "K"], min_n))
+    k2 = table[table["K"] == "K=2"]
+    ratio_cols = [c for c in table.columns if c.endswith("/Rand")]
+    k2_ok = (k2[ratio_cols] > 1).all(axis=1)
+    half = table[table["K"] == "K=N/2"]
+    beats = [c for c in ("LUCB/Rand", "lil'CLUCB/Rand") if c in half]
+    half_beat = (half[beats] > 1).all(axis=1) if beats else pd.Series(False, index=half.index)
+    half_eq = half["LUCB++/Rand"].between(0.8, 1.25) if "LUCB++/Rand" in half else pd.Series(False, index=half.index)
+    # the gap grows with N at K = 2: min rival ratio at the largest N > at the smallest N
+    grow = []
+    for key, g in df[df["K"] == "K=2"].groupby(["instance", "version"]):
+        ns = sorted(set(g["N"]))
+        lo, hi = ns[0], ns[-1]
+        r_lo, r_hi = (min(mean_of(g[g["N"] == m], r, key[1]) for r in rivals)
+                      / mean_of(g[g["N"] == m], "lil'RandLUCB", key[1]) for m in (lo, hi))
+        grow.append(r_hi > r_lo)
+    errors, runs = int(df["errors"].sum()), int(df["reps"].sum())
+    capped = int(df["capped"].sum())
+    crit = [bool(k2_ok.all()), bool(half_beat.all()), bool(half_eq.all()), all(grow), errors == 0]
+    n_ok = sum(crit)
+    status = "holds" if n_ok == len(crit) else ("partly" if n_ok else "does not hold")
+    missing = [lab for lab, name in BEST_K.items() if name not in all_learners()]
+    n_used = int(table["N"].min()) if len(table) else min_n
+    summary = (f"K = 2, N >= {n_used}: lil'RandLUCB uses the fewest samples in {int(k2_ok.sum())}/{len(k2_ok)} "
+               f"(instance, version, N) cells (rival/RandLUCB ratios in the table); the smallest rival ratio grows "
+               f"from the smallest to the largest N in {sum(grow)}/{len(grow)} (instance, version) series. "
+               f"K = N/2: RandLUCB beats LUCB and lil'CLUCB in {int(half_beat.sum())}/{len(half_beat)} cells and is "
+               f"within [0.8, 1.25] of LUCB++ in {int(half_eq.sum())}/{len(half_eq)}. Wrong answers: {errors} of "
+               f"{runs} runs; capped runs: {capped}."
+               + (f" Not run (learner not registered): {', '.join(missing)}." if missing else ""))
+    return Verdict(status, summary, table)
+
+
+EXPERIMENT = Experiment(
+    name="jlq17_fig1",
+    paper="Jiang, Li, Qiao (2017)",
+    artefact="Figure 1",
+    title="best-K samples vs N (1-sparse and 0.3-exponential, K = 2 and K = N/2)",
+    claim=("\"On instances with K=2, lil'RandLUCB draws significantly fewer samples than the other four "
+           "algorithms do, especially on instances with many arms. When K=N/2, lil'RandLUCB outperforms LUCB "
+           "and lil'CLUCB, and has a similar performance to LUCB++ (which coincides with lil'LUCB when K=N/2).\" "
+           "Footnote 7: \"we have not seen a single case where any one of these algorithms fail to output the "
+           "correct answer\" (Sec. 5.1, nu = 0.01)."),
+    scales={
+        "quick": {"ns": [8, 16], "reps": 2, "max_pulls": 2_000_000},
+        "paper": {"ns": [10, 30, 100, 300, 1000], "reps": 20, "max_pulls": 10**9},
+    },
+    compute=compute,
+    plot=plot,
+    assess=assess,
+    notes=("The paper states neither its N grid nor its repetitions: we use N in {10, 30, 100, 300, 1000} and 20 "
+           "runs per point. Faithful: eps = 0.01 and delta = nu/c_eps for lil'LUCB, LUCB++, lil'RandLUCB (eps "
+           "assumed, ALGORITHMS.md 7), delta = (nu N^eps/c_eps)^(1/(1+eps)) for lil'CLUCB (Thm 4.1); heuristic: "
+           "eps = 0, delta = nu. LUCB is KTAS12's LUCB1 (k1 = 5/4, sigma = 1/2 radius) in one version. "
+           "Criteria are judged at N >= 100 ('especially on instances with many arms'); 'similar' = ratio in "
+           "[0.8, 1.25]."),
+)
