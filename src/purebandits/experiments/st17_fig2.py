@@ -29,7 +29,7 @@ from purebandits.registry import all_learners, make_learner
 from purebandits.simulate import rep_seeds
 
 P_VALUES = (0.7, 0.85, 1.1, 1.2, 1.3)
-AT_LUCB_PARAMS = {"delta_1": 0.5, "alpha": 0.99, "epsilon": 0.0}
+AT_LUCB_PARAMS = {"delta1": 0.5, "alpha": 0.99, "epsilon": 0.0}
 
 
 # --------------------------------------------------------------------------- shared helpers
