@@ -414,7 +414,6 @@ def audit(db_url: str, server_url: str, experiments: list[tuple[int, str]], ledg
     lists the failures.
     """
     import numpy as np
-    import sqlalchemy as sa
 
     from purebandits.service.settings import Settings
     from purebandits.service.storage import make_engine
