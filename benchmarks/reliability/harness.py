@@ -299,7 +299,87 @@ class Ledger:
                 "contract_violations": len(self.bad)}
 
 
-RETRYABLE = (httpx.TransportError,)
+class MiniResponse:
+    """The parts of an ``httpx.Response`` the participants use."""
+
+    def __init__(self, status_code: int, headers: dict[str, str], content: bytes) -> None:
+        self.status_code, self.headers, self.content = status_code, headers, content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+class MiniTransportError(Exception):
+    """Connection refused / reset / closed before a full response."""
+
+
+class MiniClient:
+    """A minimal HTTP/1.1 keep-alive client on asyncio streams (one connection, one request at a time).
+
+    httpx costs about a millisecond of client CPU per request; with hundreds of participants in
+    one process on a 2-core machine the load generator, not the server, became the bottleneck.
+    This client only does what the participants need: POST JSON, read a Content-Length body.
+    """
+
+    def __init__(self, timeout: float = 30.0) -> None:
+        self.timeout = timeout
+        self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._host: tuple[str, int] | None = None
+
+    async def __aenter__(self) -> MiniClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            self._conn[1].close()
+            self._conn = None
+
+    async def post(self, url: str, json: Any = None) -> MiniResponse:  # noqa: A002
+        try:
+            return await asyncio.wait_for(self._post(url, json), self.timeout)
+        except (OSError, asyncio.IncompleteReadError, ValueError, TimeoutError) as exc:
+            await self.aclose()
+            raise MiniTransportError(repr(exc)) from None
+
+    async def _post(self, url: str, body: Any) -> MiniResponse:
+        from urllib.parse import urlsplit
+
+        u = urlsplit(url)
+        host = (u.hostname or "127.0.0.1", int(u.port or 80))
+        if self._conn is None or self._host != host:
+            await self.aclose()
+            self._conn = await asyncio.open_connection(*host)
+            self._host = host
+        reader, writer = self._conn
+        data = b"" if body is None else json.dumps(body).encode()
+        writer.write(f"POST {u.path} HTTP/1.1\r\nHost: {host[0]}:{host[1]}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        await writer.drain()
+        status_line = await reader.readline()
+        if not status_line:
+            raise ConnectionResetError("connection closed")
+        status = int(status_line.split()[1])
+        headers: dict[str, str] = {}
+        while True:
+            line = await reader.readline()
+            if line in (b"\r\n", b"\n", b""):
+                break
+            k, _, v = line.decode("latin-1").partition(":")
+            headers[k.strip().lower()] = v.strip()
+        content = await reader.readexactly(int(headers.get("content-length", "0")))
+        if headers.get("connection", "").lower() == "close":
+            await self.aclose()
+        return MiniResponse(status, headers, content)
+
+
+RETRYABLE = (httpx.TransportError, MiniTransportError)
 
 
 async def _post(client: httpx.AsyncClient, servers: list[str], path: str, body: dict | None, ledger: Ledger,
@@ -316,7 +396,8 @@ async def _post(client: httpx.AsyncClient, servers: list[str], path: str, body: 
 
 async def run_participant(k: int, servers: list[str], experiments: list[int], ledger: Ledger, stop: asyncio.Event,
                           *, seed: int = 0, pace: float = 0.0, answer_prob: float = 1.0,
-                          final_deadline: float | None = None, label_probs: dict | None = None) -> None:
+                          final_deadline: float | None = None, label_probs: dict | None = None,
+                          client_kind: str = "httpx") -> None:
     """One participant: ask, answer (retrying lost answers with the same query id), repeat until ``stop``.
 
     ``pace`` > 0: start one ask+answer every ``1/pace`` seconds; 0: as fast as possible.
@@ -326,7 +407,9 @@ async def run_participant(k: int, servers: list[str], experiments: list[int], le
     rng = random.Random(seed * 100_003 + k)
     eid = experiments[k % len(experiments)]
     limits = httpx.Limits(max_connections=4, max_keepalive_connections=2)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=5.0), limits=limits, verify=False) as client:
+    client_cm: Any = (MiniClient() if client_kind == "mini" else
+                      httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=5.0), limits=limits, verify=False))
+    async with client_cm as client:
         pid = None
         while pid is None and not stop.is_set():
             r = await _post(client, servers, "/api/participants", None, ledger, "participant", rng)

@@ -70,7 +70,7 @@ def run_sustained(backend: str, participants: int, seconds: float, warmup: float
             stop = asyncio.Event()
             urls = [server.url]
             tasks = [asyncio.create_task(run_participant(k, urls, [e for e, _ in exps], ledger, stop, seed=seed,
-                                                         pace=pace, label_probs=label_probs))
+                                                         pace=pace, label_probs=label_probs, client_kind="mini"))
                      for k in range(participants)]
             samp = asyncio.create_task(sampler(stop))
             await asyncio.sleep(t_end - time.perf_counter())
@@ -96,7 +96,7 @@ def run_sustained(backend: str, participants: int, seconds: float, warmup: float
             "rss_mb_last_minute_max": float(rss[max(0, n - 60):].max()),
             "load_average_mean": float(np.mean([s["load"] for s in samples])),
             "cpus": os.cpu_count(), "python": platform.python_version(),
-            "samples": samples,
+            "ledger": ledger.summary(), "samples": samples,
         })
         return rep
     finally:
