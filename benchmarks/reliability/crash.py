@@ -96,6 +96,8 @@ def run_crash(backend: str = "sqlite", *, servers: int = 2, participants: int = 
                 await asyncio.to_thread(victim.start)
                 if pg is not None and n_pg < len(pg_at) and i + 1 == pg_at[n_pg]:
                     n_pg += 1
+                    # the servers are up when the database goes away: what do participants see?
+                    await asyncio.to_thread(ensure_ready, procs)
                     t0 = time.perf_counter()
                     await asyncio.to_thread(pg.stop, "immediate")
                     say(f"  postgres stopped (immediate) at {t0 - t_begin:.1f} s")
