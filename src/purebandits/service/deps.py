@@ -14,11 +14,13 @@ from purebandits.service.study import Study
 __all__ = ["StudyDep", "TokenDep", "EidPath", "QueryIdPath", "get_study", "bearer_token", "RateLimiter"]
 
 
-def get_study(request: Request) -> Study:
+# Dependencies are ``async def`` on purpose: FastAPI runs a plain ``def`` dependency in the
+# thread pool, i.e. two thread hand-offs per request for a dictionary lookup.
+async def get_study(request: Request) -> Study:
     return request.app.state.study
 
 
-def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str | None:
+async def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header, or None."""
     if not authorization:
         return None

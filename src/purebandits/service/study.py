@@ -32,6 +32,7 @@ import secrets
 import threading
 import time
 import uuid
+from collections import namedtuple
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -275,13 +276,43 @@ class Study:
         self._query_owner: dict[str, tuple[int, str]] = {}  # queries issued here: id -> (eid, pid)
         pg = engine.dialect.paramstyle in ("format", "pyformat")
         self._sql = {k: v.replace("?", "%s") if pg else v for k, v in _HOT_SQL.items()}
+        self._row_cls: dict[str, Any] = {}
         if not self._sqlite:
             self._sql["lock_exp_update"] = self._sql["lock_exp"] + " FOR UPDATE"
         else:
             self._sql["lock_exp_update"] = self._sql["lock_exp"]
 
-    def _x(self, conn: Connection, name: str, *params: Any) -> Any:
-        return conn.exec_driver_sql(self._sql[name], params)
+    def _x(self, conn: Connection, name: str, *params: Any) -> _Rows:
+        """Run hot-path statement ``name`` on the connection's DBAPI cursor, in its transaction.
+
+        Skips SQLAlchemy's per-statement execution context and result proxy (about 40 % of the
+        database time per answer); a driver error is wrapped exactly as SQLAlchemy would
+        (``OperationalError`` -> 503) and a broken connection is invalidated.
+        """
+        sql = self._sql[name]
+        fairy = conn.connection
+        cur = fairy.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cur.execute(sql, params)
+            desc = cur.description
+            rows = cur.fetchall() if desc is not None else []
+        except Exception as exc:
+            dbapi = conn.dialect.loaded_dbapi
+            if not isinstance(exc, dbapi.Error):
+                raise
+            gone = conn.dialect.is_disconnect(exc, fairy.dbapi_connection, cur)
+            if gone:
+                conn.invalidate(exc)
+            raise sa.exc.DBAPIError.instance(sql, params, exc, dbapi.Error, connection_invalidated=gone,
+                                             dialect=conn.dialect) from exc
+        finally:
+            cur.close()
+        if not rows:
+            return _Rows(rows)
+        cls = self._row_cls.get(name)
+        if cls is None:
+            cls = self._row_cls[name] = namedtuple(f"Row_{name}", [d[0] for d in desc])  # type: ignore
+        return _Rows([cls(*r) for r in rows])
 
     # ------------------------------------------------------------------ locking
     def _lock(self, eid: int) -> threading.Lock:
@@ -807,6 +838,24 @@ class Study:
         return {"id": eid, "name": meta.name, "algorithm": meta.algorithm, "params": meta.params, "k": meta.k,
                 "n_items": meta.n_arms, "labels": meta.labels, "status": row.status, "version": int(row.version),
                 "seed": meta.seed, "query_expiry_seconds": meta.expiry_s, "created_at": meta.created_ms / 1000.0}
+
+
+class _Rows:
+    """Fetched rows of a hot-path statement, with the two accessors the protocol uses."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+
+    def one(self) -> Any:
+        if len(self.rows) != 1:
+            raise sa.exc.NoResultFound("expected exactly one row") if not self.rows else \
+                sa.exc.MultipleResultsFound("expected exactly one row")
+        return self.rows[0]
+
+    def first(self) -> Any:
+        return self.rows[0] if self.rows else None
 
 
 class _Tx:
