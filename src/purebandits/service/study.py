@@ -273,7 +273,9 @@ class Study:
         self._global = threading.Lock()
         self._known_participants: set[str] = set()
         self._last_expire: dict[int, int] = {}
-        self._query_owner: dict[str, tuple[int, str]] = {}  # queries issued here: id -> (eid, pid)
+        # pending queries issued here: id -> (eid, pid); entries leave on answer / expiry, so the
+        # map stays as large as the pending set (memory must not grow with the number of answers)
+        self._query_owner: dict[str, tuple[int, str]] = {}
         pg = engine.dialect.paramstyle in ("format", "pyformat")
         self._sql = {k: v.replace("?", "%s") if pg else v for k, v in _HOT_SQL.items()}
         self._row_cls: dict[str, Any] = {}
@@ -652,7 +654,7 @@ class Study:
             expires = now + int(meta.expiry_s * 1000)
             seq = tx.append("ask", qid, arm, None, None, now)
             self._x(conn, "ins_query", qid, eid, pid, arm, now, expires, seq)
-        if len(self._query_owner) > 200_000:
+        if len(self._query_owner) > 100_000:  # pending queries of other processes' lifetimes: a bound
             self._query_owner.clear()
         self._query_owner[qid] = (eid, pid)
         item = meta.items[arm]
@@ -706,6 +708,8 @@ class Study:
                 reward = rewards[label]
                 seq = tx.append("answer", query_id, int(q.arm), label, reward, now)
                 self._x(conn, "upd_answered", now, label, reward, seq, query_id)
+        # committed: the owner map only needs pending queries (a retry looks the owner up in the table)
+        self._query_owner.pop(query_id, None)
         if expired:
             raise Gone("query expired; ask for a new one")
         return _answer_response(query_id, label, rewards[label])
@@ -717,6 +721,7 @@ class Study:
             .order_by(queries.c.expires_ms, queries.c.id)
         ).all()
         for q in stale:
+            self._query_owner.pop(q.id, None)
             seq = tx.append("cancel", q.id, int(q.arm), None, None, now)
             conn.execute(queries.update().where(queries.c.id == q.id).values(status="expired", end_seq=seq))
         return len(stale)
