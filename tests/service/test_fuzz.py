@@ -7,6 +7,7 @@ are fingerprinted before and after).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import shutil
 import tempfile
@@ -33,6 +34,7 @@ ITEMS = [{"id": f"c{i}", "text": f"caption {i}"} for i in range(6)]
 # ---------------------------------------------------------------------------------------------- schemathesis
 # one app for the whole module: schemathesis starts its lifespan when it loads the schema and keeps it
 _FUZZ_DIR = tempfile.mkdtemp(prefix="purebandits-fuzz-")
+atexit.register(shutil.rmtree, _FUZZ_DIR, True)
 _FUZZ_APP = create_app(Settings(database_url=f"sqlite:///{_FUZZ_DIR}/fuzz.sqlite", admin_token=ADMIN,
                                 ask_rate_per_second=0))
 schema = schemathesis.openapi.from_asgi("/openapi.json", _FUZZ_APP)
@@ -46,8 +48,7 @@ def fuzz_env():
     pid = c.post("/api/participants").json()["participant_id"]
     qids = [c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).json()["query_id"]
             for _ in range(3)]
-    yield {"eid": eid, "pid": pid, "qids": qids}
-    shutil.rmtree(_FUZZ_DIR, ignore_errors=True)
+    return {"eid": eid, "pid": pid, "qids": qids}
 
 
 @schema.parametrize()
