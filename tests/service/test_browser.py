@@ -94,3 +94,61 @@ def test_rate_20_items_then_dashboard_updates(browser, server_cls, tmp_path):
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
         for name in ("rate.png", "dashboard.png"):
             shutil.copy(shots / name, DOCS_IMG / name)
+
+
+XSS_TEXTS = [
+    "<script>window.__xss=1</script>",
+    "<img src=x onerror=window.__xss=1>",
+    "<svg onload=window.__xss=1></svg>",
+    "\"><script>window.__xss=1</script>",
+    "</td><img src=x onerror=window.__xss=1>",
+    "javascript:window.__xss=1",
+]
+
+
+# elements the hostile texts would create if they were parsed as markup
+NO_INJECTED = "document.querySelectorAll('img[src=\"x\"], [onerror], [onload], b:not([id])').length"
+
+
+def test_no_script_runs_from_item_texts_on_rating_page_or_dashboard(browser, server_cls, tmp_path):
+    """Items and experiment name full of markup: shown literally, never executed."""
+    db = f"sqlite:///{tmp_path / 'xss.sqlite'}"
+    with server_cls(db, log_dir=tmp_path) as srv:
+        items = [{"id": f"<b>{i}</b>", "text": t} for i, t in enumerate(XSS_TEXTS)]
+        items.append({"id": "img", "text": "image item <script>window.__xss=1</script>",
+                      "image_url": "/x\" onerror=\"window.__xss=1"})
+        r = httpx.post(f"{srv.url}/api/experiments", json={
+            "name": "<script>window.__xss=1</script><img src=x onerror=window.__xss=1>", "items": items,
+            "seed": 4})
+        assert r.status_code == 201
+        eid, token = r.json()["id"], r.json()["owner_token"]
+        texts = {it["text"] for it in items}
+        ctx = browser.new_context(viewport={"width": 900, "height": 900})
+        page = ctx.new_page()
+        dialogs = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(f"{srv.url}/rate/{eid}")
+        shown = set()
+        for _ in range(10):
+            page.wait_for_selector("#buttons button.label:not([disabled])")
+            qid = page.get_attribute("#card", "data-query-id")
+            text = page.text_content("#item-text")
+            assert text in texts  # the literal text, markup and all
+            shown.add(text)
+            assert page.evaluate("typeof window.__xss") == "undefined"
+            page.click("#buttons button[data-label='funny']")
+            page.wait_for_function("q => document.getElementById('card').dataset.queryId !== q", arg=qid)
+        assert len(shown) >= 3
+        assert page.evaluate(NO_INJECTED) == 0
+        dash = ctx.new_page()
+        dash.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        dash.goto(f"{srv.url}/dashboard/{eid}#token={token}")
+        dash.wait_for_function("document.getElementById('n-answers').textContent === '10'")
+        cells = dash.locator("#ranking tbody td.text").all_text_contents()
+        assert set(cells) == texts
+        assert dash.text_content("#title") == "<script>window.__xss=1</script><img src=x onerror=window.__xss=1>"
+        assert dash.evaluate("typeof window.__xss") == "undefined"
+        assert dash.evaluate(NO_INJECTED) == 0
+        assert page.evaluate("typeof window.__xss") == "undefined"
+        assert dialogs == []
+        ctx.close()

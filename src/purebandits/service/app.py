@@ -11,9 +11,11 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy.exc
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
@@ -83,6 +85,10 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
             headers["WWW-Authenticate"] = "Bearer"
         return JSONResponse({"detail": exc.message}, status_code=exc.status_code, headers=headers)
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(validation_error_body(exc.errors()), status_code=422)
+
     @app.exception_handler(sqlalchemy.exc.OperationalError)
     @app.exception_handler(sqlalchemy.exc.InterfaceError)
     async def _db_down(request: Request, exc: Exception) -> JSONResponse:
@@ -100,6 +106,18 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
 
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app
+
+
+def validation_error_body(errors: Any) -> dict[str, Any]:
+    """A malformed request as ``{"detail": "<one readable line>", "errors": [{loc, msg, type}]}``.
+
+    Same shape as every other error (``detail`` is a string the pages can show), and the
+    offending input is not echoed back.
+    """
+    issues = [{"loc": [p if isinstance(p, int) else str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")),
+               "type": str(e.get("type", ""))} for e in list(errors)[:20]]
+    text = "; ".join(f"{'.'.join(map(str, i['loc']))}: {i['msg']}" for i in issues[:5]) or "malformed request"
+    return {"detail": f"invalid request: {text}", "errors": issues}
 
 
 async def _expire_loop(study: Study, interval: float) -> None:

@@ -6,19 +6,21 @@ import threading
 import time
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Path, Request
 
 from purebandits.service.errors import RateLimited
 from purebandits.service.study import Study
 
-__all__ = ["StudyDep", "TokenDep", "get_study", "bearer_token", "RateLimiter"]
+__all__ = ["StudyDep", "TokenDep", "EidPath", "QueryIdPath", "get_study", "bearer_token", "RateLimiter"]
 
 
-def get_study(request: Request) -> Study:
+# Dependencies are ``async def`` on purpose: FastAPI runs a plain ``def`` dependency in the
+# thread pool, i.e. two thread hand-offs per request for a dictionary lookup.
+async def get_study(request: Request) -> Study:
     return request.app.state.study
 
 
-def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str | None:
+async def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header, or None."""
     if not authorization:
         return None
@@ -29,6 +31,10 @@ def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str |
 
 
 StudyDep = Annotated[Study, Depends(get_study)]
+#: experiment ids are 32-bit database keys: a larger number is a 422, never a database overflow
+MAX_ID = 2**31 - 1
+EidPath = Annotated[int, Path(ge=1, le=MAX_ID, description="experiment id")]
+QueryIdPath = Annotated[str, Path(min_length=1, max_length=64, description="query id (from an ask)")]
 TokenDep = Annotated[str | None, Depends(bearer_token)]
 
 

@@ -46,6 +46,38 @@ class ExperimentCreate(BaseModel):
         return spec
 
 
+class ValidationIssue(BaseModel):
+    loc: list[str | int] = Field(..., description="where: e.g. ['body', 'participant_id']")
+    msg: str
+    type: str
+
+
+class ErrorOut(BaseModel):
+    """Every error response: ``detail`` is a message that names the problem."""
+
+    detail: str
+    errors: list[ValidationIssue] | None = Field(None, description="422 on malformed requests: each problem")
+
+
+_ERROR_TEXT = {
+    400: "the body could not be parsed (not UTF-8 JSON)",
+    401: "missing or invalid token",
+    403: "not allowed for this participant",
+    404: "no such object",
+    409: "conflicts with the current state",
+    410: "the query expired",
+    413: "request body too large",
+    422: "malformed request or invalid value",
+    429: "too many requests (see Retry-After)",
+    503: "database unavailable, retry shortly (see Retry-After)",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the error statuses an endpoint can return (all ``ErrorOut``)."""
+    return {c: {"model": ErrorOut, "description": _ERROR_TEXT[c]} for c in codes}
+
+
 class ExperimentCreated(BaseModel):
     id: int
     owner_token: str = Field(..., description="shown once; send it as 'Authorization: Bearer <token>'")

@@ -10,10 +10,17 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from purebandits.service.deps import StudyDep, TokenDep
-from purebandits.service.schemas import ExperimentCreate, ExperimentCreated, ExperimentInfo, LearnerState, StatusOut
+from purebandits.service.deps import EidPath, StudyDep, TokenDep
+from purebandits.service.schemas import (
+    ExperimentCreate,
+    ExperimentCreated,
+    ExperimentInfo,
+    LearnerState,
+    StatusOut,
+    error_responses,
+)
 
-router = APIRouter(prefix="/api/experiments", tags=["owners"])
+router = APIRouter(prefix="/api/experiments", tags=["owners"], responses=error_responses(400, 401, 404, 413, 422, 503))
 
 
 def base_url(request: Request) -> str:
@@ -31,13 +38,13 @@ def create_experiment(body: ExperimentCreate, study: StudyDep, token: TokenDep, 
 
 
 @router.get("/{eid}", response_model=ExperimentInfo)
-def get_experiment(eid: int, study: StudyDep, token: TokenDep) -> Any:
+def get_experiment(eid: EidPath, study: StudyDep, token: TokenDep) -> Any:
     study.check_owner(eid, token)
     return study.experiment_info(eid)
 
 
 def _status_route(name: str, status: str) -> None:
-    def handler(eid: int, study: StudyDep, token: TokenDep) -> Any:
+    def handler(eid: EidPath, study: StudyDep, token: TokenDep) -> Any:
         study.check_owner(eid, token)
         return study.set_status(eid, status)
 
@@ -45,7 +52,8 @@ def _status_route(name: str, status: str) -> None:
     handler.__doc__ = {"pause": "Stop handing out queries (answers to issued queries still count).",
                        "resume": "Hand out queries again after a pause.",
                        "stop": "End the experiment for good (answers to issued queries still count)."}[name]
-    router.add_api_route(f"/{{eid}}/{name}", handler, methods=["POST"], response_model=StatusOut)
+    router.add_api_route(f"/{{eid}}/{name}", handler, methods=["POST"], response_model=StatusOut,
+                         responses=error_responses(409))
 
 
 for _name, _status in (("pause", "paused"), ("resume", "active"), ("stop", "stopped")):
@@ -53,14 +61,14 @@ for _name, _status in (("pause", "paused"), ("resume", "active"), ("stop", "stop
 
 
 @router.get("/{eid}/results")
-def get_results(eid: int, study: StudyDep, token: TokenDep, timeline: bool = True) -> dict[str, Any]:
+def get_results(eid: EidPath, study: StudyDep, token: TokenDep, timeline: bool = True) -> dict[str, Any]:
     """Ranking with the learner's intervals, counts per label, stopping progress, recommendation."""
     study.check_owner(eid, token)
     return study.results(eid, timeline=timeline)
 
 
 @router.get("/{eid}/state", response_model=LearnerState)
-def get_state(eid: int, study: StudyDep, token: TokenDep) -> Any:
+def get_state(eid: EidPath, study: StudyDep, token: TokenDep) -> Any:
     """The learner's ``state_dict`` and the event-log version it reflects."""
     study.check_owner(eid, token)
     return study.learner_state(eid)
@@ -74,14 +82,14 @@ def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
 
 
 @router.get("/{eid}/answers.csv", response_class=Response)
-def export_answers(eid: int, study: StudyDep, token: TokenDep) -> Response:
+def export_answers(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
     """Every answer in the order it was applied (seq), with participant, item, label and times."""
     study.check_owner(eid, token)
     return _csv(study.export_answers(eid), f"experiment-{eid}-answers.csv")
 
 
 @router.get("/{eid}/summary.csv", response_class=Response)
-def export_summary(eid: int, study: StudyDep, token: TokenDep) -> Response:
+def export_summary(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
     """Per-item summary with the columns of the public caption-contest summaries."""
     study.check_owner(eid, token)
     return _csv(study.export_summary(eid), f"experiment-{eid}-summary.csv")

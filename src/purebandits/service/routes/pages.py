@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from purebandits.service.deps import StudyDep
+from purebandits.service.deps import EidPath, StudyDep
 
 router = APIRouter(tags=["pages"], include_in_schema=False)
 # Jinja2 autoescapes .html templates: item text is never inserted as markup
@@ -22,13 +22,13 @@ def index(request: Request, study: StudyDep) -> HTMLResponse:
 
 
 @router.get("/rate/{eid}", response_class=HTMLResponse)
-def rate(request: Request, eid: int, study: StudyDep) -> HTMLResponse:
+def rate(request: Request, eid: EidPath, study: StudyDep) -> HTMLResponse:
     info = study.experiment_info(eid)
     return templates.TemplateResponse(request, "rate.html", {"eid": eid, "name": info["name"]})
 
 
 @router.get("/dashboard/{eid}", response_class=HTMLResponse)
-def dashboard(request: Request, eid: int) -> HTMLResponse:
+def dashboard(request: Request, eid: EidPath) -> HTMLResponse:
     # no data here: the page's script reads the owner token from the URL fragment (never sent
     # to the server in the page request) and polls the owner API with it
     return templates.TemplateResponse(request, "dashboard.html", {"eid": eid})

@@ -14,7 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from purebandits.service.deps import StudyDep
+from purebandits.service.deps import EidPath, QueryIdPath, StudyDep
 from purebandits.service.schemas import (
     AnswerOut,
     AnswerRequest,
@@ -22,9 +22,10 @@ from purebandits.service.schemas import (
     ParticipantOut,
     QueryOut,
     QueryRequest,
+    error_responses,
 )
 
-router = APIRouter(prefix="/api", tags=["participants"])
+router = APIRouter(prefix="/api", tags=["participants"], responses=error_responses(400, 413, 422, 503))
 
 
 @router.post("/participants", status_code=201, response_model=ParticipantOut)
@@ -33,23 +34,24 @@ async def new_participant(study: StudyDep) -> Any:
     return {"participant_id": study.new_participant()}
 
 
-@router.get("/experiments/{eid}/public", response_model=ExperimentPublic)
-def public_info(eid: int, study: StudyDep) -> Any:
+@router.get("/experiments/{eid}/public", response_model=ExperimentPublic, responses=error_responses(404))
+def public_info(eid: EidPath, study: StudyDep) -> Any:
     """What a participant needs to know: name, label names, status."""
     info = study.experiment_info(eid)
     return {"id": eid, "name": info["name"], "labels": [lab["name"] for lab in info["labels"]],
             "status": info["status"]}
 
 
-@router.post("/experiments/{eid}/queries", response_model=QueryOut, response_model_exclude_none=True)
-async def ask(eid: int, body: QueryRequest, study: StudyDep, request: Request) -> Any:
+@router.post("/experiments/{eid}/queries", response_model=QueryOut, response_model_exclude_none=True,
+             responses=error_responses(403, 404, 429))
+async def ask(eid: EidPath, body: QueryRequest, study: StudyDep, request: Request) -> Any:
     """The next item to rate, chosen by the learner's ``ask``; a pending query until answered or expired."""
     request.app.state.limiter.check(body.participant_id)
     return study.next_query(eid, body.participant_id)
 
 
-@router.post("/queries/{query_id}/answer", response_model=AnswerOut)
-async def answer(query_id: str, body: AnswerRequest, study: StudyDep) -> Any:
+@router.post("/queries/{query_id}/answer", response_model=AnswerOut, responses=error_responses(403, 404, 409, 410))
+async def answer(query_id: QueryIdPath, body: AnswerRequest, study: StudyDep) -> Any:
     """Answer a query with one of the experiment's labels; acknowledged after it is committed.
 
     Answering again with the same label returns the same response and counts once.

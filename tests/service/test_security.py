@@ -1,0 +1,163 @@
+"""Access control: owner tokens (401, hashed at rest, constant-time comparison), participants' reach, rate limits."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+
+import purebandits.service.study as study_mod
+from purebandits.service.app import create_app
+from purebandits.service.settings import Settings, normalize_url
+
+ITEMS = [{"id": f"c{i}", "text": f"caption {i}"} for i in range(5)]
+OWNER_ROUTES = [("GET", ""), ("GET", "/results"), ("GET", "/state"), ("GET", "/answers.csv"),
+                ("GET", "/summary.csv"), ("POST", "/pause"), ("POST", "/resume"), ("POST", "/stop")]
+
+
+def _setup(c: TestClient, n: int = 2):
+    exps = []
+    for j in range(n):
+        r = c.post("/api/experiments", json={"name": f"e{j}", "items": ITEMS, "seed": j})
+        assert r.status_code == 201
+        exps.append((r.json()["id"], r.json()["owner_token"]))
+    pid = c.post("/api/participants").json()["participant_id"]
+    for eid, _ in exps:  # some data worth stealing
+        q = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+        assert c.post(f"/api/queries/{q['query_id']}/answer",
+                      json={"participant_id": pid, "label": "funny"}).status_code == 200
+    return exps, pid
+
+
+def test_owner_endpoints_refuse_missing_wrong_and_foreign_tokens(db_url):
+    with TestClient(create_app(Settings(database_url=db_url, ask_rate_per_second=0))) as c:
+        (e1, t1), (e2, t2) = _setup(c)[0]
+        pid = c.post("/api/participants").json()["participant_id"]
+        bad_headers = {
+            "missing": {},
+            "empty bearer": {"Authorization": "Bearer "},
+            "wrong token": {"Authorization": "Bearer " + "x" * 32},
+            "other experiment's token": {"Authorization": f"Bearer {t2}"},
+            "token with another scheme": {"Authorization": f"Basic {t1}"},
+            "token without scheme": {"Authorization": t1},
+            "token prefix": {"Authorization": f"Bearer {t1[:-1]}"},
+            "token plus suffix": {"Authorization": f"Bearer {t1}x"},
+            "participant id as token": {"Authorization": f"Bearer {pid}"},
+            "token hash as token": {"Authorization": f"Bearer {hashlib.sha256(t1.encode()).hexdigest()}"},
+        }
+        for method, suffix in OWNER_ROUTES:
+            for why, headers in bad_headers.items():
+                r = c.request(method, f"/api/experiments/{e1}{suffix}", headers=headers)
+                assert r.status_code == 401, (method, suffix, why, r.status_code)
+                assert set(r.json()) == {"detail"} and r.headers["www-authenticate"] == "Bearer"
+            # an unknown experiment looks the same as a wrong token (no existence oracle)
+            r = c.request(method, f"/api/experiments/987654{suffix}", headers={"Authorization": f"Bearer {t1}"})
+            assert r.status_code == 401
+        # nothing changed: still active, the right token works
+        ok = c.get(f"/api/experiments/{e1}", headers={"Authorization": f"Bearer {t1}"})
+        assert ok.status_code == 200 and ok.json()["status"] == "active"
+
+
+def test_tokens_are_stored_hashed(db_url):
+    with TestClient(create_app(Settings(database_url=db_url, ask_rate_per_second=0))) as c:
+        exps, _ = _setup(c)
+    engine = sa.create_engine(normalize_url(db_url))
+    try:
+        with engine.connect() as conn:
+            dump = []
+            for table in ("experiments", "items", "participants", "queries", "events", "snapshots"):
+                dump += [repr(tuple(r)) for r in conn.exec_driver_sql(f"SELECT * FROM {table}")]
+            stored = dict(conn.exec_driver_sql("SELECT id, owner_token_hash FROM experiments").all())
+    finally:
+        engine.dispose()
+    text = "\n".join(dump)
+    for eid, token in exps:
+        assert token not in text  # the token itself is nowhere in the database
+        assert stored[eid] == hashlib.sha256(token.encode()).hexdigest()
+
+
+def test_tokens_are_compared_in_constant_time(sqlite_url, monkeypatch):
+    """Every owner check goes through hmac.compare_digest on equal-length digests."""
+    calls = []
+    real = study_mod.hmac.compare_digest
+
+    def spy(a, b):
+        calls.append((len(a), len(b)))
+        return real(a, b)
+
+    with TestClient(create_app(Settings(database_url=sqlite_url, admin_token="adm1n"))) as c:
+        r = c.post("/api/experiments", json={"items": ITEMS}, headers={"Authorization": "Bearer adm1n"})
+        eid, token = r.json()["id"], r.json()["owner_token"]
+        monkeypatch.setattr(study_mod.hmac, "compare_digest", spy)
+        for tok in ("short", token, "y" * 500, "adm1n"):
+            c.get(f"/api/experiments/{eid}", headers={"Authorization": f"Bearer {tok}"})
+        for tok in ("short", "y" * 500):  # creating experiments with a wrong admin token
+            assert c.post("/api/experiments", json={"items": ITEMS},
+                          headers={"Authorization": f"Bearer {tok}"}).status_code == 401
+    assert len(calls) >= 6
+    assert all(a == b == 64 for a, b in calls)  # SHA-256 hex digests: the length never depends on the guess
+
+
+def test_participants_cannot_reach_results_exports_or_other_experiments(db_url):
+    with TestClient(create_app(Settings(database_url=db_url, ask_rate_per_second=0))) as c:
+        (e1, _t1), (e2, _t2) = _setup(c)[0]
+        pid = c.post("/api/participants").json()["participant_id"]
+        other = c.post("/api/participants").json()["participant_id"]
+        # the participant's only view of an experiment: name, labels, status — no counts, no items
+        pub = c.get(f"/api/experiments/{e1}/public").json()
+        assert set(pub) == {"id", "name", "labels", "status"}
+        for method, suffix in OWNER_ROUTES:
+            assert c.request(method, f"/api/experiments/{e1}{suffix}").status_code == 401
+            assert c.request(method, f"/api/experiments/{e1}{suffix}",
+                             headers={"Authorization": f"Bearer {pid}"}).status_code == 401
+        # a query of experiment 2 cannot be answered by another participant, nor with a made-up id
+        q = c.post(f"/api/experiments/{e2}/queries", json={"participant_id": pid}).json()
+        for who in (other, "", "x" * 36):
+            r = c.post(f"/api/queries/{q['query_id']}/answer", json={"participant_id": who, "label": "funny"})
+            assert r.status_code == 403, (who, r.text)
+        # the dashboard page carries no data (it reads the token from the URL fragment)
+        html = c.get(f"/dashboard/{e1}").text
+        assert "caption 0" not in html and "funny" not in html.replace("funny:", "")
+        # a query response reveals only the item to rate
+        q1 = c.post(f"/api/experiments/{e1}/queries", json={"participant_id": pid}).json()
+        assert set(q1) <= {"state", "query_id", "experiment_id", "item", "labels", "expires_at"}
+        assert set(q1["item"]) <= {"id", "text", "image_url"}
+
+
+@pytest.mark.parametrize("rate,burst", [(0.001, 4), (0.001, 1)])
+def test_asks_are_rate_limited_per_participant(sqlite_url, rate, burst):
+    with TestClient(create_app(Settings(database_url=sqlite_url, ask_rate_per_second=rate,
+                                        ask_burst=burst))) as c:
+        eid = c.post("/api/experiments", json={"items": ITEMS * 1 + [{"text": f"more {i}"} for i in range(40)]}
+                     ).json()["id"]
+        a, b = (c.post("/api/participants").json()["participant_id"] for _ in range(2))
+        codes = [c.post(f"/api/experiments/{eid}/queries", json={"participant_id": a}).status_code
+                 for _ in range(burst + 2)]
+        assert codes == [200] * burst + [429, 429]
+        r = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": a})
+        assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1 and "slow down" in r.json()["detail"]
+        # another participant has its own bucket
+        assert c.post(f"/api/experiments/{eid}/queries", json={"participant_id": b}).status_code == 200
+        # refused asks issue nothing
+        res = c.app.state.study.results(eid)
+        assert res["n_pending"] == burst + 1
+
+
+def test_rate_limit_is_configurable_from_the_environment(sqlite_url):
+    s = Settings.from_env({"PUREBANDITS_ASK_RATE_PER_SECOND": "0.001", "PUREBANDITS_ASK_BURST": "2",
+                           "PUREBANDITS_DATABASE_URL": sqlite_url})
+    assert (s.ask_rate_per_second, s.ask_burst) == (0.001, 2.0)
+    with TestClient(create_app(s)) as c:
+        eid = c.post("/api/experiments", json={"items": ITEMS}).json()["id"]
+        pid = c.post("/api/participants").json()["participant_id"]
+        codes = [c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).status_code
+                 for _ in range(3)]
+        assert codes == [200, 200, 429]
+    off = Settings.from_env({"PUREBANDITS_ASK_RATE_PER_SECOND": "0", "PUREBANDITS_DATABASE_URL": sqlite_url})
+    with TestClient(create_app(off)) as c:
+        eid = c.post("/api/experiments", json={"items": [f"t{i}" for i in range(60)]}).json()["id"]
+        pid = c.post("/api/participants").json()["participant_id"]
+        assert all(c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).status_code == 200
+                   for _ in range(50))
