@@ -57,6 +57,7 @@ def summary_row(res: Any, **keys: Any) -> dict[str, Any]:
     return {**keys, "reps": res.reps, "pulls_mean": s["mean"], "pulls_sem": s["sem"], "pulls_q25": s["q25"],
             "pulls_median": s["q50"], "pulls_q75": s["q75"], "capped": int((~res.stopped).sum()),
             "errors": errors, "error_rate": errors / res.reps if res.reps else math.nan,
+            "errors_stopped": int((res.stopped & ~res.correct).sum()),
             "error_ci_high": hi, "error_ci_low": lo}
 
 
