@@ -27,3 +27,22 @@ def test_every_experiment_declares_both_scales():
 def test_unknown_experiment_is_an_error(capsys):
     assert main(["reproduce", "no_such_figure"]) == 2
     assert "unknown experiment" in capsys.readouterr().err
+
+
+def test_report_collects_runs_made_by_separate_commands(tmp_path, capsys):
+    for name in ("tnm17_table1", "zcl14_fig2"):
+        assert main(["reproduce", name, "--out", str(tmp_path), "--no-progress", "--jobs", "1"]) == 0
+    assert main(["reproduce", "--report", "--out", str(tmp_path)]) == 0
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "| `tnm17_table1` |" in report and "| `zcl14_fig2` |" in report
+    assert report.count("**Paper's claim.**") == 2
+
+
+def test_report_refuses_mixed_scales_and_empty_dirs(tmp_path, capsys):
+    assert main(["reproduce", "--report", "--out", str(tmp_path)]) == 2
+    assert "no experiment records" in capsys.readouterr().err
+    assert main(["reproduce", "tnm17_table1", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert main(["reproduce", "tnm17_table1", "--out", str(tmp_path / "p"), "--no-progress", "--scale", "paper"]) == 0
+    (tmp_path / "p" / "tnm17_table1.json").rename(tmp_path / "zcl14_fig2.json")
+    assert main(["reproduce", "--report", "--out", str(tmp_path)]) == 2
+    assert "mix scales" in capsys.readouterr().err

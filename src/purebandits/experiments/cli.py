@@ -18,13 +18,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=20170000)
     parser.add_argument("--out", default="reproduction", help="output directory")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--report", action="store_true",
+                        help="run nothing: write REPORT.md in --out from the runs already there")
 
 
 def run(args: argparse.Namespace) -> int:
     from purebandits.experiments.base import Context, all_experiments, get_experiment
-    from purebandits.experiments.runner import run_experiment, write_report
+    from purebandits.experiments.runner import collect_outputs, run_experiment, write_report
 
     exps = all_experiments()
+    if args.report:
+        try:
+            found, ctx = collect_outputs(args.out)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        print(f"report: {write_report(found, args.out, ctx)} ({len(found)} experiment(s))")
+        return 0
     if args.list:
         for name, exp in exps.items():
             print(f"{name:28s} {exp.paper} {exp.artefact}: {exp.title}")

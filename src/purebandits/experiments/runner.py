@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import time
@@ -15,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from purebandits.experiments.base import SCALES, Context, Experiment, Verdict, markdown_table  # noqa: E402
 
-__all__ = ["run_experiment", "ExperimentOutput", "write_report"]
+__all__ = ["run_experiment", "ExperimentOutput", "write_report", "collect_outputs"]
 
 
 @dataclass
@@ -48,6 +49,12 @@ def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> Experi
     verdict = exp.assess(df)
     md = out / f"{exp.name}.md"
     md.write_text(section_markdown(exp, verdict, ctx, seconds, png.name))
+    # what the report needs to list this run later, when experiments ran as separate commands
+    (out / f"{exp.name}.json").write_text(json.dumps({
+        "name": exp.name, "status": verdict.status, "summary": verdict.summary, "seconds": seconds,
+        "scale": ctx.scale, "seed": ctx.seed, "cores": ctx.jobs or os.cpu_count() or 1,
+        "machine": platform.machine(), "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }, indent=1) + "\n")
     return ExperimentOutput(exp, verdict, csv, png, md, seconds)
 
 
@@ -75,6 +82,32 @@ def section_markdown(exp: Experiment, verdict: Verdict, ctx: Context, seconds: f
     return "\n".join(lines)
 
 
+def collect_outputs(out_dir: str | Path) -> tuple[list[ExperimentOutput], Context]:
+    """The runs already written to ``out_dir`` (their ``NAME.json`` records), in registry order.
+
+    Lets experiments run as separate commands (or on different days) and still give one report;
+    every run in one report must share its scale and seed.
+    """
+    from purebandits.experiments.base import all_experiments
+
+    out = Path(out_dir)
+    outputs, settings = [], set()
+    for name, exp in all_experiments().items():
+        rec_path = out / f"{name}.json"
+        if not rec_path.exists():
+            continue
+        rec = json.loads(rec_path.read_text())
+        settings.add((rec["scale"], rec["seed"]))
+        outputs.append(ExperimentOutput(exp, Verdict(rec["status"], rec["summary"]), out / f"{name}.csv",
+                                        out / f"{name}.png", out / f"{name}.md", float(rec["seconds"])))
+    if not outputs:
+        raise ValueError(f"no experiment records (NAME.json) in {out}")
+    if len(settings) > 1:
+        raise ValueError(f"runs in {out} mix scales/seeds {sorted(settings)}; one report needs one of each")
+    scale, seed = settings.pop()
+    return outputs, Context(scale=scale, seed=seed)
+
+
 def write_report(outputs: list[ExperimentOutput], out_dir: str | Path, ctx: Context) -> Path:
     """Concatenate the sections into ``REPORT.md`` with a summary table of verdicts."""
     out = Path(out_dir)
@@ -82,7 +115,9 @@ def write_report(outputs: list[ExperimentOutput], out_dir: str | Path, ctx: Cont
     for o in outputs:
         rows.append(f"| `{o.experiment.name}` | {o.experiment.paper} {o.experiment.artefact} | "
                     f"{o.verdict.status} | {o.seconds:.1f} |")
-    body = [f"# Reproduction report (scale `{ctx.scale}`, seed {ctx.seed})", "", *rows, ""]
+    total = sum(o.seconds for o in outputs)
+    body = [f"# Reproduction report (scale `{ctx.scale}`, seed {ctx.seed})", "", *rows, "",
+            f"Total compute: {total / 60:.1f} min.", ""]
     body += [o.markdown.read_text() for o in outputs]
     path = out / "REPORT.md"
     path.write_text("\n".join(body))
