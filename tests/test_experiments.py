@@ -46,3 +46,15 @@ def test_report_refuses_mixed_scales_and_empty_dirs(tmp_path, capsys):
     (tmp_path / "p" / "tnm17_table1.json").rename(tmp_path / "zcl14_fig2.json")
     assert main(["reproduce", "--report", "--out", str(tmp_path)]) == 2
     assert "mix scales" in capsys.readouterr().err
+
+
+def test_set_overrides_a_setting_and_says_so(tmp_path, capsys):
+    assert main(["reproduce", "zcl14_fig2", "--out", str(tmp_path), "--no-progress", "--jobs", "1",
+                 "--set", "reps=2", "--set", "ks=[10]"]) == 0
+    df = pd.read_csv(tmp_path / "zcl14_fig2.csv")
+    assert set(df.loc[df["kind"] == "grid", "K"]) == {10}
+    text = (tmp_path / "zcl14_fig2.md").read_text()
+    assert "--set reps=2 --set ks=[10]" in text and "**Reduced from the `quick` scale:**" in text
+    assert main(["reproduce", "zcl14_fig2", "--out", str(tmp_path), "--set", "no_such=1"]) == 2
+    assert "has no setting no_such" in capsys.readouterr().err
+    assert main(["reproduce", "zcl14_fig2", "--out", str(tmp_path), "--set", "reps"]) == 2

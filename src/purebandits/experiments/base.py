@@ -40,6 +40,23 @@ class Context:
     executor: str | None = None
     seed: int = 20170000
     progress: bool = True
+    #: settings that replace the scale's own (``--set reps=500``), e.g. when the paper's size does not
+    #: fit the machine; the Markdown section states them next to the command.
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def settings(self, exp: Experiment) -> dict[str, Any]:
+        """The experiment's settings at this scale with the overrides applied (unknown keys refused)."""
+        if self.scale not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
+        if self.scale not in exp.scales:
+            raise ValueError(f"experiment {exp.name} has no {self.scale!r} scale")
+        settings = dict(exp.scales[self.scale])
+        unknown = sorted(set(self.overrides) - set(settings))
+        if unknown:
+            raise ValueError(f"experiment {exp.name} has no setting {', '.join(unknown)}; "
+                             f"its settings are {', '.join(settings)}")
+        settings.update(self.overrides)
+        return settings
 
     def simulate(self, learner: Any, instance: Any, reps: int, **kwargs: Any) -> Any:
         """Run the simulator with this context's jobs, executor and progress settings."""

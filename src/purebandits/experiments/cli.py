@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 HELP = "reproduce a table or figure of the papers (CSV, PNG and a Markdown verdict)"
@@ -18,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=20170000)
     parser.add_argument("--out", default="reproduction", help="output directory")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="replace one of the scale's settings (JSON value, e.g. reps=500 or ns=[10,100]);"
+                             " the Markdown section states it")
     parser.add_argument("--report", action="store_true",
                         help="run nothing: write REPORT.md in --out from the runs already there")
 
@@ -47,8 +51,24 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
+    overrides = {}
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"--set takes KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
     ctx = Context(scale=args.scale, jobs=args.jobs, executor=args.executor, seed=args.seed,
-                  progress=not args.no_progress)
+                  progress=not args.no_progress, overrides=overrides)
+    try:
+        for exp in chosen:
+            ctx.settings(exp)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     outputs = []
     for exp in chosen:
         print(f"== {exp.name} ({exp.paper} {exp.artefact}), scale {args.scale}", flush=True)

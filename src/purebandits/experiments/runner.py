@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from purebandits.experiments.base import SCALES, Context, Experiment, Verdict, markdown_table  # noqa: E402
+from purebandits.experiments.base import Context, Experiment, Verdict, markdown_table  # noqa: E402
 
 __all__ = ["run_experiment", "ExperimentOutput", "write_report", "collect_outputs"]
 
@@ -31,14 +31,11 @@ class ExperimentOutput:
 
 def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> ExperimentOutput:
     """Compute, save the raw table, plot, judge, and write the Markdown section."""
-    if ctx.scale not in SCALES:
-        raise ValueError(f"scale must be one of {SCALES}, got {ctx.scale!r}")
-    if ctx.scale not in exp.scales:
-        raise ValueError(f"experiment {exp.name} has no {ctx.scale!r} scale")
+    settings = ctx.settings(exp)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    df = exp.compute(ctx, dict(exp.scales[ctx.scale]))
+    df = exp.compute(ctx, settings)
     seconds = time.perf_counter() - start
     csv = out / f"{exp.name}.csv"
     df.to_csv(csv, index=False, float_format="%.10g")
@@ -52,7 +49,7 @@ def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> Experi
     # what the report needs to list this run later, when experiments ran as separate commands
     (out / f"{exp.name}.json").write_text(json.dumps({
         "name": exp.name, "status": verdict.status, "summary": verdict.summary, "seconds": seconds,
-        "scale": ctx.scale, "seed": ctx.seed, "cores": ctx.jobs or os.cpu_count() or 1,
+        "scale": ctx.scale, "seed": ctx.seed, "overrides": ctx.overrides, "cores": ctx.jobs or os.cpu_count() or 1,
         "machine": platform.machine(), "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }, indent=1) + "\n")
     return ExperimentOutput(exp, verdict, csv, png, md, seconds)
@@ -60,12 +57,20 @@ def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> Experi
 
 def section_markdown(exp: Experiment, verdict: Verdict, ctx: Context, seconds: float, png_name: str) -> str:
     cores = ctx.jobs or os.cpu_count() or 1
+    sets = "".join(f" --set {k}={json.dumps(v, separators=(',', ':'))}" for k, v in ctx.overrides.items())
     lines = [
         f"## {exp.paper}, {exp.artefact}: {exp.title}",
         "",
-        f"Command: `purebandits reproduce {exp.name} --scale {ctx.scale} --seed {ctx.seed}`"
+        f"Command: `purebandits reproduce {exp.name} --scale {ctx.scale} --seed {ctx.seed}{sets}`"
         f" ({seconds:.1f} s on {cores} core(s), {platform.machine()}, scale `{ctx.scale}`)",
         "",
+    ]
+    if ctx.overrides:
+        scale_settings = exp.scales[ctx.scale]
+        changed = ", ".join(f"{k} = {v!r} (scale `{ctx.scale}`: {scale_settings[k]!r})"
+                            for k, v in ctx.overrides.items())
+        lines += [f"**Reduced from the `{ctx.scale}` scale:** {changed}.", ""]
+    lines += [
         f"**Paper's claim.** {exp.claim}",
         "",
         f"**Measured.** {verdict.summary}",
