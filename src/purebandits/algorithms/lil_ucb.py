@@ -133,7 +133,7 @@ class LilUCB(Learner):
 
     def _index(self, arm: int) -> float:
         # only called once the heap exists, i.e. with the views _fv of the current arrays
-        pending, counts, sums, _ = self._fv
+        pending, counts, sums = self._fv[:3]
         c = counts[arm]
         t = c + pending[arm]
         if t == 0:
@@ -152,7 +152,9 @@ class LilUCB(Learner):
         self._ws = None  # the compiled driver's heap: rebuilt on its next call
         self._n_zero = int((self.counts_ == 0).sum())
         self._heap = None  # the Python heap is built on the first ask (the compiled driver never needs it)
-        self._fv = None  # memoryviews of the arrays, taken with the heap (start/load replace the arrays)
+        # memoryviews of the arrays (taken with the heap: start and load replace the arrays), the
+        # heap structures and constants, in one tuple: the fast path unpacks it in one step
+        self._fv = None
         self._asked = -1  # the arm of the last ask, its pending pull not yet in its key
 
     def __getstate__(self) -> dict:
@@ -168,16 +170,20 @@ class LilUCB(Learner):
             self._restore()
 
     def _build_heap(self) -> None:
-        self._fv = self._views()
+        views = self._views()
         keys = _all_keys(self.counts_, self.pending_, self.sums_, self._delta_int, self._eps, self._beta,
                          self._sigma)
         self._key = (-keys).tolist()
+        self._owner: dict[float, int | list[int]] = {}
+        self._heap = []
         self._asked = -1
         self._rebuild()
+        self._fv = (*views, self._key, self._owner, self._heap, self._tab, self._b1, self._lam, self.n_arms_)
 
     def _rebuild(self) -> None:
-        """Rebuild ``_owner`` and ``_heap`` from ``_key`` (no stale entries); O(n)."""
-        owner: dict[float, int | list[int]] = {}
+        """Rebuild ``_owner`` and ``_heap`` in place from ``_key`` (no stale entries); O(n)."""
+        owner = self._owner
+        owner.clear()
         for arm, k in enumerate(self._key):
             o = owner.get(k)
             if o is None:
@@ -186,8 +192,7 @@ class LilUCB(Learner):
                 owner[k] = [o, arm]
             else:
                 o.append(arm)  # arms ascending: a sorted list is a heap
-        self._owner = owner
-        self._heap = list(owner)
+        self._heap[:] = owner
         heapq.heapify(self._heap)
         self._stale = 0
 
@@ -266,14 +271,14 @@ class LilUCB(Learner):
         ``ask(1)`` with the heap built takes a fast path (no call per arm through
         :meth:`Learner.ask`); it does what the general path does.
         """
-        heap = self._heap
-        if heap is None or n.__class__ is not int or n != 1 or self.done_:
+        fv = self._fv
+        if fv is None or n.__class__ is not int or n != 1 or self.done_:
             return Learner.ask(self, n)
         if self._asked >= 0:
             self._rekey(self._asked)
-        o = self._owner.get(heap[0])
+        o = fv[5].get(fv[6][0])  # the owner of the smallest key
         arm = o if o.__class__ is int else self._top()
-        self._fv[0][arm] += 1
+        fv[0][arm] += 1
         self._asked = arm
         return [arm]
 
@@ -285,9 +290,11 @@ class LilUCB(Learner):
         Anything else goes through :meth:`Learner.tell`, which validates and converts.
         """
         fv = self._fv
-        if fv is None or arm.__class__ is not int or reward.__class__ is not float or not 0 <= arm < self.n_arms_:
+        if fv is None or arm.__class__ is not int or reward.__class__ is not float:
             return Learner.tell(self, arm, reward)
-        pending, counts, sums, sumsq = fv
+        pending, counts, sums, sumsq, key, owner, heap, tab, b1, lam, n = fv
+        if not 0 <= arm < n:
+            return Learner.tell(self, arm, reward)
         p = pending[arm] - 1
         if p < 0:
             raise ValueError(f"arm {arm} has no pending pull: tell only answers an asked pull")
@@ -306,18 +313,15 @@ class LilUCB(Learner):
         # the new key: -index, as _index computes it (here c >= 1)
         t = c + p
         if t < _TABLE_SIZE:
-            tab = self._tab
             u = tab[t]
             if u != u:
                 u = lil_radius_s(float(t), self._delta_int, self._eps, self._sigma, 0.0)
                 tab[t] = u
-            new = -(s / c + self._b1 * u)
+            new = -(s / c + b1 * u)
         else:
             new = -lil_ucb_index_s(s / c, float(t), self._delta_int, self._eps, self._beta, self._sigma)
-        key = self._key
         old = key[arm]
         if new != old:
-            owner, heap = self._owner, self._heap
             # sequential loop: arm was the top, alone at its key, and its new key is not taken
             if heap[0] == old and owner[old].__class__ is int and new not in owner:
                 key[arm] = new
@@ -329,7 +333,7 @@ class LilUCB(Learner):
         if c == 1:
             self._n_zero -= 1
         # as in _on_tell: only the told arm can newly satisfy T_i >= 1 + lam (t - T_i)
-        if self._n_zero == 0 and c >= 1 + self._lam * (total - c):
+        if self._n_zero == 0 and c >= 1 + lam * (total - c):
             self._finish()
         if self.ls and not self.done_:
             self._check_stop()
