@@ -116,9 +116,24 @@ class LilUCB(Learner):
         self._tab = memoryview(_radius_table(delta_int, eps, self._sigma))
         self._d_ls = ls_delta(nu / 2, LS_EPSILON)  # used only when ls=True
 
+    # ------------------------------------------------------------------ Python ask/tell path
+    # The arms' keys (-index) live in a heap of plain floats: ``_key[arm]`` is the key of each
+    # arm, ``_owner[k]`` is the arm holding key ``k`` (an int) or, when several arms tie at
+    # ``k`` (every arm at -inf before its second pull, equal counts and sums with Bernoulli
+    # rewards), a heapq list of those arms, possibly with stale entries (arms that moved on:
+    # ``_key[a] != k``). ``_heap`` holds at least one copy of every key in ``_owner`` and may
+    # hold stale copies. The top is the smallest key, ties to the lowest arm: the order of the
+    # compiled kernel (:mod:`purebandits.heaps`) and of the former ``(-index, arm)`` tuple heap.
+    # Floats compare several times faster than tuples in ``heapq``, and in the sequential loop a
+    # pull costs one ``heapreplace`` and four dict operations. Stale entries are dropped lazily;
+    # ``_stale`` counts them and the structure is rebuilt from ``_key`` when it passes 2n + 64.
+    _heap: list[float] | None = None  # class defaults: ask/tell before start take the checked path
+    _fv: tuple | None = None
+    _asked = -1
+
     def _index(self, arm: int) -> float:
-        # only called inside ask/tell/cancel, right after the base class validated the views
-        pending, counts, sums, _ = self._mv[1]
+        # only called once the heap exists, i.e. with the views _fv of the current arrays
+        pending, counts, sums = self._fv[:3]
         c = counts[arm]
         t = c + pending[arm]
         if t == 0:
@@ -137,55 +152,199 @@ class LilUCB(Learner):
         self._ws = None  # the compiled driver's heap: rebuilt on its next call
         self._n_zero = int((self.counts_ == 0).sum())
         self._heap = None  # the Python heap is built on the first ask (the compiled driver never needs it)
-        self._dirty: list[int] = []
+        # memoryviews of the arrays (taken with the heap: start and load replace the arrays), the
+        # heap structures and constants, in one tuple: the fast path unpacks it in one step
+        self._fv = None
+        self._asked = -1  # the arm of the last ask, its pending pull not yet in its key
+
+    def __getstate__(self) -> dict:
+        # the heap is a cache of the state and _fv holds memoryviews: rebuild both after unpickling
+        state = super().__getstate__()
+        for name in ("_heap", "_fv", "_key", "_owner"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "n_arms_" in state:
+            self._restore()
 
     def _build_heap(self) -> None:
-        n = self.n_arms_
+        views = self._views()
         keys = _all_keys(self.counts_, self.pending_, self.sums_, self._delta_int, self._eps, self._beta,
                          self._sigma)
-        self._ver = [0] * n
-        self._heap = list(zip((-keys).tolist(), range(n), self._ver, strict=True))
-        heapq.heapify(self._heap)
-        self._dirty = []
+        self._key = (-keys).tolist()
+        self._owner: dict[float, int | list[int]] = {}
+        self._heap = []
+        self._asked = -1
+        self._rebuild()
+        self._fv = (*views, self._key, self._owner, self._heap, self._tab, self._b1, self._lam, self.n_arms_)
 
-    def _push(self, arm: int) -> None:
-        ver = self._ver
-        v = ver[arm] = ver[arm] + 1
-        heap = self._heap
-        entry = (-self._index(arm), arm, v)
-        if heap[0][1] == arm:  # the top is this arm's entry, stale now: replace it (one sift, no pop later)
-            heapq.heapreplace(heap, entry)
-            return
-        heapq.heappush(heap, entry)
-        if len(heap) > 4 * self.n_arms_ + 64:  # drop the stale entries: one valid entry per arm
-            ver = self._ver
-            self._heap = [e for e in self._heap if e[2] == ver[e[1]]]
-            heapq.heapify(self._heap)
+    def _rebuild(self) -> None:
+        """Rebuild ``_owner`` and ``_heap`` in place from ``_key`` (no stale entries); O(n)."""
+        owner = self._owner
+        owner.clear()
+        for arm, k in enumerate(self._key):
+            o = owner.get(k)
+            if o is None:
+                owner[k] = arm
+            elif o.__class__ is int:
+                owner[k] = [o, arm]
+            else:
+                o.append(arm)  # arms ascending: a sorted list is a heap
+        self._heap[:] = owner
+        heapq.heapify(self._heap)
+        self._stale = 0
+
+    def _top(self) -> int:
+        """The arm with the smallest key (largest index), ties to the lowest arm."""
+        heap, owner, key = self._heap, self._owner, self._key
+        while True:
+            k = heap[0]
+            o = owner.get(k)
+            if o is None:  # a stale copy
+                heapq.heappop(heap)
+                continue
+            if o.__class__ is int:
+                return o
+            while o and key[o[0]] != k:
+                heapq.heappop(o)
+            if o:
+                return o[0]
+            del owner[k]
+            heapq.heappop(heap)
+
+    def _move(self, arm: int, old: float, new: float) -> None:
+        """Give ``arm`` (which holds key ``old``) the key ``new`` != ``old``."""
+        key, owner, heap = self._key, self._owner, self._heap
+        key[arm] = new
+        o = owner[old]
+        gone = True  # no arm holds old any more
+        if o.__class__ is int:
+            del owner[old]
+        elif o[0] == arm:
+            heapq.heappop(o)
+            if o:
+                gone = False
+            else:
+                del owner[old]
+        else:
+            gone = False
+            self._stale += 1  # arm stays in the tie list of old, stale
+        o = owner.get(new)
+        if o is None:
+            owner[new] = arm
+            if gone and heap[0] == old:
+                heapq.heapreplace(heap, new)
+            else:
+                heapq.heappush(heap, new)
+                self._stale += 1
+        else:
+            if o.__class__ is int:
+                owner[new] = [o, arm] if o < arm else [arm, o]
+            else:
+                heapq.heappush(o, arm)
+            if gone and heap[0] == old:
+                heapq.heappop(heap)
+        if self._stale > 2 * self.n_arms_ + 64:
+            self._rebuild()
+
+    def _rekey(self, arm: int) -> None:
+        """Recompute the key of ``arm`` after its counts or pending pulls changed."""
+        new = -self._index(arm)
+        old = self._key[arm]
+        if new != old:
+            self._move(arm, old, new)
 
     def _ask_one(self) -> int:
         if self._heap is None:
             self._build_heap()
-        if self._dirty:  # arms asked since: their pending pulls now count in the index
-            for a in self._dirty:
-                self._push(a)
-            self._dirty.clear()
-        heap, ver = self._heap, self._ver
-        while heap[0][2] != ver[heap[0][1]]:
-            heapq.heappop(heap)
-        arm = heap[0][1]
-        self._dirty.append(arm)  # re-keyed on the next ask, unless a tell or cancel does it first
+        if self._asked >= 0:  # its pending pull now counts in its index
+            self._rekey(self._asked)
+        arm = self._top()
+        self._asked = arm  # re-keyed on the next ask, unless a tell or cancel does it first
         return arm
 
+    def ask(self, n: int = 1) -> list[int]:
+        """Return up to ``n`` arms to pull next; ``[]`` once done.
+
+        ``ask(1)`` with the heap built takes a fast path (no call per arm through
+        :meth:`Learner.ask`); it does what the general path does.
+        """
+        fv = self._fv
+        if fv is None or n.__class__ is not int or n != 1 or self.done_:
+            return Learner.ask(self, n)
+        if self._asked >= 0:
+            self._rekey(self._asked)
+        o = fv[5].get(fv[6][0])  # the owner of the smallest key
+        arm = o if o.__class__ is int else self._top()
+        fv[0][arm] += 1
+        self._asked = arm
+        return [arm]
+
+    def tell(self, arm: int, reward: float) -> None:
+        """Record the answer ``reward`` of a pull of ``arm`` that was asked before.
+
+        The common case (heap built, ``int`` arm in range, ``float`` reward) is handled here in
+        one call: counts, index from the radius table, heap update and stopping rule inlined.
+        Anything else goes through :meth:`Learner.tell`, which validates and converts.
+        """
+        fv = self._fv
+        if fv is None or arm.__class__ is not int or reward.__class__ is not float:
+            return Learner.tell(self, arm, reward)
+        pending, counts, sums, sumsq, key, owner, heap, tab, b1, lam, n = fv
+        if not 0 <= arm < n:
+            return Learner.tell(self, arm, reward)
+        p = pending[arm] - 1
+        if p < 0:
+            raise ValueError(f"arm {arm} has no pending pull: tell only answers an asked pull")
+        if reward - reward != 0.0:  # inf - inf and nan - nan are nan
+            raise ValueError(f"reward must be finite, got {reward!r}")
+        pending[arm] = p
+        c = counts[arm] + 1
+        counts[arm] = c
+        s = sums[arm] + reward
+        sums[arm] = s
+        sumsq[arm] += reward * reward
+        total = self.t_ + 1
+        self.t_ = total
+        if self._asked == arm:
+            self._asked = -1
+        # the new key: -index, as _index computes it (here c >= 1)
+        t = c + p
+        if t < _TABLE_SIZE:
+            u = tab[t]
+            if u != u:
+                u = lil_radius_s(float(t), self._delta_int, self._eps, self._sigma, 0.0)
+                tab[t] = u
+            new = -(s / c + b1 * u)
+        else:
+            new = -lil_ucb_index_s(s / c, float(t), self._delta_int, self._eps, self._beta, self._sigma)
+        old = key[arm]
+        if new != old:
+            # sequential loop: arm was the top, alone at its key, and its new key is not taken
+            if heap[0] == old and owner[old].__class__ is int and new not in owner:
+                key[arm] = new
+                del owner[old]
+                owner[new] = arm
+                heapq.heapreplace(heap, new)
+            else:
+                self._move(arm, old, new)
+        if c == 1:
+            self._n_zero -= 1
+        # as in _on_tell: only the told arm can newly satisfy T_i >= 1 + lam (t - T_i)
+        if self._n_zero == 0 and c >= 1 + lam * (total - c):
+            self._finish()
+        if self.ls and not self.done_:
+            self._check_stop()
+
     def _on_tell(self, arm: int, reward: float) -> None:
+        # the checked path (Learner.tell); LilUCB.tell inlines the same work
         if self._heap is not None:
-            dirty = self._dirty
-            if dirty:
-                if dirty[-1] == arm:
-                    dirty.pop()
-                elif arm in dirty:
-                    dirty.remove(arm)
-            self._push(arm)
-        c = self._mv[1][1][arm]
+            if self._asked == arm:
+                self._asked = -1
+            self._rekey(arm)
+        c = self._mv[1][1][arm]  # Learner.tell has just validated the views
         if c == 1:
             self._n_zero -= 1
         # the rule applies after the initial pull of every arm (JMNB14 Fig. 1); only the told
@@ -193,18 +352,11 @@ class LilUCB(Learner):
         if self._n_zero == 0 and c >= 1 + self._lam * (self.t_ - c):
             self._finish()
 
-    def _discard_dirty(self, arm: int) -> None:
-        dirty = self._dirty
-        if dirty[-1] == arm:
-            dirty.pop()
-        elif arm in dirty:
-            dirty.remove(arm)
-
     def _on_cancel(self, arm: int) -> None:
         if self._heap is not None:
-            if self._dirty:
-                self._discard_dirty(arm)
-            self._push(arm)
+            if self._asked == arm:
+                self._asked = -1
+            self._rekey(arm)
 
     def _check_stop(self) -> None:
         if self.ls:

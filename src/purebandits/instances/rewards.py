@@ -220,9 +220,12 @@ class RewardStream:
         self.pos = np.zeros(2, dtype=np.int64)  # empty: the first draw refills
         self._blockv = memoryview(self.block)
         self._posv = memoryview(self.pos)
-        self._av = memoryview(model.a) if model.a.flags.c_contiguous else model.a
-        self._bv = memoryview(model.b) if model.b.flags.c_contiguous else model.b
+        # the per-arm parameters as lists of floats (the same doubles; list indexing is the
+        # cheapest scalar read in Python): draw() is called once per pull by the reference loop
+        self._al: list[float] = model.a.tolist()
+        self._bl: list[float] = model.b.tolist()
         self._kind = int(model.kind)
+        self._gauss = self._kind == GAUSSIAN
 
     def args(self) -> tuple:
         """Arguments a compiled kernel passes to :func:`stream_draw` before ``arm``."""
@@ -247,11 +250,10 @@ class RewardStream:
             p = 0
         x = self._blockv[p]
         pos[0] = p + 1
-        kind = self._kind
-        if kind == GAUSSIAN:
-            return self._av[arm] + self._bv[arm] * x
-        if kind == BERNOULLI:
-            return 1.0 if x < self._av[arm] else 0.0
+        if self._gauss:
+            return self._al[arm] + self._bl[arm] * x
+        if self._kind == BERNOULLI:
+            return 1.0 if x < self._al[arm] else 0.0
         rows = self.model.__dict__.get("_cdf_rows")
         if rows is None:
             rows = self.model._cdf_rows = self.model.cdf.tolist()
