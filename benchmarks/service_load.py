@@ -69,13 +69,29 @@ def start_server(db_url: str, workers: int) -> tuple[subprocess.Popen, str]:
 
 
 def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its children (Linux /proc), 0 if unavailable."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    except OSError:
+    """User + system CPU time of a process and its live descendants (Linux /proc), 0 if unavailable.
+
+    With ``--workers N`` the server pid is uvicorn's supervisor and the work is in its worker
+    processes, which a parent's ``cutime`` only counts once they have exited.
+    """
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent pid, own CPU seconds)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:13]) / os.sysconf("SC_CLK_TCK"))
+    if pid not in stats:
         return 0.0
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += stats[current][1]
+        todo.extend(child for child, (parent, _) in stats.items() if parent == current)
+    return total
 
 
 class Poster(Protocol):
