@@ -64,6 +64,7 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
+            study.close()
             engine.dispose()
 
     app = FastAPI(
