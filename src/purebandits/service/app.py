@@ -22,18 +22,17 @@ from starlette.concurrency import run_in_threadpool
 
 from purebandits import __version__
 from purebandits.service.deps import RateLimiter
-from purebandits.service.errors import RateLimited, ServiceError
+from purebandits.service.errors import ServiceError
+from purebandits.service.fastpath import DB_UNAVAILABLE, ParticipantFastPath, error_parts
 from purebandits.service.middleware import BodySizeLimit
 from purebandits.service.routes import experiments, pages, participants
 from purebandits.service.settings import Settings
 from purebandits.service.storage import make_engine, upgrade
 from purebandits.service.study import Study
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "DB_UNAVAILABLE"]
 
 log = logging.getLogger("purebandits.service")
-
-DB_UNAVAILABLE = {"detail": "database unavailable, retry shortly"}
 
 
 def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | None = None) -> FastAPI:
@@ -65,6 +64,7 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
+            study.close()
             engine.dispose()
 
     app = FastAPI(
@@ -78,12 +78,8 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
 
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
-        headers = {}
-        if isinstance(exc, RateLimited):
-            headers["Retry-After"] = str(max(1, round(exc.retry_after)))
-        if exc.status_code == 401:
-            headers["WWW-Authenticate"] = "Bearer"
-        return JSONResponse({"detail": exc.message}, status_code=exc.status_code, headers=headers)
+        status, content, headers = error_parts(exc)  # type: ignore[misc]
+        return JSONResponse(content, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -93,7 +89,8 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
     @app.exception_handler(sqlalchemy.exc.InterfaceError)
     async def _db_down(request: Request, exc: Exception) -> JSONResponse:
         log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
-        return JSONResponse(DB_UNAVAILABLE, status_code=503, headers={"Retry-After": "2"})
+        status, content, headers = error_parts(exc)  # type: ignore[misc]
+        return JSONResponse(content, status_code=status, headers=headers)
 
     app.include_router(experiments.router)
     app.include_router(participants.router)
@@ -104,6 +101,8 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    # innermost first: the fast path serves well-formed asks / answers, BodySizeLimit wraps it
+    app.add_middleware(ParticipantFastPath)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app
 

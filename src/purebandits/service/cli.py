@@ -89,5 +89,15 @@ def run(args: argparse.Namespace) -> int:
     os.environ.update(settings.to_env())
     os.environ["PUREBANDITS_AUTO_MIGRATE"] = "0"
     uvicorn.run("purebandits.service.app:create_app", factory=True, host=args.host, port=args.port,
-                workers=max(1, args.workers), log_level=args.log_level, access_log=not args.no_access_log)
+                workers=max(1, args.workers), log_level=args.log_level, access_log=not args.no_access_log,
+                http=_http_protocol())
     return 0
+
+
+def _http_protocol() -> Any:
+    """uvicorn's httptools protocol with one socket write per response, if httptools is installed."""
+    try:
+        from purebandits.service.transport import CoalescingHttpToolsProtocol
+    except ImportError:  # no httptools: uvicorn's default (h11)
+        return "auto"
+    return CoalescingHttpToolsProtocol
