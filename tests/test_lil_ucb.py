@@ -117,3 +117,21 @@ def test_tell_errors_on_both_paths():
     with pytest.raises(ValueError, match="no pending pull"):
         learner.tell(arm, 0.5)
     assert learner.n_pulls == 1 and int(learner.pending_.sum()) == 0
+
+
+def test_late_answers_after_the_ls_stop_do_not_change_the_recommendation():
+    """With LS on, answers that were out when a rule fired used to re-fire lil'UCB's own rule
+    and overwrite the frozen recommendation (seeds 6, 16 and 35 did before the fix)."""
+    for seed in (6, 16, 35):
+        learner = LilUCB(delta=0.1, ls=True).start(3, seed=seed)
+        stream = Bernoulli(np.array([0.55, 0.5, 0.45])).stream(seed)
+        out: list[int] = []
+        while not learner.done:
+            out += learner.ask(8)
+            arm = out.pop(0)
+            learner.tell(arm, stream.draw(arm))
+        rec, pulls = learner.recommend(), learner.n_pulls
+        for arm in out:
+            learner.tell(arm, stream.draw(arm))
+        assert learner.done and learner.recommend() == rec
+        assert learner.n_pulls == pulls + len(out)

@@ -316,6 +316,9 @@ class Learner:
         """Evaluate the stopping rule; call :meth:`_finish` when it fires."""
 
     def _finish(self, recommendation: list[int] | None = None) -> None:
+        """Stop and freeze the recommendation; a later call (a late answer re-firing a rule) changes nothing."""
+        if self.done_:
+            return
         rec = self._recommend() if recommendation is None else recommendation
         self.final_ = [int(a) for a in rec]
         self.done_ = True

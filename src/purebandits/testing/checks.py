@@ -275,6 +275,22 @@ def check_done_is_final(cls: type[Learner]) -> None:
     budget = getattr(learner, "budget", None)
     if budget is not None:
         assert learner.n_pulls <= budget
+    # answers to pulls that were out when the rule fired arrive late: they are recorded, but
+    # the learner stays done and its recommendation frozen
+    learner = make_test_learner(cls, **_k_for(cls, n)).start(n, seed=23)
+    stream = _easy_model(n, learner.k_).stream(24)
+    out: list[int] = []
+    while not learner.done and learner.n_pulls < MAX_PULLS:
+        out += learner.ask(3)
+        if not out:
+            break
+        arm = out.pop(0)
+        learner.tell(arm, stream.draw(arm))
+    if learner.done:
+        rec = learner.recommend()
+        for arm in out:
+            learner.tell(arm, stream.draw(arm))
+            assert learner.done and learner.recommend() == rec, "a late answer changed a finished learner"
 
 
 def check_recommend_shape(cls: type[Learner]) -> None:
