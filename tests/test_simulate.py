@@ -274,6 +274,32 @@ def test_heap_and_ls_tracker_match_brute_force():
         order = np.lexsort((np.arange(n), -k))
         assert tuple(tops[i]) == (order[0], order[1])
 
+    # the replace-top heap (lil'UCB's kernel): only the top arm is re-keyed
+    from purebandits.heaps import topheap_init, topheap_replace, topheap_size
+
+    @njit
+    def top_run(key, hkey, harm, values):
+        n = key.shape[0]
+        topheap_init(key, hkey, harm)
+        tops = np.empty(values.shape[0] + 1, np.int64)
+        tops[0] = harm[0]
+        for i in range(values.shape[0]):
+            topheap_replace(hkey, harm, n, values[i])
+            tops[i + 1] = harm[0]
+        return tops
+
+    for n in (1, 2, 3, 36, 37):
+        key = np.round(rng.random(n), 1)
+        key[: n // 3] = np.inf  # ties at +inf, as for arms not pulled twice yet
+        values = np.round(rng.random(3000), 1)
+        m = topheap_size(n)
+        tops = top_run(key.copy(), np.empty(m), np.empty(m, np.int64), values)
+        k = key.copy()
+        assert tops[0] == np.lexsort((np.arange(n), -k))[0]
+        for i, v in enumerate(values):
+            k[tops[i]] = v
+            assert tops[i + 1] == np.lexsort((np.arange(n), -k))[0]
+
     @njit
     def ls_run(tr, sums, counts, arms, rewards, d_ls):
         ls_tracker_fill(tr, sums, counts, d_ls, 0.5)

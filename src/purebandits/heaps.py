@@ -13,10 +13,13 @@ call pays atomic reference counting on the three arrays, which costs more than t
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
-__all__ = ["heap_build", "heap_init", "heap_update", "heap_top", "heap_second"]
+__all__ = ["heap_build", "heap_init", "heap_update", "heap_top", "heap_second", "topheap_init", "topheap_replace",
+           "topheap_size"]
 
 
 @njit(cache=True, inline="always")
@@ -106,3 +109,71 @@ def heap_second(heap, key):
     if n == 2:
         return heap[1]
     return heap[1] if _above(key, heap[1], heap[2]) else heap[2]
+
+
+# --------------------------------------------------------------------------- replace-top heap
+# A sequential index policy (lil'UCB) only ever changes the key of the arm at the top: it pulls
+# the top arm and re-keys it. For that, the heap keeps the keys *in heap order* next to the arms
+# (``hkey[i]`` is the key of ``harm[i]``), so a sift reads a child's key without first loading
+# the child's arm and then its key, and needs no ``where`` array (measured: lil'UCB's kernel
+# 62 -> 49 ns per pull at n = 1,000; 4- and 8-ary variants and a branch-free child choice were
+# slower). The arrays have ``topheap_size(n)`` entries: the slot past ``n`` holds a sentinel
+# (key -inf, arm ``n``) that loses every comparison with a real arm, so a sift never tests
+# whether the right child exists.
+
+
+def topheap_size(n: int) -> int:
+    """Length of the ``hkey``/``harm`` arrays of a replace-top heap over ``n`` arms."""
+    return n + 1
+
+
+@njit(cache=True, inline="always")
+def _pair_above(ka, aa, kb, ab):
+    """True if (key ka, arm aa) ranks above (kb, ab): larger key, ties to the lower arm."""
+    return ka > kb or (ka == kb and aa < ab)
+
+
+@njit(cache=True, inline="always")
+def _topheap_sift(hkey, harm, n, i, kx):  # pragma: no cover - compiled
+    """Move the arm at slot ``i``, with the new key ``kx``, down to its place among the first ``n`` slots."""
+    x = harm[i]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        kc = hkey[c]
+        ac = harm[c]
+        kr = hkey[c + 1]  # the sentinel when c = n - 1
+        ar = harm[c + 1]
+        if _pair_above(kr, ar, kc, ac):
+            c += 1
+            kc = kr
+            ac = ar
+        if _pair_above(kc, ac, kx, x):
+            hkey[i] = kc
+            harm[i] = ac
+            i = c
+        else:
+            break
+    hkey[i] = kx
+    harm[i] = x
+
+
+@njit(cache=True)
+def topheap_init(key, hkey, harm):  # pragma: no cover - compiled
+    """Build a replace-top heap over ``key`` (one key per arm) in ``hkey``/``harm``."""
+    n = key.shape[0]
+    for i in range(n):
+        hkey[i] = key[i]
+        harm[i] = i
+    for i in range(n, hkey.shape[0]):
+        hkey[i] = -math.inf
+        harm[i] = i
+    for i in range(n // 2 - 1, -1, -1):
+        _topheap_sift(hkey, harm, n, i, hkey[i])
+
+
+@njit(cache=True, inline="always")
+def topheap_replace(hkey, harm, n, value):  # pragma: no cover - compiled
+    """Give the top arm (``harm[0]``) the key ``value`` and restore the order (``n`` arms)."""
+    _topheap_sift(hkey, harm, n, 0, value)

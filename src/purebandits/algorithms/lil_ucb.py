@@ -10,7 +10,7 @@ from numba import njit
 
 from purebandits.base import Learner, check_param
 from purebandits.bounds import c_epsilon, lil_radius_s, lil_stopping_arm, lil_ucb_index_s, ls_delta
-from purebandits.heaps import heap_init, heap_top, heap_update
+from purebandits.heaps import topheap_init, topheap_replace, topheap_size
 from purebandits.instances.rewards import stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
@@ -384,7 +384,8 @@ class LilUCB(Learner):
         cache = self.__dict__.get("_ws")
         init = cache is None or cache[0] != self.t_
         if init:
-            ws = (np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64))
+            m = topheap_size(n)
+            ws = (np.empty(n), np.empty(m), np.empty(m, np.int64))
             tr = ls_workspace(n if self.ls else 1)
         else:
             ws, tr = cache[1], cache[2]
@@ -440,14 +441,16 @@ def _lil_ucb_kernel(counts, sums, sumsq, ws, tr, tab, init, delta, eps, beta, si
                     kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
     """Sequential lil'UCB: same index, same tie-break, same stop as the Python learner.
 
-    ``ws`` = (key, heap, where), ``tr`` (an LS workspace, used when ``use_ls``) and ``tab`` (the
-    radius cache of :func:`_radius_table`) are arrays allocated by the caller, so the kernel can
-    borrow them (:mod:`purebandits.jit`); with ``init`` false they already hold the heap and
-    tracker of the current state (a resumed run). Returns (done, recommended arm, total pulls); LS is
-    tracked incrementally.
+    ``ws`` = (key, hkey, harm): the keys by arm (used to build the heap) and a replace-top heap
+    (:func:`purebandits.heaps.topheap_replace`: only the pulled arm, always the top, changes
+    key); ``tr`` (an LS workspace, used when ``use_ls``) and ``tab`` (the radius cache of
+    :func:`_radius_table`) are arrays allocated by the caller, so the kernel can borrow them
+    (:mod:`purebandits.jit`); with ``init`` false they already hold the heap and tracker of the
+    current state (a resumed run). Returns (done, recommended arm, total pulls); LS is tracked
+    incrementally.
     """
     counts, sums, sumsq, tab = borrow(counts), borrow(sums), borrow(sumsq), borrow(tab)
-    key, heap, where = borrow(ws[0]), borrow(ws[1]), borrow(ws[2])
+    key, hkey, harm = borrow(ws[0]), borrow(ws[1]), borrow(ws[2])
     a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
     n = counts.shape[0]
     if init:
@@ -456,7 +459,7 @@ def _lil_ucb_kernel(counts, sums, sumsq, ws, tr, tab, init, delta, eps, beta, si
                 key[i] = math.inf
             else:
                 key[i] = lil_ucb_index_s(sums[i] / counts[i], float(counts[i]), delta, eps, beta, sigma)
-        heap_init(key, heap, where)
+        topheap_init(key, hkey, harm)
         if use_ls:
             ls_tracker_fill(tr, sums, counts, d_ls, sigma)
     total = 0
@@ -468,7 +471,7 @@ def _lil_ucb_kernel(counts, sums, sumsq, ws, tr, tab, init, delta, eps, beta, si
     trb = borrow_tracker(tr)
     n_tab = tab.shape[0]
     while total < max_pulls:
-        arm = heap_top(heap)
+        arm = harm[0]
         r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
         c = counts[arm] + 1
         if c == 1:
@@ -486,7 +489,7 @@ def _lil_ucb_kernel(counts, sums, sumsq, ws, tr, tab, init, delta, eps, beta, si
             index = s / c + (1.0 + beta) * u
         else:
             index = lil_ucb_index_s(s / c, float(c), delta, eps, beta, sigma)
-        heap_update(heap, where, key, arm, index)
+        topheap_replace(hkey, harm, n, index)
         if n_zero == 0 and c >= 1 + lam * (total - c):
             # the most-pulled arm, ties to the higher mean then the lower index (= _recommend)
             best = arm

@@ -20,8 +20,8 @@ from numba import njit
 __all__ = ["RewardModel", "Bernoulli", "Gaussian", "Categorical", "RewardStream", "stream_draw"]
 
 BERNOULLI, GAUSSIAN, CATEGORICAL = 0, 1, 2
-BLOCK = 1 << 14
-FIRST_BLOCK = 256
+BLOCK = 1 << 10
+FIRST_BLOCK = 64
 
 
 class RewardModel:
@@ -157,12 +157,18 @@ class Categorical(RewardModel):
 
 @njit(cache=True)
 def stream_refill(kind, block, pos, rng):  # pragma: no cover - compiled
-    """Draw the next block (see :func:`block_size`): normals for Gaussian arms, uniforms otherwise."""
-    m = FIRST_BLOCK if pos[1] == 0 else min(4 * pos[1], block.shape[0])
+    """Draw the next block (see :func:`block_size`): normals for Gaussian arms, uniforms otherwise.
+
+    Filled in place one value at a time (the same numbers as ``rng.standard_normal(m)``, which
+    draws them one by one too) so a refill allocates nothing.
+    """
+    m = FIRST_BLOCK if pos[1] == 0 else min(2 * pos[1], block.shape[0])
     if kind == GAUSSIAN:
-        block[:m] = rng.standard_normal(m)
+        for i in range(m):
+            block[i] = rng.standard_normal()
     else:
-        block[:m] = rng.random(m)
+        for i in range(m):
+            block[i] = rng.random()
     pos[0] = 0
     pos[1] = m
 
@@ -199,11 +205,13 @@ def reward_from_block(kind, a, b, cdf, values, x, arm):  # pragma: no cover - co
 def block_size(previous: int) -> int:
     """Size of the next block after one of ``previous`` values (0 = none yet).
 
-    Blocks grow from ``FIRST_BLOCK`` by a factor 4 up to ``BLOCK``, so a short run does not
-    draw 16k numbers it never uses. The sizes do not change the numbers: the generator produces
-    the same sequence whether it is drawn in one block or several.
+    Blocks grow from ``FIRST_BLOCK`` (64) by a factor 2 up to ``BLOCK`` (1,024), so a short run
+    draws few numbers it never uses (a run stops mid-block; drawing the rest is wasted work, which
+    dominated runs of a few hundred pulls with 16k blocks) and the block stays in the L1 cache.
+    The sizes do not change the numbers: the generator produces the same sequence whether it is
+    drawn in one block or several.
     """
-    return FIRST_BLOCK if previous == 0 else min(4 * previous, BLOCK)
+    return FIRST_BLOCK if previous == 0 else min(2 * previous, BLOCK)
 
 
 class RewardStream:
