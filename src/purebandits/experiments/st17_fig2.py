@@ -11,7 +11,9 @@ sequential run); repetition r is seeded by :func:`purebandits.simulate.rep_seeds
 so results do not depend on ``--jobs``. AT-LUCB goes through the simulator (per-pull kernel).
 Setup 5 with M = 4 has a near tie in its Beta(5, 5) draw, so its budget is about 10^7 pulls: the
 exact-sums path makes it cheap for the round learners; AT-LUCB's per-pull run at that budget is
-the dominant cost.
+the dominant cost (about 16 s per run, so 4000 runs would take 18 hours on one core): the setting
+``at_lucb_pulls`` bounds AT-LUCB's total pulls per configuration, giving it
+``min(reps, max(40, at_lucb_pulls // T))`` runs (its Wilson interval says how precise that is).
 """
 
 from __future__ import annotations
@@ -81,8 +83,12 @@ def algorithm_specs(include_uni: bool = True, ps: tuple[float, ...] = P_VALUES) 
 
 
 def run_config(ctx: Context, instance: Instance, m: int, budget: int, reps: int, seed: int,
-               specs: list[tuple[str, str, dict]]) -> list[dict]:
-    """Misidentification of every algorithm in ``specs`` at one budget (one row each)."""
+               specs: list[tuple[str, str, dict]], at_lucb_pulls: int | None = None) -> list[dict]:
+    """Misidentification of every algorithm in ``specs`` at one budget (one row each).
+
+    ``at_lucb_pulls`` bounds AT-LUCB's total pulls per configuration: it runs
+    ``min(reps, max(40, at_lucb_pulls // budget))`` times (its per-pull run is the dominant cost).
+    """
     rows = []
     for j, (label, name, params) in enumerate(specs):
         s = seed + 1000 * j
@@ -92,9 +98,10 @@ def run_config(ctx: Context, instance: Instance, m: int, budget: int, reps: int,
                 rows.append({**row, "errors": -1, "runs": 0, "p_err": math.nan, "ci_low": math.nan,
                              "ci_high": math.nan, "note": "at_lucb not registered"})
                 continue
-            res = ctx.simulate(make_learner(name, k=m, **params), instance, reps, seed=s, max_pulls=budget)
+            at_reps = reps if at_lucb_pulls is None else min(reps, max(40, at_lucb_pulls // budget))
+            res = ctx.simulate(make_learner(name, k=m, **params), instance, at_reps, seed=s, max_pulls=budget)
             wrong = ~res.correct
-            note = f"capped at T: {int((~res.stopped).sum())}/{reps}"
+            note = f"capped at T: {int((~res.stopped).sum())}/{at_reps}"
         else:
             out = fixed_budget_runs(make_learner(name, k=m, budget=budget, **params), instance, reps, s)
             wrong = misidentified(out["recommended"], instance.means)
@@ -112,7 +119,8 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
             inst = nsar_setup(setup, m, n=settings["n"])
             budget = math.ceil(hardness(inst.means, m).H1_all)
             seed = ctx.seed + 100_000 * setup + 10_000 * m
-            for r in run_config(ctx, inst, m, budget, settings["reps"], seed, specs):
+            at_pulls = settings.get("at_lucb_pulls")
+            for r in run_config(ctx, inst, m, budget, settings["reps"], seed, specs, at_pulls):
                 rows.append({"setup": setup, "M": m, "n": settings["n"], **r})
     return pd.DataFrame(rows)
 
@@ -212,8 +220,9 @@ EXPERIMENT = Experiment(
            "competitive as AT-LUCB.' Setup 5: 'for all three choices of p in {1.1, 1.2, 1.3}, our algorithm "
            "outperforms SAR and AT-LUCB.' 'In all setups, the naive UNI algorithm is outperformed by the other "
            "methods.'"),
-    scales={"quick": {"setups": [1, 2, 4], "ms": [2], "n": 50, "reps": 40},
-            "paper": {"setups": [1, 2, 3, 4, 5, 6], "ms": [2, 4], "n": 50, "reps": 4000}},
+    scales={"quick": {"setups": [1, 2, 4], "ms": [2], "n": 50, "reps": 40, "at_lucb_pulls": None},
+            "paper": {"setups": [1, 2, 3, 4, 5, 6], "ms": [2, 4], "n": 50, "reps": 4000,
+                      "at_lucb_pulls": 50_000_000}},
     compute=compute,
     plot=plot,
     assess=assess,
