@@ -9,8 +9,8 @@ at checkpoints up to a fixed horizon (the runs are not run to their stopping tim
 4000 captions that would take millions of samples). Arms are listed by increasing mean, so a tie
 in the rank counts against the best caption (see :mod:`purebandits.experiments.tnm17_fig1`).
 
-Thompson sampling draws one Beta sample per caption per pull (0.4-1 ms per pull with 4,000
-captions): 2 x 250 runs of 200,000 pulls would take 12-25 CPU hours, so the paper scale runs it
+Thompson sampling draws one Beta sample per caption per pull (0.3-1 ms per pull with 4,000
+captions): 2 x 250 runs of 200,000 pulls would take 8-25 CPU hours, so the paper scale runs it
 ``ts_reps = 4`` times (the bounds' curves keep 250 runs). Its curve is then a rough one
 (standard error up to 0.25 per point); the "TS worse" check compares curve means over the grid.
 """
@@ -134,8 +134,8 @@ EXPERIMENT = Experiment(
            "funny = 1, somewhat = 1/2, not funny = 0, not the paper's 0.536 and 0.8: the paper's files or mapping "
            "differ from ours, so 512 is less extreme here. The horizon (200,000 samples, about 50 per caption) is "
            "our choice, the paper's x-axis range is not in the text. Thompson sampling draws a Beta sample for "
-           "every caption at every pull (0.4-1 ms per pull with 4000 captions), so the paper's 250 runs need "
-           "250 x 2 x 200,000 TS pulls, 12-25 CPU hours: the paper scale runs TS 4 times per contest "
+           "every caption at every pull (0.3-1 ms per pull with 4000 captions), so the paper's 250 runs need "
+           "250 x 2 x 200,000 TS pulls, 8-25 CPU hours: the paper scale runs TS 4 times per contest "
            "(ts_reps; the bounds 250 times); quick scale keeps 150 captions evenly spaced in rank. "
            "'Comparable' means the three bounds' mean curve heights (over the log-spaced checkpoints) differ by "
            "at most max(0.05, 2 s.e.); 'KL clearly wins' that KL's exceeds both SG ones by more than that; 'TS "
