@@ -10,6 +10,7 @@ PNG and a Markdown section for each.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,11 @@ class Context:
     #: settings that replace the scale's own (``--set reps=500``), e.g. when the paper's size does not
     #: fit the machine; the Markdown section states them next to the command.
     overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cores(self) -> int:
+        """Processes the simulator uses here (``jobs``, default all cores), as reports state it."""
+        return self.jobs or os.cpu_count() or 1
 
     def settings(self, exp: Experiment) -> dict[str, Any]:
         """The experiment's settings at this scale with the overrides applied (unknown keys refused)."""

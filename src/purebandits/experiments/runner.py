@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import time
 from dataclasses import dataclass
@@ -49,14 +48,14 @@ def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> Experi
     # what the report needs to list this run later, when experiments ran as separate commands
     (out / f"{exp.name}.json").write_text(json.dumps({
         "name": exp.name, "status": verdict.status, "summary": verdict.summary, "seconds": seconds,
-        "scale": ctx.scale, "seed": ctx.seed, "overrides": ctx.overrides, "cores": ctx.jobs or os.cpu_count() or 1,
+        "scale": ctx.scale, "seed": ctx.seed, "overrides": ctx.overrides, "cores": ctx.cores,
         "machine": platform.machine(), "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }, indent=1) + "\n")
     return ExperimentOutput(exp, verdict, csv, png, md, seconds)
 
 
 def section_markdown(exp: Experiment, verdict: Verdict, ctx: Context, seconds: float, png_name: str) -> str:
-    cores = ctx.jobs or os.cpu_count() or 1
+    cores = ctx.cores
     sets = "".join(f" --set {k}={json.dumps(v, separators=(',', ':'))}" for k, v in ctx.overrides.items())
     lines = [
         f"## {exp.paper}, {exp.artefact}: {exp.title}",

@@ -119,8 +119,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
             inst = nsar_setup(setup, m, n=settings["n"])
             budget = math.ceil(hardness(inst.means, m).H1_all)
             seed = ctx.seed + 100_000 * setup + 10_000 * m
-            at_pulls = settings.get("at_lucb_pulls")
-            for r in run_config(ctx, inst, m, budget, settings["reps"], seed, specs, at_pulls):
+            for r in run_config(ctx, inst, m, budget, settings["reps"], seed, specs, settings["at_lucb_pulls"]):
                 rows.append({"setup": setup, "M": m, "n": settings["n"], **r})
     return pd.DataFrame(rows)
 
