@@ -18,7 +18,7 @@ from purebandits.algorithms.lucb import (
     LUCBPlusPlus,
 )
 from purebandits.base import top_k_by
-from purebandits.instances.rewards import Bernoulli, Gaussian
+from purebandits.instances.rewards import Bernoulli, Categorical, Gaussian
 from purebandits.testing.checks import binomial_tolerance, run_learner
 
 PAIR = [LUCB1, KLLUCB, LilLUCB, LUCBPlusPlus, LilKLUCB]
@@ -297,3 +297,23 @@ def test_time_term_only_for_round_dependent_bounds():
         learner = cls().start(5, seed=0)
         val = family_time_term(learner._code, learner._bparams, 7.0)
         assert (val != 0.0) == dep
+
+
+@pytest.mark.parametrize("cls", [LilLUCB, LUCBPlusPlus, LilRandLUCB, LilKLUCB, KLRandLUCB])
+def test_kernel_matches_reference_at_size(cls):
+    """The O(log n) kernel == the O(n) ask/tell rule on 60 arms, past the bound tables' growth.
+
+    Vote-like categorical arms (many near-ties, means strictly inside (0, 1) so the KL bounds
+    invert at every pull) and top-3 identification; checkpoints resume the kernel mid-run.
+    """
+    rng = np.random.default_rng(5)
+    probs = rng.dirichlet([2.0, 1.0, 0.6], size=60)
+    model = Categorical(probs, np.array([0.0, 0.5, 1.0]))
+    ref = cls(k=3, delta=0.1).start(60, seed=3)
+    run_learner(ref, model, 4, max_pulls=6_000)
+    fast = cls(k=3, delta=0.1).start(60, seed=3)
+    stream = model.stream(4)
+    for checkpoint in (60, 61, 1_500, 6_000):
+        fast.run_compiled(stream, checkpoint)
+    assert fast.counts_.max() > 256  # the kernel's per-count tables start at 256 entries
+    assert fast.state_json() == ref.state_json()

@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["heap_build", "heap_init", "heap_update", "heap_top", "heap_second", "topheap_init", "topheap_replace",
-           "topheap_size"]
+           "topheap_size", "keyheap_init", "keyheap_update", "keyheap_key"]
 
 
 @njit(cache=True, inline="always")
@@ -177,3 +177,85 @@ def topheap_init(key, hkey, harm):  # pragma: no cover - compiled
 def topheap_replace(hkey, harm, n, value):  # pragma: no cover - compiled
     """Give the top arm (``harm[0]``) the key ``value`` and restore the order (``n`` arms)."""
     _topheap_sift(hkey, harm, n, 0, value)
+
+
+# ------------------------------------------------------------------- indexed heap, keys in order
+# The replace-top layout (keys stored in heap order, a sentinel past the end) plus a ``where``
+# array, so any arm's key can change: what the LUCB family needs, whose pulled arm is not always
+# at the top of the heap it sits in. Sifts move a hole instead of swapping pairs. Same order as
+# above (larger key, ties to the lower arm), so the top is the same arm as the other heaps'.
+
+
+@njit(cache=True, inline="always")
+def _keyheap_sift_up(hkey, harm, where, i, kx, x):  # pragma: no cover - compiled
+    while i > 0:
+        p = (i - 1) >> 1
+        kp = hkey[p]
+        ap = harm[p]
+        if _pair_above(kx, x, kp, ap):
+            hkey[i] = kp
+            harm[i] = ap
+            where[ap] = i
+            i = p
+        else:
+            break
+    hkey[i] = kx
+    harm[i] = x
+    where[x] = i
+
+
+@njit(cache=True, inline="always")
+def _keyheap_sift_down(hkey, harm, where, n, i, kx, x):  # pragma: no cover - compiled
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        kc = hkey[c]
+        ac = harm[c]
+        kr = hkey[c + 1]  # the sentinel when c = n - 1
+        ar = harm[c + 1]
+        if _pair_above(kr, ar, kc, ac):
+            c += 1
+            kc = kr
+            ac = ar
+        if _pair_above(kc, ac, kx, x):
+            hkey[i] = kc
+            harm[i] = ac
+            where[ac] = i
+            i = c
+        else:
+            break
+    hkey[i] = kx
+    harm[i] = x
+    where[x] = i
+
+
+@njit(cache=True)
+def keyheap_init(key, hkey, harm, where):  # pragma: no cover - compiled
+    """Build an indexed heap over ``key`` (n keys) in ``hkey``/``harm`` (length n + 1) and ``where`` (n)."""
+    n = key.shape[0]
+    for i in range(n):
+        hkey[i] = key[i]
+        harm[i] = i
+        where[i] = i
+    for i in range(n, hkey.shape[0]):
+        hkey[i] = -math.inf
+        harm[i] = i
+    for i in range(n // 2 - 1, -1, -1):
+        _keyheap_sift_down(hkey, harm, where, n, i, hkey[i], harm[i])
+
+
+@njit(cache=True, inline="always")
+def keyheap_key(hkey, where, arm):  # pragma: no cover - compiled
+    """The current key of ``arm``."""
+    return hkey[where[arm]]
+
+
+@njit(cache=True, inline="always")
+def keyheap_update(hkey, harm, where, n, arm, value):  # pragma: no cover - compiled
+    """Give ``arm`` the key ``value`` and restore the order (``n`` arms); the top is ``harm[0]``."""
+    i = where[arm]
+    if value >= hkey[i]:
+        _keyheap_sift_up(hkey, harm, where, i, value, arm)
+    else:
+        _keyheap_sift_down(hkey, harm, where, n, i, value, arm)

@@ -35,8 +35,9 @@ from purebandits.bounds import (
     sg1_radius_s,
     sg2_radius_s,
 )
-from purebandits.heaps import heap_build, heap_top, heap_update
+from purebandits.heaps import heap_build, heap_top, heap_update, keyheap_init, keyheap_key, keyheap_update
 from purebandits.instances.rewards import stream_draw
+from purebandits.jit import borrow, borrow_stream
 
 __all__ = [
     "BOUND_LUCB",
@@ -92,6 +93,54 @@ def family_time_term(code, bp, t):
 
 
 @njit(cache=True)
+def count_scale_s(code, bp, T, top):
+    """The count-only part of a round-free bound (every code but LUCB1 and KL-LUCB).
+
+    The radius of the sub-Gaussian bounds (lil, [SG1], [SG2]) or the KL level of the lil-KL
+    bounds, for an arm with radius count ``T`` on side ``top`` (``w_top`` or ``w_bot``). It
+    depends on nothing else, so the compiled driver tabulates it once per count.
+    """
+    w = bp[_W_TOP] if top else bp[_W_BOT]
+    if code == BOUND_LIL:
+        return lil_radius_s(T, w, bp[_EPS], bp[_SIGMA], bp[_OFFSET])
+    kappa = bp[_KAPPA_TOP] if top else bp[_KAPPA_BOT]
+    if code == BOUND_SG1:
+        return sg1_radius_s(T, w, bp[_N], bp[_SIGMA], kappa)
+    if code == BOUND_SG2:
+        return sg2_radius_s(T, w, bp[_SIGMA])
+    level = lil_kl_level_s(T, w, kappa)
+    if code == BOUND_LIL_KL:
+        return bp[_C_N] * level
+    return level
+
+
+@njit(cache=True)
+def scale_bounds_s(code, bp, mean, s, side):
+    """(lcb, ucb) of a round-free bound from the count scale ``s`` (:func:`count_scale_s`).
+
+    ``side`` as in :func:`family_bound_s` (a skipped side is returned infinite).
+    """
+    lo = -math.inf
+    hi = math.inf
+    if code == BOUND_LIL or code == BOUND_SG1 or code == BOUND_SG2:
+        if side != _SIDE_UPPER:
+            lo = mean - s
+        if side != _SIDE_LOWER:
+            hi = mean + s
+    elif code == BOUND_LIL_KL:
+        if side != _SIDE_UPPER:
+            lo = kl_lower_s(mean, s)
+        if side != _SIDE_LOWER:
+            hi = kl_upper_s(mean, s)
+    else:  # BOUND_LIL_KL_EXACT
+        if side != _SIDE_UPPER:
+            lo = lil_kl_lower_exact_s(mean, s, bp[_N])
+        if side != _SIDE_LOWER:
+            hi = lil_kl_upper_exact_s(mean, s, bp[_N])
+    return lo, hi
+
+
+@njit(cache=True)
 def family_bound_s(code, bp, mean, T, top, tterm, side):
     """(lcb, ucb) of one arm with answered mean ``mean`` and radius count ``T`` (> 0).
 
@@ -100,46 +149,17 @@ def family_bound_s(code, bp, mean, T, top, tterm, side):
     bounds, 1 only the lower one (the upper is returned as +inf), 2 only the upper one (the
     lower is -inf); a skipped side is thus still a valid, if useless, bound.
     """
-    w = bp[_W_TOP] if top else bp[_W_BOT]
-    lo = -math.inf
-    hi = math.inf
-    if code == BOUND_LUCB or code == BOUND_LIL or code == BOUND_SG1 or code == BOUND_SG2:
-        if code == BOUND_LUCB:
-            r = math.sqrt(tterm / T)
-        elif code == BOUND_LIL:
-            r = lil_radius_s(T, w, bp[_EPS], bp[_SIGMA], bp[_OFFSET])
-        elif code == BOUND_SG1:
-            kappa = bp[_KAPPA_TOP] if top else bp[_KAPPA_BOT]
-            r = sg1_radius_s(T, w, bp[_N], bp[_SIGMA], kappa)
-        else:
-            r = sg2_radius_s(T, w, bp[_SIGMA])
-        if side != _SIDE_UPPER:
-            lo = mean - r
-        if side != _SIDE_LOWER:
-            hi = mean + r
+    if code == BOUND_LUCB:
+        r = math.sqrt(tterm / T)
+        lo = mean - r if side != _SIDE_UPPER else -math.inf
+        hi = mean + r if side != _SIDE_LOWER else math.inf
         return lo, hi
     if code == BOUND_KL_LUCB:
         level = tterm / T
-        if side != _SIDE_UPPER:
-            lo = kl_lower_s(mean, level)
-        if side != _SIDE_LOWER:
-            hi = kl_upper_s(mean, level)
+        lo = kl_lower_s(mean, level) if side != _SIDE_UPPER else -math.inf
+        hi = kl_upper_s(mean, level) if side != _SIDE_LOWER else math.inf
         return lo, hi
-    kappa = bp[_KAPPA_TOP] if top else bp[_KAPPA_BOT]
-    level = lil_kl_level_s(T, w, kappa)
-    if code == BOUND_LIL_KL:
-        level = bp[_C_N] * level
-        if side != _SIDE_UPPER:
-            lo = kl_lower_s(mean, level)
-        if side != _SIDE_LOWER:
-            hi = kl_upper_s(mean, level)
-        return lo, hi
-    # BOUND_LIL_KL_EXACT
-    if side != _SIDE_UPPER:
-        lo = lil_kl_lower_exact_s(mean, level, bp[_N])
-    if side != _SIDE_LOWER:
-        hi = lil_kl_upper_exact_s(mean, level, bp[_N])
-    return lo, hi
+    return scale_bounds_s(code, bp, mean, count_scale_s(code, bp, T, top), side)
 
 
 @njit(cache=True)
@@ -223,6 +243,14 @@ def random_pick(h, el, th, tl, u):
 
 
 # ------------------------------------------------------------------------------------ kernel
+# Two compiled drivers share the decisions above. Both keep the empirical top-K with two indexed
+# heaps (the weakest top arm, keyed by -mean on reversed ids so that equal means pop the higher
+# arm; the strongest other arm, keyed by mean): after a pull one swap restores "every top arm
+# precedes every other arm". Round-dependent bounds (LUCB1, KL-LUCB) are then re-evaluated for
+# all n arms per pull (O(n)); round-free ones are cached per arm and h, l come from two more
+# heaps keyed by the cached bounds (O(log n) per pull).
+
+
 @njit(cache=True, inline="always")
 def _set_key(heap, where, key, i, value):
     """heap_update, skipped when the key does not change (the heap is then already valid)."""
@@ -230,44 +258,31 @@ def _set_key(heap, where, key, i, value):
         heap_update(heap, where, key, i, value)
 
 
+@njit(cache=True, inline="always")
+def _set_keyheap(hkey, harm, where, n, i, value):  # pragma: no cover - compiled
+    """keyheap_update, skipped when the key does not change."""
+    if keyheap_key(hkey, where, i) != value:
+        keyheap_update(hkey, harm, where, n, i, value)
+
+
 @njit(cache=True)
-def _refresh(i, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, keyB, hb, wb, keyL, hl, wl,
-             keyU, hu, wu):
-    """Re-key arm i in the four heaps after its mean, count or membership changed."""
+def _refresh_membership(i, in_top, means, keyT, ht, wt, keyB, hb, wb):
+    """Re-key arm i in the two membership heaps after its mean or membership changed."""
     n = means.shape[0]
-    j = n - 1 - i  # the weakest-top heap runs on reversed ids so equal means pop the higher arm
+    j = n - 1 - i
     if in_top[i]:
         _set_key(ht, wt, keyT, j, -means[i])
         _set_key(hb, wb, keyB, i, -math.inf)
     else:
         _set_key(ht, wt, keyT, j, -math.inf)
         _set_key(hb, wb, keyB, i, means[i])
-    if not tdep:
-        if in_top[i]:
-            lt[i] = family_bound_s(code, bp, means[i], float(counts[i]), True, 0.0, _SIDE_LOWER)[0]
-            _set_key(hl, wl, keyL, i, -lt[i])
-            _set_key(hu, wu, keyU, i, -math.inf)
-        else:
-            ub[i] = family_bound_s(code, bp, means[i], float(counts[i]), False, 0.0, _SIDE_UPPER)[1]
-            _set_key(hl, wl, keyL, i, -math.inf)
-            _set_key(hu, wu, keyU, i, ub[i])
 
 
 @njit(cache=True)
-def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls, lrng,
-                  kind, a, b, cdf, values, block, pos, srng):  # pragma: no cover - compiled
-    """Sequential (ask(1)/tell) run of any LUCB-family learner; returns (done, queued, rounds, total).
-
-    Same decisions as the Python learner: each arm once first (lowest index), then at each
-    round the pair (h, l) from the empirical top-K and the bounds; the stop test runs after
-    every answered pull with the round index ``rounds + 1``. The empirical top-K is kept by
-    two indexed heaps (weakest top arm, strongest other arm; one swap restores it after a
-    pull); for round-independent bounds h and l come from two more heaps keyed by the cached
-    bounds, so a pull costs O(log n). Round-dependent bounds (LUCB1, KL-LUCB) are re-evaluated
-    for all arms after each pull, O(n).
-    """
+def _round_dependent_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
+                            lrng, kind, a, b, cdf, values, block, pos, srng):  # pragma: no cover - compiled
+    """:func:`family_kernel` for LUCB1 and KL-LUCB: all n bounds are re-evaluated per pull."""
     n = counts.shape[0]
-    tdep = code == BOUND_LUCB or code == BOUND_KL_LUCB
     total = 0
     n_zero = 0
     for i in range(n):
@@ -277,16 +292,10 @@ def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queu
     zp = 0
     means = np.zeros(n)
     in_top = np.zeros(n, dtype=np.bool_)
-    lt = np.full(n, -math.inf)
-    ub = np.full(n, math.inf)
     keyT = np.full(n, -math.inf)
     keyB = np.full(n, -math.inf)
-    keyL = np.full(n, -math.inf)
-    keyU = np.full(n, -math.inf)
     ht, wt = heap_build(keyT)
     hb, wb = heap_build(keyB)
-    hl, wl = heap_build(keyL)
-    hu, wu = heap_build(keyU)
     lcb_s = np.empty(n)
     ucb_s = np.empty(n)
     built = False
@@ -294,14 +303,6 @@ def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queu
     h = -1
     el = -1
     while total < max_pulls:
-        if not built and n_zero == 0:  # resuming after the initial pulls
-            for i in range(n):
-                means[i] = sums[i] / counts[i]
-            _top_k_mask(means, k, in_top)
-            for i in range(n):
-                _refresh(i, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, keyB, hb, wb, keyL, hl,
-                         wl, keyU, hu, wu)
-            built = True
         # ---- ask
         if queued >= 0:
             arm = queued
@@ -312,12 +313,15 @@ def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queu
             arm = zp
         else:
             if not have_hl:
-                if tdep:
-                    tterm = family_time_term(code, bp, float(rounds + 1))
-                    h, el = _critical_pair(code, bp, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s)
-                else:
-                    h = heap_top(hl)
-                    el = heap_top(hu)
+                tterm = family_time_term(code, bp, float(rounds + 1))
+                if not built:
+                    for i in range(n):
+                        means[i] = sums[i] / counts[i]
+                    _top_k_mask(means, k, in_top)
+                    for i in range(n):
+                        _refresh_membership(i, in_top, means, keyT, ht, wt, keyB, hb, wb)
+                    built = True
+                h, el = _critical_pair(code, bp, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s)
             rounds += 1
             if rule == RULE_PAIR:
                 arm = h
@@ -340,13 +344,11 @@ def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queu
                 means[i] = sums[i] / counts[i]
             _top_k_mask(means, k, in_top)
             for i in range(n):
-                _refresh(i, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, keyB, hb, wb, keyL, hl,
-                         wl, keyU, hu, wu)
+                _refresh_membership(i, in_top, means, keyT, ht, wt, keyB, hb, wb)
             built = True
         else:
             means[arm] = sums[arm] / counts[arm]
-            _refresh(arm, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, keyB, hb, wb, keyL, hl, wl,
-                     keyU, hu, wu)
+            _refresh_membership(arm, in_top, means, keyT, ht, wt, keyB, hb, wb)
             while True:  # restore "every top arm precedes every other arm" (one swap suffices)
                 w = n - 1 - heap_top(ht)
                 bb = heap_top(hb)
@@ -354,22 +356,179 @@ def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queu
                     break
                 in_top[w] = False
                 in_top[bb] = True
-                _refresh(w, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, keyB, hb, wb, keyL, hl, wl,
-                         keyU, hu, wu)
-                _refresh(bb, code, bp, in_top, means, counts, lt, ub, tdep, keyT, ht, wt, keyB, hb, wb, keyL, hl,
-                         wl, keyU, hu, wu)
+                _refresh_membership(w, in_top, means, keyT, ht, wt, keyB, hb, wb)
+                _refresh_membership(bb, in_top, means, keyT, ht, wt, keyB, hb, wb)
         # ---- stop test (after every answered pull, as Learner.tell does)
-        if tdep:
-            tterm = family_time_term(code, bp, float(rounds + 1))
-            h, el = _critical_pair(code, bp, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s)
-            lo_h = lcb_s[h]
-            up_l = ucb_s[el]
-        else:
-            h = heap_top(hl)
-            el = heap_top(hu)
-            lo_h = lt[h]
-            up_l = ub[el]
+        tterm = family_time_term(code, bp, float(rounds + 1))
+        h, el = _critical_pair(code, bp, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s)
         have_hl = True
-        if stop_test(lo_h, up_l, eps_stop, strict):
+        if stop_test(lcb_s[h], ucb_s[el], eps_stop, strict):
             return True, queued, rounds, total
     return False, queued, rounds, total
+
+
+@njit(cache=True)
+def _scale_table(code, bp, top, old, need):  # pragma: no cover - compiled
+    """:func:`count_scale_s` for counts 0 .. >= ``need``, extending the table ``old`` (doubling)."""
+    size = max(2 * old.shape[0], need + 1)
+    tab = np.empty(size)
+    tab[: old.shape[0]] = old
+    for t in range(old.shape[0], size):
+        tab[t] = count_scale_s(code, bp, float(t), top) if t > 0 else math.inf
+    return tab
+
+
+@njit(cache=True)
+def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
+                       lrng, kind, a, b, cdf, values, block, pos, srng, fw, iw, in_top):  # pragma: no cover - compiled
+    """:func:`family_kernel` for the bounds that depend on an arm's count only: O(log n) per pull.
+
+    Each arm caches its deciding bound (lower for top arms, upper for the others); h and l are
+    the tops of two heaps keyed by them. The count part of the bound (:func:`count_scale_s`)
+    comes from a table per side, grown on demand, so a pull computes no logarithm for the
+    sub-Gaussian bounds and one KL inversion for the KL ones. The arrays are borrowed
+    (:func:`purebandits.jit.borrow`): the refresh below runs up to three times per pull and
+    touches all of them.
+    """
+    counts, sums, sumsq, bp = borrow(counts), borrow(sums), borrow(sumsq), borrow(bp)
+    a, b, cdf, values, block, pos, srng = borrow_stream(a, b, cdf, values, block, pos, srng)
+    lrng = borrow(lrng)
+    n = counts.shape[0]
+    radius = code == BOUND_LIL or code == BOUND_SG1 or code == BOUND_SG2
+    total = 0
+    n_zero = 0
+    for i in range(n):
+        total += counts[i]
+        if counts[i] == 0:
+            n_zero += 1
+    zp = 0
+    # workspace allocated by the caller (it keeps it alive while these borrowed views are used)
+    fw, iw, in_top = borrow(fw), borrow(iw), borrow(in_top)
+    means, lt, ub = borrow(fw[0]), borrow(fw[1]), borrow(fw[2])
+    kt, kb, kl, ku = borrow(fw[3]), borrow(fw[4]), borrow(fw[5]), borrow(fw[6])
+    ht, hb, hl, hu = borrow(iw[0]), borrow(iw[1]), borrow(iw[2]), borrow(iw[3])
+    wt, wb, wl, wu = borrow(iw[4]), borrow(iw[5]), borrow(iw[6]), borrow(iw[7])
+    init = np.full(n, -math.inf)
+    keyheap_init(init, kt, ht, wt)
+    keyheap_init(init, kb, hb, wb)
+    keyheap_init(init, kl, hl, wl)
+    keyheap_init(init, ku, hu, wu)
+    # indexed only, never passed to a call in the loop: no reference counting, no borrowing
+    tab_top = _scale_table(code, bp, True, np.empty(0), 256)
+    tab_bot = _scale_table(code, bp, False, np.empty(0), 256)
+    built = False
+    pulled = False
+    arm = -1
+    h = -1
+    el = -1
+    while True:
+        if n_zero == 0:  # (re)key what changed; no bound is defined before every arm has an answer
+            # arms to re-key: all of them once, then the pulled one, then the pair a swap exchanged
+            if not built:
+                for i in range(n):
+                    means[i] = sums[i] / counts[i]
+                _top_k_mask(means, k, in_top)
+                first = 0
+                last = n
+                built = True
+            else:
+                means[arm] = sums[arm] / counts[arm]
+                first = arm
+                last = -1
+            second = -1
+            while True:
+                for step in range(n + 2):
+                    if step == 0:
+                        i = first
+                    elif last < 0:
+                        i = second if step == 1 else -1
+                    else:
+                        i = step if step < last else -1
+                    if i < 0:
+                        break
+                    # ---- refresh arm i in the four heaps (one code site, inlined heap updates)
+                    c = counts[i]
+                    if in_top[i]:
+                        if c >= tab_top.shape[0]:
+                            tab_top = _scale_table(code, bp, True, tab_top, c)
+                        s = tab_top[c]
+                        lo = means[i] - s if radius else scale_bounds_s(code, bp, means[i], s, _SIDE_LOWER)[0]
+                        lt[i] = lo
+                        _set_keyheap(kt, ht, wt, n, n - 1 - i, -means[i])
+                        _set_keyheap(kb, hb, wb, n, i, -math.inf)
+                        _set_keyheap(kl, hl, wl, n, i, -lo)
+                        _set_keyheap(ku, hu, wu, n, i, -math.inf)
+                    else:
+                        if c >= tab_bot.shape[0]:
+                            tab_bot = _scale_table(code, bp, False, tab_bot, c)
+                        s = tab_bot[c]
+                        hi = means[i] + s if radius else scale_bounds_s(code, bp, means[i], s, _SIDE_UPPER)[1]
+                        ub[i] = hi
+                        _set_keyheap(kt, ht, wt, n, n - 1 - i, -math.inf)
+                        _set_keyheap(kb, hb, wb, n, i, means[i])
+                        _set_keyheap(kl, hl, wl, n, i, -math.inf)
+                        _set_keyheap(ku, hu, wu, n, i, hi)
+                # restore "every top arm precedes every other arm" (one swap suffices)
+                w = n - 1 - heap_top(ht)
+                bb = heap_top(hb)
+                if not _ranks_above(means, bb, w):
+                    break
+                in_top[w] = False
+                in_top[bb] = True
+                first = w
+                second = bb
+                last = -1
+            h = heap_top(hl)
+            el = heap_top(hu)
+            # ---- stop test (after every answered pull, as Learner.tell does; not on entry)
+            if pulled and stop_test(lt[h], ub[el], eps_stop, strict):
+                return True, queued, rounds, total
+        if total >= max_pulls:
+            break
+        # ---- ask
+        if queued >= 0:
+            arm = queued
+            queued = -1
+        elif n_zero > 0:
+            while counts[zp] > 0:
+                zp += 1
+            arm = zp
+        else:
+            rounds += 1
+            if rule == RULE_PAIR:
+                arm = h
+                queued = el
+            else:
+                arm = random_pick(h, el, counts[h], counts[el], lrng.random())
+        # ---- tell
+        r = stream_draw(kind, a, b, cdf, values, block, pos, srng, arm)
+        if counts[arm] == 0:
+            n_zero -= 1
+        counts[arm] += 1
+        sums[arm] += r
+        sumsq[arm] += r * r
+        total += 1
+        pulled = True
+    return False, queued, rounds, total
+
+
+@njit(cache=True)
+def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls, lrng,
+                  kind, a, b, cdf, values, block, pos, srng):  # pragma: no cover - compiled
+    """Sequential (ask(1)/tell) run of any LUCB-family learner; returns (done, queued, rounds, total).
+
+    Same decisions as the Python learner: each arm once first (lowest index), then at each
+    round the pair (h, l) from the empirical top-K and the bounds; the stop test runs after
+    every answered pull with the round index ``rounds + 1``. Round-dependent bounds (LUCB1,
+    KL-LUCB) cost O(n) per pull; the others O(log n) (see the two drivers above).
+    """
+    if code == BOUND_LUCB or code == BOUND_KL_LUCB:
+        return _round_dependent_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds,
+                                       max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
+    n = counts.shape[0]
+    fw = np.full((7, n + 1), -math.inf)  # means, lt, ub, then the keys of the four heaps in heap order
+    fw[2] = math.inf
+    iw = np.empty((8, n + 1), dtype=np.int64)  # the arms of the four heaps in heap order, then their positions
+    in_top = np.zeros(n, dtype=np.bool_)
+    return _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
+                              lrng, kind, a, b, cdf, values, block, pos, srng, fw, iw, in_top)
