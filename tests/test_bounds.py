@@ -205,6 +205,29 @@ def test_kl_inversions_equal_the_plain_bisection():
     assert _kl_mismatches(ps, levels) == 0
 
 
+@njit(cache=True)
+def _bracket_misses(ps, levels):  # pragma: no cover - compiled
+    """Brackets that do not hold the inversion."""
+    miss = 0
+    for i in range(ps.shape[0]):
+        p, level = ps[i], levels[i]
+        for upper in (True, False):
+            v = B.kl_upper_s(p, level) if upper else B.kl_lower_s(p, level)
+            lo, hi = B.kl_upper_bracket_s(p, level) if upper else B.kl_lower_bracket_s(p, level)
+            miss += not (lo <= v <= hi)
+    return miss
+
+
+def test_kl_brackets_contain_the_inversion():
+    """The lazy kernels' brackets always hold the exact inversion (the second-order guess included)."""
+    rng = np.random.default_rng(7)
+    m = 100_000
+    ps = np.concatenate([rng.random(m), 10 ** rng.uniform(-12, -0.3, m), 1 - 10 ** rng.uniform(-12, -0.3, m),
+                         rng.integers(1, 400, m) / rng.integers(400, 800, m), [0.0, 1.0]])
+    levels = np.concatenate([10 ** rng.uniform(-9, 1.5, ps.shape[0] - 2), [0.3, 0.3]])
+    assert _bracket_misses(ps, levels) == 0
+
+
 @given(level=st.floats(0.0, 50.0))
 def test_kl_inversions_exact_at_edges(level):
     assert B.kl_upper_s(1.0, level) == 1.0

@@ -364,6 +364,65 @@ def kl_lower_s(p: float, level: float) -> float:
     return lo
 
 
+@njit(cache=True)
+def _kl_certified_below(p: float, level: float, q: float) -> bool:
+    """True if every q' between ``q`` and ``p`` has a computed d(p, q') <= level (one evaluation).
+
+    d(p, .) decreases towards p, so it suffices that d(p, q) is below the level by more than
+    twice its rounding error (the margin of :func:`_kl_newton`).
+    """
+    pp = 1.0 - p
+    t1 = p * math.log(p / q)
+    t2 = pp * math.log(pp / (1.0 - q))
+    return t1 + t2 <= level - 1.5e-15 * (1.0 + abs(t1) + abs(t2))
+
+
+@njit(cache=True)
+def kl_upper_bracket_s(p: float, level: float):
+    """(lo, hi) with lo <= kl_upper_s(p, level) <= hi, from at most one evaluation of d.
+
+    ``hi`` is the Pinsker end of the bisection bracket (the result never exceeds it); ``lo`` is
+    p, or the second-order guess ``p + 0.98 sqrt(2 level p (1-p))`` when d(p, .) is certified
+    below the level there (every bisection step up to it then moves ``lo``, so the result is
+    above it). Exact cases return lo == hi. Lets a kernel decide a comparison without inverting.
+    """
+    p = min(max(p, 0.0), 1.0)
+    if level <= 0.0:
+        return p, p
+    if p >= 1.0:
+        return 1.0, 1.0
+    if p <= 0.0:
+        v = -math.expm1(-level)
+        return v, v
+    hi = min(1.0, p + math.sqrt(level / 2.0))
+    y = p + 0.98 * math.sqrt(2.0 * level * p * (1.0 - p))
+    if p < y < hi and _kl_certified_below(p, level, y):
+        return y, hi
+    return p, hi
+
+
+@njit(cache=True)
+def kl_lower_bracket_s(p: float, level: float):
+    """(lo, hi) with lo <= kl_lower_s(p, level) <= hi, from at most one evaluation of d.
+
+    The mirror of :func:`kl_upper_bracket_s`: ``lo`` is the Pinsker end, ``hi`` is p or the
+    certified guess ``p - 0.98 sqrt(2 level p (1-p))``.
+    """
+    p = min(max(p, 0.0), 1.0)
+    if level <= 0.0:
+        return p, p
+    if p <= 0.0:
+        return 0.0, 0.0
+    if p >= 1.0:
+        v = math.exp(-level)
+        return v, v
+    lo = max(0.0, p - math.sqrt(level / 2.0))
+    y = p - 0.98 * math.sqrt(2.0 * level * p * (1.0 - p))
+    if lo < y < p and _kl_certified_below(p, level, y):
+        return lo, y
+    return lo, p
+
+
 @vectorize(nopython=True, cache=True)
 def kl_upper(p, level):
     """Upper KL inversion ``sup{q >= p : d(p,q) <= level}`` (bisection on the Pinsker bracket).

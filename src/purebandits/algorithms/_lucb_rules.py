@@ -24,8 +24,10 @@ import numpy as np
 from numba import njit
 
 from purebandits.bounds import (
+    kl_lower_bracket_s,
     kl_lower_s,
     kl_lucb_rate_s,
+    kl_upper_bracket_s,
     kl_upper_s,
     lil_kl_level_s,
     lil_kl_lower_exact_s,
@@ -395,6 +397,7 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
     lrng = borrow(lrng)
     n = counts.shape[0]
     radius = code == BOUND_LIL or code == BOUND_SG1 or code == BOUND_SG2
+    lazy = code == BOUND_LIL_KL
     total = 0
     n_zero = 0
     for i in range(n):
@@ -405,14 +408,15 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
     # workspace allocated by the caller (it keeps it alive while these borrowed views are used)
     fw, iw, in_top = borrow(fw), borrow(iw), borrow(in_top)
     means, lt, ub = borrow(fw[0]), borrow(fw[1]), borrow(fw[2])
-    kt, kb, kl, ku = borrow(fw[3]), borrow(fw[4]), borrow(fw[5]), borrow(fw[6])
+    kt, kb, klo, kup = borrow(fw[3]), borrow(fw[4]), borrow(fw[5]), borrow(fw[6])
+    lt_hi, ub_lo = borrow(fw[7]), borrow(fw[8])
     ht, hb, hl, hu = borrow(iw[0]), borrow(iw[1]), borrow(iw[2]), borrow(iw[3])
     wt, wb, wl, wu = borrow(iw[4]), borrow(iw[5]), borrow(iw[6]), borrow(iw[7])
     init = np.full(n, -math.inf)
     keyheap_init(init, kt, ht, wt)
     keyheap_init(init, kb, hb, wb)
-    keyheap_init(init, kl, hl, wl)
-    keyheap_init(init, ku, hu, wu)
+    keyheap_init(init, klo, hl, wl)
+    keyheap_init(init, kup, hu, wu)
     # indexed only, never passed to a call in the loop: no reference counting, no borrowing
     tab_top = _scale_table(code, bp, True, np.empty(0), 256)
     tab_bot = _scale_table(code, bp, False, np.empty(0), 256)
@@ -452,22 +456,38 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                         if c >= tab_top.shape[0]:
                             tab_top = _scale_table(code, bp, True, tab_top, c)
                         s = tab_top[c]
-                        lo = means[i] - s if radius else scale_bounds_s(code, bp, means[i], s, _SIDE_LOWER)[0]
+                        if radius:
+                            lo = means[i] - s
+                            lo_hi = lo
+                        elif lazy:
+                            lo, lo_hi = kl_lower_bracket_s(means[i], s)
+                        else:
+                            lo = scale_bounds_s(code, bp, means[i], s, _SIDE_LOWER)[0]
+                            lo_hi = lo
                         lt[i] = lo
+                        lt_hi[i] = lo_hi
                         _set_keyheap(kt, ht, wt, n, n - 1 - i, -means[i])
                         _set_keyheap(kb, hb, wb, n, i, -math.inf)
-                        _set_keyheap(kl, hl, wl, n, i, -lo)
-                        _set_keyheap(ku, hu, wu, n, i, -math.inf)
+                        _set_keyheap(klo, hl, wl, n, i, -lo)
+                        _set_keyheap(kup, hu, wu, n, i, -math.inf)
                     else:
                         if c >= tab_bot.shape[0]:
                             tab_bot = _scale_table(code, bp, False, tab_bot, c)
                         s = tab_bot[c]
-                        hi = means[i] + s if radius else scale_bounds_s(code, bp, means[i], s, _SIDE_UPPER)[1]
+                        if radius:
+                            hi = means[i] + s
+                            hi_lo = hi
+                        elif lazy:
+                            hi_lo, hi = kl_upper_bracket_s(means[i], s)
+                        else:
+                            hi = scale_bounds_s(code, bp, means[i], s, _SIDE_UPPER)[1]
+                            hi_lo = hi
                         ub[i] = hi
+                        ub_lo[i] = hi_lo
                         _set_keyheap(kt, ht, wt, n, n - 1 - i, -math.inf)
                         _set_keyheap(kb, hb, wb, n, i, means[i])
-                        _set_keyheap(kl, hl, wl, n, i, -math.inf)
-                        _set_keyheap(ku, hu, wu, n, i, hi)
+                        _set_keyheap(klo, hl, wl, n, i, -math.inf)
+                        _set_keyheap(kup, hu, wu, n, i, hi)
                 # restore "every top arm precedes every other arm" (one swap suffices)
                 w = n - 1 - heap_top(ht)
                 bb = heap_top(hb)
@@ -478,11 +498,44 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                 first = w
                 second = bb
                 last = -1
-            h = heap_top(hl)
-            el = heap_top(hu)
-            # ---- stop test (after every answered pull, as Learner.tell does; not on entry)
+            # ---- h and l. A lazy bound is an interval [lt, lt_hi] (top) or [ub_lo, ub] (others) around
+            # the exact value, and the heaps are keyed by its optimistic end. The heap's top is the
+            # exact argmin (argmax) once its own bound is exact, or when its pessimistic end beats
+            # every other arm's optimistic end (the larger of the root's children keys); otherwise
+            # its bound is computed exactly and the test repeats.
+            while True:
+                h = heap_top(hl)
+                if lt[h] == lt_hi[h] or -lt_hi[h] > max(klo[1], klo[2]):
+                    break
+                v = scale_bounds_s(code, bp, means[h], tab_top[counts[h]], _SIDE_LOWER)[0]
+                lt[h] = v
+                lt_hi[h] = v
+                _set_keyheap(klo, hl, wl, n, h, -v)
+            while True:
+                el = heap_top(hu)
+                if ub[el] == ub_lo[el] or ub_lo[el] > max(kup[1], kup[2]):
+                    break
+                v = scale_bounds_s(code, bp, means[el], tab_bot[counts[el]], _SIDE_UPPER)[1]
+                ub[el] = v
+                ub_lo[el] = v
+                _set_keyheap(kup, hu, wu, n, el, v)
+            # ---- stop test (after every answered pull, as Learner.tell does; not on entry). With
+            # lazy bounds: certain if the largest possible gap passes, impossible if the smallest
+            # fails (the gap is monotone in both bounds, in floating point too), else exact.
             if pulled and stop_test(lt[h], ub[el], eps_stop, strict):
                 return True, queued, rounds, total
+            if pulled and (lt[h] != lt_hi[h] or ub[el] != ub_lo[el]) and stop_test(lt_hi[h], ub_lo[el], eps_stop,
+                                                                                     strict):
+                v = scale_bounds_s(code, bp, means[h], tab_top[counts[h]], _SIDE_LOWER)[0]
+                lt[h] = v
+                lt_hi[h] = v
+                _set_keyheap(klo, hl, wl, n, h, -v)
+                v = scale_bounds_s(code, bp, means[el], tab_bot[counts[el]], _SIDE_UPPER)[1]
+                ub[el] = v
+                ub_lo[el] = v
+                _set_keyheap(kup, hu, wu, n, el, v)
+                if stop_test(lt[h], ub[el], eps_stop, strict):
+                    return True, queued, rounds, total
         if total >= max_pulls:
             break
         # ---- ask
@@ -526,8 +579,10 @@ def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queu
         return _round_dependent_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds,
                                        max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
     n = counts.shape[0]
-    fw = np.full((7, n + 1), -math.inf)  # means, lt, ub, then the keys of the four heaps in heap order
+    # means, lt, ub, the keys of the four heaps in heap order, lt_hi, ub_lo
+    fw = np.full((9, n + 1), -math.inf)
     fw[2] = math.inf
+    fw[8] = math.inf
     iw = np.empty((8, n + 1), dtype=np.int64)  # the arms of the four heaps in heap order, then their positions
     in_top = np.zeros(n, dtype=np.bool_)
     return _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
