@@ -12,6 +12,7 @@ from purebandits.algorithms.cpe import Matchings, Paths, SpanningTrees, TopKSets
 from purebandits.instances.rewards import Bernoulli, Gaussian
 from purebandits.metrics import decision_gap
 from purebandits.registry import get_learner_class
+from purebandits.testing.checks import run_learner
 
 weights = st.floats(-1.0, 1.0, allow_nan=False, width=32) | st.sampled_from([0.0, 0.5, -0.5])
 
@@ -211,3 +212,19 @@ def test_faithful_preset_is_more_conservative():
         assert learner.done and learner.recommend() == [0]
         pulls[preset] = learner.n_pulls
     assert pulls["faithful"] > pulls["heuristic"]
+
+
+@pytest.mark.parametrize("cls", [CLUCB, LilCLUCB])
+@pytest.mark.parametrize("k", [1, 4])
+def test_topk_kernel_matches_reference_at_size(cls, k):
+    """The top-k kernel (one radius re-computed per pull for lil'CLUCB, one pass for k = 1) ==
+    the ask/tell rule on 40 Gaussian arms with near-ties, resumed at checkpoints."""
+    rng = np.random.default_rng(11)
+    model = Gaussian(np.sort(rng.uniform(0.0, 1.0, 40))[::-1].copy(), 0.25)
+    ref = cls(k=k, delta=0.1).start(40, seed=2)
+    run_learner(ref, model, 9, max_pulls=5_000)
+    fast = cls(k=k, delta=0.1).start(40, seed=2)
+    stream = model.stream(9)
+    for checkpoint in (40, 41, 1_000, 5_000):
+        fast.run_compiled(stream, checkpoint)
+    assert fast.state_json() == ref.state_json()

@@ -299,9 +299,9 @@ def test_time_term_only_for_round_dependent_bounds():
         assert (val != 0.0) == dep
 
 
-@pytest.mark.parametrize("cls", [LilLUCB, LUCBPlusPlus, LilRandLUCB, LilKLUCB, KLRandLUCB])
+@pytest.mark.parametrize("cls", ALL)
 def test_kernel_matches_reference_at_size(cls):
-    """The O(log n) kernel == the O(n) ask/tell rule on 60 arms, past the bound tables' growth.
+    """The compiled kernels == the ask/tell rule on 60 arms, past the bound tables' growth.
 
     Vote-like categorical arms (many near-ties, means strictly inside (0, 1) so the KL bounds
     invert at every pull) and top-3 identification; checkpoints resume the kernel mid-run.

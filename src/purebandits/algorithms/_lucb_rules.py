@@ -187,19 +187,30 @@ def _top_k_mask(means, k, mask):
         mask[order[j]] = True
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _critical_pair(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb):
-    """Fill the per-arm bounds and return (h, l) for a given top-K membership ``in_top``."""
+    """Fill the per-arm bounds and return (h, l) for a given top-K membership ``in_top``.
+
+    LUCB1's bounds get a branch-free loop that the compiler vectorises (the same arithmetic as
+    :func:`family_bound_s`, so the same values; the skipped sides are set to -inf / inf as
+    there): LUCB1 re-evaluates all n bounds at every pull.
+    """
     n = counts.shape[0]
-    h = -1
-    el = -1  # the papers' l
+    if code == BOUND_LUCB:
+        for i in range(n):
+            r = math.sqrt(tterm / float(T[i]))
+            lcb[i] = means[i] - r if both_sides or in_top[i] else -math.inf
+            ucb[i] = means[i] + r if both_sides or not in_top[i] else math.inf
     for i in range(n):
         if counts[i] == 0:
             lcb[i] = -math.inf
             ucb[i] = math.inf
-        else:
+        elif code != BOUND_LUCB:
             side = _SIDE_BOTH if both_sides else (_SIDE_LOWER if in_top[i] else _SIDE_UPPER)
             lcb[i], ucb[i] = family_bound_s(code, bp, means[i], float(T[i]), in_top[i], tterm, side)
+    h = -1
+    el = -1  # the papers' l
+    for i in range(n):
         if in_top[i]:
             if h < 0 or lcb[i] < lcb[h]:
                 h = i

@@ -43,10 +43,17 @@ LIL, CLUCB_RAD = 0, 1
 # ----------------------------------------------------------------------------- decision classes
 @njit(cache=True)
 def topk_mask(w, k):  # pragma: no cover - compiled
-    """The k largest weights (ties to the lower index), O(n) by partition."""
+    """The k largest weights (ties to the lower index), O(n) by partition (one pass for k = 1)."""
     n = w.shape[0]
-    kth = -np.partition(-w, k - 1)[k - 1]
     mask = np.zeros(n, dtype=np.bool_)
+    if k == 1:
+        best = 0
+        for i in range(1, n):
+            if w[i] > w[best]:
+                best = i
+        mask[best] = True
+        return mask
+    kth = -np.partition(-w, k - 1)[k - 1]
     c = 0
     for i in range(n):
         if w[i] > kth:
@@ -264,10 +271,20 @@ def cpe_radius_s(u, t, mode, conf, eps, sigma, n):  # pragma: no cover - compile
 
 @njit(cache=True)
 def cpe_radii(u, t, mode, conf, eps, sigma):  # pragma: no cover - compiled
+    """:func:`cpe_radius_s` of every arm (counts ``u``) at round ``t``.
+
+    CLUCB's logarithm depends on the round only: it is taken once, and each arm does the rest of
+    :func:`cpe_radius_s`'s arithmetic in the same order (so the same values).
+    """
     n = u.shape[0]
     out = np.empty(n)
+    if mode == LIL:
+        for i in range(n):
+            out[i] = cpe_radius_s(u[i], t, mode, conf, eps, sigma, n)
+        return out
+    c = 2.0 * math.log(4.0 * n * t**3 / conf)
     for i in range(n):
-        out[i] = cpe_radius_s(u[i], t, mode, conf, eps, sigma, n)
+        out[i] = sigma * math.sqrt(c / u[i]) if u[i] > 0.0 else math.inf
     return out
 
 
@@ -324,8 +341,10 @@ def _cpe_topk_kernel(counts, sums, sumsq, k, mode, conf, eps, sigma, sets_equal,
     m = np.zeros(n, dtype=np.bool_)
     mt = np.zeros(n, dtype=np.bool_)
     rad = np.zeros(n)
+    full = False  # rad holds every arm's radius
     if n_zero == 0:
         rad = cpe_radii(counts.astype(np.float64), float(total + 1), mode, conf, eps, sigma)
+        full = True
         m = topk_mask(mu, k)
         mt = topk_mask(cpe_tilde(mu, rad, m), k)
     while total < max_pulls:
@@ -346,7 +365,11 @@ def _cpe_topk_kernel(counts, sums, sumsq, k, mode, conf, eps, sigma, sets_equal,
         mu[arm] = sums[arm] / counts[arm]
         total += 1
         if n_zero == 0:
-            rad = cpe_radii(counts.astype(np.float64), float(total + 1), mode, conf, eps, sigma)
+            if mode == LIL and full:  # lil'CLUCB's radii depend on the count only: one changed
+                rad[arm] = cpe_radius_s(float(counts[arm]), float(total + 1), mode, conf, eps, sigma, n)
+            else:
+                rad = cpe_radii(counts.astype(np.float64), float(total + 1), mode, conf, eps, sigma)
+                full = True
             m = topk_mask(mu, k)
             tilde = cpe_tilde(mu, rad, m)
             mt = topk_mask(tilde, k)
