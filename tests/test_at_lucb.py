@@ -3,13 +3,15 @@
 import math
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from purebandits.algorithms import ATLUCB
 from purebandits.algorithms.at_lucb import at_lucb_radius
 from purebandits.bounds import lucb_radius_s
-from purebandits.instances.rewards import Bernoulli
+from purebandits.instances.rewards import Bernoulli, Gaussian
 from purebandits.metrics import misidentified
+from purebandits.testing.checks import run_learner
 
 
 def test_defaults_are_the_papers():
@@ -84,3 +86,18 @@ def test_kernel_matches_reference_in_anytime_mode():
         for checkpoint in (3, 40, 777, 2501):  # odd checkpoints stop inside a pair
             fast.run_compiled(stream, checkpoint)
         assert fast.state_json() == ref.state_json()
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_kernel_matches_reference_at_size(k):
+    """The compiled AT-LUCB (one logarithm per bound evaluation, O(n) top-k) == the ask/tell rule on
+    40 near-tied Gaussian arms, resumed at checkpoints."""
+    rng = np.random.default_rng(13)
+    model = Gaussian(rng.uniform(0.0, 1.0, 40), 0.25)
+    ref = ATLUCB(k=k).start(40, seed=5)
+    run_learner(ref, model, 6, max_pulls=8_000)
+    fast = ATLUCB(k=k).start(40, seed=5)
+    stream = model.stream(6)
+    for checkpoint in (40, 41, 2_000, 8_000):
+        fast.run_compiled(stream, checkpoint)
+    assert fast.state_json() == ref.state_json()

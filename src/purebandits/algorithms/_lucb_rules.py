@@ -40,6 +40,7 @@ from purebandits.bounds import (
 from purebandits.heaps import heap_build, heap_top, heap_update, keyheap_init, keyheap_key, keyheap_update
 from purebandits.instances.rewards import stream_draw
 from purebandits.jit import borrow, borrow_stream
+from purebandits.ranking import topk_fill
 
 __all__ = [
     "BOUND_LUCB",
@@ -170,23 +171,6 @@ def _ranks_above(means, a, b):
     return means[a] > means[b] or (means[a] == means[b] and a < b)
 
 
-@njit(cache=True)
-def _top_k_mask(means, k, mask):
-    """Mark the k arms with the highest means (ties to the lower index) in ``mask``."""
-    n = means.shape[0]
-    mask[:] = False
-    if k == 1:
-        best = 0
-        for i in range(1, n):
-            if means[i] > means[best]:
-                best = i
-        mask[best] = True
-        return
-    order = np.argsort(-means, kind="mergesort")  # stable: equal means keep index order
-    for j in range(k):
-        mask[order[j]] = True
-
-
 @njit(cache=True, error_model="numpy")
 def _critical_pair(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb):
     """Fill the per-arm bounds and return (h, l) for a given top-K membership ``in_top``.
@@ -234,7 +218,7 @@ def family_select(code, bp, k, sums, counts, T, tterm, both_sides, in_top, lcb, 
     for i in range(n):
         if counts[i] > 0:
             means[i] = sums[i] / counts[i]
-    _top_k_mask(means, k, in_top)
+    topk_fill(means, k, in_top)
     return _critical_pair(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb)
 
 
@@ -330,7 +314,7 @@ def _round_dependent_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, s
                 if not built:
                     for i in range(n):
                         means[i] = sums[i] / counts[i]
-                    _top_k_mask(means, k, in_top)
+                    topk_fill(means, k, in_top)
                     for i in range(n):
                         _refresh_membership(i, in_top, means, keyT, ht, wt, keyB, hb, wb)
                     built = True
@@ -355,7 +339,7 @@ def _round_dependent_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, s
         if not built:
             for i in range(n):
                 means[i] = sums[i] / counts[i]
-            _top_k_mask(means, k, in_top)
+            topk_fill(means, k, in_top)
             for i in range(n):
                 _refresh_membership(i, in_top, means, keyT, ht, wt, keyB, hb, wb)
             built = True
@@ -442,7 +426,7 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
             if not built:
                 for i in range(n):
                     means[i] = sums[i] / counts[i]
-                _top_k_mask(means, k, in_top)
+                topk_fill(means, k, in_top)
                 first = 0
                 last = n
                 built = True

@@ -9,6 +9,7 @@ from numba import njit
 
 from purebandits.base import Learner, check_param, top_k_by
 from purebandits.instances.rewards import stream_draw
+from purebandits.ranking import topk_mask
 
 __all__ = ["ATLUCB"]
 
@@ -16,36 +17,39 @@ K1 = 1.25  # LUCB1's k1 = 5/4 (KTAS12), the radius AT-LUCB runs its stages on
 
 
 @njit(cache=True)
-def at_lucb_radius(u, t, n, delta1, stage, alpha, sigma):  # pragma: no cover - compiled
-    """LUCB1 radius ``sqrt(2 sigma^2 log(k1 n t^4 / delta_s) / u)`` at ``delta_s = delta1 alpha^(s-1)``.
+def _at_lucb_scale(t, n, delta1, stage, alpha, sigma):  # pragma: no cover - compiled
+    """``2 sigma^2 log(k1 n t^4 / delta_s)``: the part of the radius shared by every arm of a round.
 
     The log is expanded (``log(k1 n t^4/delta1) + (s-1) log(1/alpha)``) so deep stages do not
     underflow delta_s.
     """
+    lg = math.log(K1 * n * t**4 / delta1) + (stage - 1) * math.log(1.0 / alpha)
+    return 2.0 * sigma * sigma * lg
+
+
+@njit(cache=True)
+def at_lucb_radius(u, t, n, delta1, stage, alpha, sigma):  # pragma: no cover - compiled
+    """LUCB1 radius ``sqrt(2 sigma^2 log(k1 n t^4 / delta_s) / u)`` at ``delta_s = delta1 alpha^(s-1)``."""
     if u <= 0.0:
         return math.inf
-    lg = math.log(K1 * n * t**4 / delta1) + (stage - 1) * math.log(1.0 / alpha)
-    return math.sqrt(2.0 * sigma * sigma * lg / u)
+    return math.sqrt(_at_lucb_scale(t, n, delta1, stage, alpha, sigma) / u)
 
 
 @njit(cache=True)
 def at_lucb_top(mu, k):  # pragma: no cover - compiled
     """Mask of the empirical top-k (decreasing mean, ties to the lower index)."""
-    order = np.argsort(-mu, kind="mergesort")
-    top = np.zeros(mu.shape[0], dtype=np.bool_)
-    for j in range(k):
-        top[order[j]] = True
-    return top
+    return topk_mask(mu, k)
 
 
 @njit(cache=True)
 def at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma):  # pragma: no cover - compiled
     """LUCB1's h (weakest top arm by LCB) and l (strongest other arm by UCB) and ``U_l - L_h``."""
     n = mu.shape[0]
+    c = _at_lucb_scale(t, n, delta1, stage, alpha, sigma)  # one logarithm per call, not n
     h, lo = -1, -1
     lo_h, up_l = math.inf, -math.inf
     for i in range(n):
-        r = at_lucb_radius(u[i], t, n, delta1, stage, alpha, sigma)
+        r = math.sqrt(c / u[i]) if u[i] > 0.0 else math.inf  # at_lucb_radius's arithmetic
         if top[i]:
             if mu[i] - r < lo_h or h < 0:
                 lo_h, h = mu[i] - r, i

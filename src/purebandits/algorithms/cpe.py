@@ -34,6 +34,7 @@ from purebandits.algorithms._rounds import ranked
 from purebandits.base import Learner, check_param
 from purebandits.bounds import c_epsilon, lil_radius_s
 from purebandits.instances.rewards import stream_draw
+from purebandits.ranking import topk_mask
 
 __all__ = ["CLUCB", "LilCLUCB", "TopKSets", "SpanningTrees", "Matchings", "Paths", "make_decision_class"]
 
@@ -41,33 +42,6 @@ LIL, CLUCB_RAD = 0, 1
 
 
 # ----------------------------------------------------------------------------- decision classes
-@njit(cache=True)
-def topk_mask(w, k):  # pragma: no cover - compiled
-    """The k largest weights (ties to the lower index), O(n) by partition (one pass for k = 1)."""
-    n = w.shape[0]
-    mask = np.zeros(n, dtype=np.bool_)
-    if k == 1:
-        best = 0
-        for i in range(1, n):
-            if w[i] > w[best]:
-                best = i
-        mask[best] = True
-        return mask
-    kth = -np.partition(-w, k - 1)[k - 1]
-    c = 0
-    for i in range(n):
-        if w[i] > kth:
-            mask[i] = True
-            c += 1
-    for i in range(n):
-        if c == k:
-            break
-        if w[i] == kth:
-            mask[i] = True
-            c += 1
-    return mask
-
-
 class DecisionClass:
     """A family of arm sets with a linear maximisation oracle and its width (CLUCB Sec. 3)."""
 
