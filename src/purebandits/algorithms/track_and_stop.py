@@ -124,9 +124,9 @@ def optimal_weights_s(mu_in, w):  # pragma: no cover - compiled
     Each iteration stops after a step of relative size <= _TOL = 1e-9 (the error left is
     O(1e-18), convergence being quadratic) or below twice what the rounding errors of the KLs
     can cause. So the weights are as accurate as the double-precision KLs allow: to ~1e-14 when
-    the means are well apart, but only to about 1e-17/(mu_1 - mu_2)^2 (means near 1/2) when the
-    two best nearly tie, since d(mu_2, m) ~ (mu_1 - mu_2)^2 then has few correct digits (the
-    nested bisection had the same limit).
+    the means are well apart, but only to about 1e-17/d(mu_1, mu_2) when the two best nearly
+    tie, since d(mu_2, m) < d(mu_1, mu_2) then has few correct digits (the nested bisection had
+    the same limit; d(mu_1, mu_2) ~ 2 (mu_1 - mu_2)^2 for means near 1/2).
 
     A pure function of ``mu_in`` (no state is kept between calls), so the Python learner and
     the compiled kernel make identical choices.
