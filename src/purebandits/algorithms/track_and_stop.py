@@ -18,8 +18,9 @@ TAS_CLIP = 1e-9
 #: Newton iterations stop after a step of relative size <= _TOL (in u = 1/(1 + x) for the inner
 #: roots, in y for the outer one); convergence is quadratic, so the error left is O(_TOL**2)
 _TOL = 1e-9
-#: bound on the absolute rounding error of ``kl_bernoulli_s(p, m)`` in units of the machine
-#: epsilon: about 5 + 2 (|log m| + |log(1 - m)|), and |log m| <= 20.8 for m >= TAS_CLIP
+#: bound on the absolute rounding error of ``kl_bernoulli_s(p, m)``: in units of the machine
+#: epsilon 2^-52 it is at most 2.25 + |log m| + |log(1 - m)| + d(p, m)/2 <= 34 for m and p in
+#: [TAS_CLIP, 1 - TAS_CLIP] (where d <= 21), so 64 eps has a margin of 2
 _KL_ERR = 64.0 * 2.220446049250313e-16
 _MAX_INNER = 100  # caps on the iterations, reached only in degenerate cases that keep bisecting
 _MAX_OUTER = 100
@@ -105,8 +106,7 @@ def optimal_weights_s(mu_in, w):  # pragma: no cover - compiled
     whose KL ``d(mu_1, mu_a)`` from the best is within the rounding error of the KL (``_KL_ERR``,
     1.4e-14: mu_1 - mu_a below ~1e-7 for means near 1/2) count as tied with it, as the solution
     would be rounding noise. Otherwise all weights are > 0 and sum to 1: with mu_1 the best
-    mean, GK16 Theorem 5 gives
-    ``w_1 = 1/(1 + sum_a x_a(y*))`` and ``w_a = x_a(y*) w_1``, where
+    mean, GK16 Theorem 5 gives ``w_1 = 1/(1 + sum_a x_a(y*))`` and ``w_a = x_a(y*) w_1``, where
     ``x_a(y) = g_a^{-1}(y)`` (:func:`_x_of_y`) and y* in (0, d(mu_1, mu_2)) is the root of
     ``F(y) = sum_{a != 1} d(mu_1, m_a)/d(mu_a, m_a) = 1``, ``m_a = (mu_1 + x_a mu_a)/(1 + x_a)``
     at ``x_a = x_a(y)``. F increases from 0 to infinity on that interval.
