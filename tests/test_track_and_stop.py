@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize, minimize_scalar
 
-from purebandits.algorithms.track_and_stop import TrackAndStop, optimal_weights, tas_pick
+from purebandits.algorithms.track_and_stop import TAS_CLIP, TrackAndStop, optimal_weights, tas_pick
 from purebandits.bounds import glr_statistic, glr_threshold, kl_bernoulli
 from purebandits.instances.rewards import Bernoulli
 from purebandits.testing.checks import check_kernel_matches_reference, run_learner
@@ -71,6 +71,102 @@ def test_weights_robust_at_edges_and_ties(mu):
     top = np.flatnonzero(np.array(mu) == max(mu))
     if len(top) > 1:
         assert w[top] == pytest.approx(np.full(len(top), 1 / len(top)))
+
+
+def _reference_weights(mu, rtol=1e-14):
+    """GK16 Theorem 5 by plain nested bisection (the former solver, in NumPy): y* and every
+    x_a(y) to a relative bracket width of ``rtol``."""
+    mu = np.clip(np.asarray(mu, dtype=float), TAS_CLIP, 1 - TAS_CLIP)
+    b = int(np.argmax(mu))
+    p, q = mu[b], np.delete(mu, b)
+
+    def g(x):  # g_a(x) for every a != b at once
+        m = (p + x * q) / (1 + x)
+        return kl_bernoulli(p, m) + x * kl_bernoulli(q, m)
+
+    def x_of_y(y):
+        hi = np.ones_like(q)
+        while np.any(low := g(hi) < y):
+            hi[low] *= 2
+        lo = np.zeros_like(q)
+        while np.any(hi - lo > rtol * hi):
+            mid = (lo + hi) / 2
+            below = g(mid) < y
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        return (lo + hi) / 2
+
+    def big_f(y):
+        x = x_of_y(y)
+        m = (p + x * q) / (1 + x)
+        return np.sum(kl_bernoulli(p, m) / kl_bernoulli(q, m))
+
+    lo, hi = 0.0, float(kl_bernoulli(p, q.max()))
+    while hi - lo > rtol * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if big_f(mid) < 1 else (lo, mid)
+    w = np.insert(x_of_y((lo + hi) / 2), b, 1.0)
+    return w / w.sum()
+
+
+def _instances(family, count=40, seed=2016):
+    """Fixed-seed means, 2 to 50 arms, whose two best are resolvable in double precision."""
+    rng = np.random.default_rng([seed, ["uniform", "near_tie", "near_0_1"].index(family)])
+    out = []
+    while len(out) < count:
+        n = int(rng.integers(2, 51))
+        if family == "uniform":
+            mu = rng.uniform(0.01, 0.99, n)
+        elif family == "near_tie":  # the best two (sometimes three) within 1e-3 to 1e-2
+            mu = rng.uniform(0.01, 0.99, n)
+            top = np.argsort(mu)[::-1]
+            mu[top[1]] = mu[top[0]] - 10 ** rng.uniform(-3, -2)
+            if n > 2 and rng.uniform() < 0.5:
+                mu[top[2]] = mu[top[1]] - 10 ** rng.uniform(-3, -2)
+        else:  # means in [1e-4, 1e-2] or [1 - 1e-2, 1 - 1e-4], plus a few inside
+            tail = 10 ** rng.uniform(-4, -2, n)
+            mu = np.where(rng.uniform(size=n) < 0.5, tail, 1 - tail)
+            mu[rng.uniform(size=n) < 0.2] = rng.uniform(0.01, 0.99)
+        s = np.sort(mu)
+        if np.all(mu > 0) and np.all(mu < 1) and kl_bernoulli(s[-1], s[-2]) >= 1e-6:
+            out.append(mu)
+    return out
+
+
+@pytest.mark.parametrize("family", ["uniform", "near_tie", "near_0_1"])
+def test_weights_match_nested_bisection(family):
+    # Tolerance: the reference brackets y* and each x_a(y) to a relative width of 1e-14; the
+    # solver stops after Newton steps of relative size 1e-9 (quadratic convergence: O(1e-18)
+    # left) or at the KLs' rounding noise. What remains in both is the rounding of the KLs:
+    # absolute ~1e-16, so relative ~1e-16/d(mu_1, mu_2) <= ~1e-10 in the ratios of F for these
+    # instances (d(mu_1, mu_2) >= 1e-6), less in the weights. The requirement is 1e-9 per weight.
+    for mu in _instances(family):
+        w = optimal_weights(mu)
+        ref = _reference_weights(mu)
+        assert np.all(w > 0) and w.sum() == pytest.approx(1.0, abs=1e-14)
+        np.testing.assert_allclose(w, ref, rtol=0, atol=1e-9, err_msg=f"mu={mu.tolist()}")
+
+
+def test_weights_are_a_pure_function_of_the_means():
+    # no state carried between calls (the learner and the kernel must make identical choices)
+    a = np.array([0.3, 0.21, 0.2, 0.19, 0.18])
+    b = np.array([0.9, 0.1, 0.5, 0.89, 0.2])
+    first = optimal_weights(a)
+    optimal_weights(b)
+    assert np.array_equal(optimal_weights(a), first)
+
+
+@pytest.mark.parametrize("mu, tied", [([0.5, 0.5 - 1e-12, 0.3], [0, 1]), ([0.2, 1.0, 1 - 1e-12], [1, 2])])
+def test_weights_uniform_over_numerically_tied_best(mu, tied):
+    # a KL from the best below its rounding error: the arms are tied for the solver
+    expect = np.zeros(len(mu))
+    expect[tied] = 1 / len(tied)
+    assert np.array_equal(optimal_weights(mu), expect)
+
+
+def test_weights_positive_for_far_arms_at_a_near_tie():
+    # y* ~ 1e-12 here, so the x_a of the arm at 1e-9 is ~1e-12: it must stay > 0
+    w = optimal_weights([0.5, 0.5 - 1e-6, 1e-9, 0.999 - 0.5])
+    assert np.all(w > 0) and w.sum() == pytest.approx(1.0) and w[0] == pytest.approx(0.5, abs=1e-3)
 
 
 def test_forced_exploration_then_tracking():

@@ -15,53 +15,86 @@ __all__ = ["TrackAndStop", "optimal_weights", "TAS_CLIP"]
 
 #: means are clipped to [TAS_CLIP, 1 - TAS_CLIP] inside w*(mu) so every KL is finite
 TAS_CLIP = 1e-9
-_ITERS = 200  # cap on bisection steps; the loops stop earlier at a relative width of 1e-12
-_RTOL = 1e-12
+#: Newton iterations stop after a step of relative size <= _TOL (in u = 1/(1 + x) for the inner
+#: roots, in y for the outer one); convergence is quadratic, so the error left is O(_TOL**2)
+_TOL = 1e-9
+#: bound on the absolute rounding error of ``kl_bernoulli_s(p, m)``: in units of the machine
+#: epsilon 2^-52 it is at most 2.25 + |log m| + |log(1 - m)| + d(p, m)/2 <= 34 for m and p in
+#: [TAS_CLIP, 1 - TAS_CLIP] (where d <= 21), so 64 eps has a margin of 2
+_KL_ERR = 64.0 * 2.220446049250313e-16
+_MAX_INNER = 100  # caps on the iterations, reached only in degenerate cases that keep bisecting
+_MAX_OUTER = 100
 
 
 @njit(cache=True)
-def _g(x, m1, ma):  # pragma: no cover - compiled
-    """g_a(x) = d(mu_1, m) + x d(mu_a, m), m = (mu_1 + x mu_a)/(1 + x); increasing from 0 to d(mu_1, mu_a)."""
-    m = (m1 + x * ma) / (1.0 + x)
-    return kl_bernoulli_s(m1, m) + x * kl_bernoulli_s(ma, m)
+def _x_of_y(y, p, q, x):  # pragma: no cover - compiled
+    """x_a(y) = g_a^{-1}(y) for an arm of mean ``q < p`` (``p`` the best mean), started at ``x``.
 
+    ``g_a(x) = d(p, m) + x d(q, m)``, ``m = (p + x q)/(1 + x)``, increases from 0 to d(p, q)
+    and is concave with ``g_a'(x) = d(q, m)`` (envelope theorem: m minimises
+    ``d(p, m') + x d(q, m')`` over m', so g_a is a minimum of functions linear in x). Newton
+    in x crawls when the root is large (g_a flattens like d(p, q) - c/x), so the root is found
+    in ``u = 1/(1 + x)``: with ``v = 1 - u = x/(1 + x)`` and ``m = u p + v q``,
+    ``h(u) = g_a(v/u)`` falls from d(p, q) at u = 0 to 0 at u = 1, nearly linearly, with
+    ``h'(u) = -d(q, m)/u^2``. Newton steps are kept inside a bracket of the root (bisection
+    otherwise). u and v are carried separately so that x = v/u keeps its relative precision
+    when it is tiny (far arms) or huge (near-tied arms). The iteration stops after a step
+    below ``_TOL u v`` or below twice the step the rounding error of h can cause (near-tied
+    means, where d(q, m) is tiny and has few correct digits).
 
-@njit(cache=True)
-def _x_of_y(y, m1, ma):  # pragma: no cover - compiled
-    """x_a(y) = g_a^{-1}(y) for y in [0, d(mu_1, mu_a)), by doubling then bisection."""
-    if y <= 0.0:
-        return 0.0
-    hi = 1.0
-    k = 0
-    while _g(hi, m1, ma) < y and k < 200:
-        hi *= 2.0
-        k += 1
-    lo = 0.0
-    for _ in range(_ITERS):
-        mid = 0.5 * (lo + hi)
-        if _g(mid, m1, ma) < y:
-            lo = mid
+    Returns ``(x, dx/dy, r, dr/dy, err_r)``: ``dx/dy = 1/d(q, m)``; ``r = d(p, m)/d(q, m)``,
+    the arm's term of F in :func:`optimal_weights_s`, first-order corrected for the last Newton
+    step (which is taken but not evaluated); ``dr/dy = (dr/du)/(dh/du)``; and a bound on the
+    rounding error of r.
+    """
+    u = 1.0 / (1.0 + x)
+    v = x / (1.0 + x)
+    ua, va = 0.0, 1.0  # h(ua) >= y  (x = inf)
+    ub, vb = 1.0, 0.0  # h(ub) < y   (x = 0)
+    ue, ve, m, dp, dq, du, err = u, v, p, 0.0, 0.0, 0.0, 0.0
+    for _ in range(_MAX_INNER):
+        ue, ve = u, v
+        m = ue * p + ve * q
+        dp = kl_bernoulli_s(p, m)
+        dq = kl_bernoulli_s(q, m)
+        xe = ve / ue
+        res = dp + xe * dq - y
+        if res >= 0.0:
+            ua, va = ue, ve
         else:
-            hi = mid
-        if hi - lo <= _RTOL * hi:
+            ub, vb = ue, ve
+        err = _KL_ERR * (1.0 + xe + y)  # bound on the rounding error of res
+        if dq > 0.0:
+            du = res * ue * ue / dq  # Newton: -res/h'(u)
+            u = ue + du
+            v = ve - du
+            inside = ua < u < ub and vb < v < va
+            step = abs(du)
+            if step <= _TOL * ue * ve or step <= 2.0 * err * ue * ue / dq:
+                # converged, or down to the rounding noise. A step this small that leaves the
+                # bracket (it may be below the spacing of doubles) stops at the bracket's end if
+                # that end was evaluated (not x = 0 or x = inf), else where it is.
+                if not inside:
+                    u, v = (ub, vb) if u >= ub or v <= vb else (ua, va)
+                    if u <= 0.0 or v <= 0.0:
+                        u, v = ue, ve
+                    du = u - ue
+                break
+            if inside:
+                continue
+        # the Newton step left the bracket (or d(q, m) rounded to 0): bisect
+        du = 0.0
+        u = 0.5 * (ua + ub)
+        v = 0.5 * (va + vb)
+        if not (ua < u < ub and vb < v < va):  # the bracket cannot shrink any more
+            u, v = ue, ve
             break
-    return 0.5 * (lo + hi)
-
-
-@njit(cache=True)
-def _ratio_sum(y, mu, best):  # pragma: no cover - compiled
-    """F(y) = sum_{a != best} d(mu_1, m_a)/d(mu_a, m_a) with m_a at x_a(y); increasing in y."""
-    m1 = mu[best]
-    s = 0.0
-    for a in range(mu.shape[0]):
-        if a != best:
-            x = _x_of_y(y, m1, mu[a])
-            m = (m1 + x * mu[a]) / (1.0 + x)
-            den = kl_bernoulli_s(mu[a], m)
-            if den <= 0.0:
-                return math.inf
-            s += kl_bernoulli_s(m1, m) / den
-    return s
+    x = v / u
+    if not dq > 0.0:  # m and q indistinguishable in double precision: r is infinite
+        return x, math.inf, math.inf, 0.0, 0.0
+    c = (p - q) * (p - q) * (ve * dq + ue * dp) / (m * (1.0 - m) * dq * dq)  # -dr/du at (ue, ve)
+    dr = c * ue * ue / dq
+    return x, 1.0 / dq, dp / dq - c * du, dr, _KL_ERR * (1.0 + dp / dq) / dq + dr * err
 
 
 @njit(cache=True)
@@ -69,9 +102,34 @@ def optimal_weights_s(mu_in, w):  # pragma: no cover - compiled
     """Write the Bernoulli optimal proportions w*(mu) into ``w`` (GK16 Thm 5; ALGORITHMS.md 13.1).
 
     Means are clipped to [TAS_CLIP, 1 - TAS_CLIP]. If several arms share the largest (clipped)
-    mean, w* is uniform over them (any w has value 0 there; GK16's code does the same).
-    Otherwise solve ``F(y) = 1`` for y in (0, d(mu_1, mu_2)) by bisection, then
-    ``w_1 = 1/(1 + sum_a x_a(y))`` and ``w_a = x_a(y) w_1``.
+    mean, w* is uniform over them (any w has value 0 there; GK16's code does the same). Arms
+    whose KL ``d(mu_1, mu_a)`` from the best is within the rounding error of the KL (``_KL_ERR``,
+    1.4e-14: mu_1 - mu_a below ~1e-7 for means near 1/2) count as tied with it, as the solution
+    would be rounding noise. Otherwise all weights are > 0 and sum to 1: with mu_1 the best
+    mean, GK16 Theorem 5 gives ``w_1 = 1/(1 + sum_a x_a(y*))`` and ``w_a = x_a(y*) w_1``, where
+    ``x_a(y) = g_a^{-1}(y)`` (:func:`_x_of_y`) and y* in (0, d(mu_1, mu_2)) is the root of
+    ``F(y) = sum_{a != 1} d(mu_1, m_a)/d(mu_a, m_a) = 1``, ``m_a = (mu_1 + x_a mu_a)/(1 + x_a)``
+    at ``x_a = x_a(y)``. F increases from 0 to infinity on that interval.
+
+    Method (it is called at every pull, so speed matters; the former nested bisection to a
+    relative width of 1e-12 took ~0.9 ms on 10 arms): safeguarded Newton on ``log F(y) = 0``
+    (F grows like y^2 near 0 and like (d(mu_1, mu_2) - y)^-2 near the top, so log F is far
+    closer to linear than F), with the exact derivative ``F'(y) = sum_a (dr_a/du_a)/(dh_a/du_a)``
+    and a bracket [lo, hi] of the root (bisection when a step leaves it). Each x_a(y) is itself a
+    safeguarded Newton solve in u = 1/(1 + x_a) (:func:`_x_of_y`), started from the tangent
+    prediction ``x_a + (y_new - y)/g_a'(x_a)`` made at the previous outer iterate (at the first
+    one, from ``g_a(x) ~ D x/(x + D/s)``, D = d(mu_1, mu_a), s = d(mu_a, mu_1) = g_a'(0)); the
+    last inner step is folded into F to first order. Typically 3 to 5 outer steps with 1 to 3
+    inner ones each (measured: ~4 us on 10 arms, ~18 us on 50, against ~0.9 and ~5.2 ms).
+    Each iteration stops after a step of relative size <= _TOL = 1e-9 (the error left is
+    O(1e-18), convergence being quadratic) or below twice what the rounding errors of the KLs
+    can cause. So the weights are as accurate as the double-precision KLs allow: to ~1e-14 when
+    the means are well apart, but only to about 1e-17/d(mu_1, mu_2) when the two best nearly
+    tie, since d(mu_2, m) < d(mu_1, mu_2) then has few correct digits (the nested bisection had
+    the same limit; d(mu_1, mu_2) ~ 2 (mu_1 - mu_2)^2 for means near 1/2).
+
+    A pure function of ``mu_in`` (no state is kept between calls), so the Python learner and
+    the compiled kernel make identical choices.
     """
     n = mu_in.shape[0]
     mu = np.empty(n)
@@ -81,32 +139,71 @@ def optimal_weights_s(mu_in, w):  # pragma: no cover - compiled
     for i in range(n):
         if mu[i] > mu[best]:
             best = i
+    p = mu[best]
     n_best = 0
     second = -math.inf
     for i in range(n):
-        if mu[i] == mu[best]:
+        if mu[i] == p:
             n_best += 1
         elif mu[i] > second:
             second = mu[i]
-    if n_best > 1:
+    ymax = kl_bernoulli_s(p, second) if n_best == 1 else 0.0
+    if ymax <= _KL_ERR:  # tied best arms, or as good as tied (their KL is rounding noise): uniform
+        n_best = 0
         for i in range(n):
-            w[i] = 1.0 / n_best if mu[i] == mu[best] else 0.0
+            if kl_bernoulli_s(p, mu[i]) <= _KL_ERR:
+                n_best += 1
+        for i in range(n):
+            w[i] = 1.0 / n_best if kl_bernoulli_s(p, mu[i]) <= _KL_ERR else 0.0
         return
-    lo = 0.0
-    hi = kl_bernoulli_s(mu[best], second)
-    for _ in range(_ITERS):
-        mid = 0.5 * (lo + hi)
-        if _ratio_sum(mid, mu, best) < 1.0:
-            lo = mid
+    dxdy = np.empty(n)
+    y = 0.5 * ymax
+    for a in range(n):  # start the x_a at the root of D x/(x + D/s) = y, D = g_a(inf), s = g_a'(0)
+        if a != best:
+            dd = kl_bernoulli_s(p, mu[a])
+            s = kl_bernoulli_s(mu[a], p)
+            x0 = y * dd / (s * (dd - y)) if s > 0.0 and dd > y else 1.0
+            w[a] = x0 if x0 < math.inf else 1.0
+    lo, hi = 0.0, ymax
+    for _ in range(_MAX_OUTER):
+        f = 0.0
+        df = 0.0
+        err = 0.0
+        for a in range(n):
+            if a != best:
+                w[a], dxdy[a], r, dr, e = _x_of_y(y, p, mu[a], w[a])
+                f += r
+                df += dr
+                err += e
+        if f >= 1.0:
+            hi = y
         else:
-            hi = mid
-        if hi - lo <= _RTOL * hi:
+            lo = y
+        done = False
+        yn = math.nan
+        if 0.0 < f < math.inf and df > 0.0:
+            dy = -math.log(f) * f / df  # Newton on log F
+            yn = y + dy
+            step = abs(dy)
+            done = step <= _TOL * y or step <= 2.0 * err / df  # converged, or down to the rounding noise
+            if done and yn >= hi:  # such a small step that leaves the bracket stops at its end
+                yn = hi
+            elif done and yn <= lo:
+                yn = lo if lo > 0.0 else y
+        if not (done or lo < yn < hi):  # the Newton step left the bracket (or is not defined): bisect
+            yn = 0.5 * (lo + hi)
+            done = not lo < yn < hi  # the bracket cannot shrink any more
+        dy = yn - y
+        for a in range(n):  # tangent prediction of x_a(yn) (x_a(y) is convex: it undershoots)
+            if a != best:
+                xn = w[a] + dy * dxdy[a]
+                w[a] = xn if 0.0 < xn < math.inf else w[a] * (yn / y)
+        y = yn
+        if done:
             break
-    y = 0.5 * (lo + hi)
     total = 1.0
     for a in range(n):
         if a != best:
-            w[a] = _x_of_y(y, mu[best], mu[a])
             total += w[a]
     w[best] = 1.0
     for a in range(n):
@@ -180,7 +277,8 @@ class TrackAndStop(Learner):
     by clipping the means to [1e-9, 1 - 1e-9] inside w* and by uniform weights over tied
     best arms (see :func:`optimal_weights_s`); the GLR statistic uses the unclipped means.
     Pending pulls count in the tracking (virtual pulls), not in the means or the stop.
-    Each pull outside forced exploration solves for w* (nested bisection, O(n) root finds).
+    Each pull outside forced exploration solves for w* (:func:`optimal_weights_s`: Newton
+    iterations, O(n) work each; ~4 us on 10 arms, ~18 us on 50).
 
     References
     ----------
