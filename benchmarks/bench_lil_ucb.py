@@ -40,14 +40,13 @@ O_N_PER_PULL = {
     "kl_lucb": "round-dependent KL bounds: all n bounds recomputed per pull",
     "at_lucb": "a scan for unpulled arms and LUCB1's round-dependent bounds over all n arms per round",
     "clucb": "radii depend on t: all n radii and both top-k sets recomputed per pull",
-    "lil_clucb": "all n radii and both top-k sets recomputed per pull",
+    "lil_clucb": "both top-k sets recomputed per pull (one radius changes)",
     "ucb1": "every index depends on t: all n indices per pull",
 }
-#: pulls of the single capped repetition timed for those learners. Track-and-Stop: 1,100 (its
-#: first 1,000 pulls are one per arm; after that its w* solve took ~0.1 s per pull on this
-#: Bernoulli instance with seed 0, so 2,000 pulls already took minutes)
+#: pulls of the single capped repetition timed for those learners. Track-and-Stop: 5,000 (its
+#: first 1,000 pulls are one per arm; after that each pull solves for w* over all n arms)
 O_N_CAP = 20_000
-O_N_CAPS = {"track_and_stop": 1_100}
+O_N_CAPS = {"track_and_stop": 5_000}
 
 
 def sim_rate(learner: Learner, instance: str | Instance, reps: int, max_pulls: int | None = None,
