@@ -256,7 +256,7 @@ def _kl_newton(p: float, level: float, q: float):  # pragma: no cover - compiled
     """
     pp = 1.0 - p
     for _ in range(30):
-        if not (0.0 < q < 1.0):
+        if not (1e-300 < q < 1.0):  # (below 1e-300, p / q could overflow; the bisection then decides alone)
             break
         t1 = p * math.log(p / q)
         t2 = pp * math.log(pp / (1.0 - q))
@@ -267,7 +267,7 @@ def _kl_newton(p: float, level: float, q: float):  # pragma: no cover - compiled
         q -= step
         margin = 1.5e-15 * (1.0 + abs(t1) + abs(t2))
         if abs(step) <= margin / abs(d):  # converged to within the rounding noise
-            if 0.0 < q < 1.0:
+            if 1e-300 < q < 1.0:
                 return q, margin, abs(d)
             break
     return math.nan, 0.0, 0.0
@@ -282,6 +282,8 @@ def _kl_zone(p: float, level: float, upper: bool):  # pragma: no cover - compile
     (one term dropped) reaches the level; d(p, .) is convex, so from there the iterates
     approach the root monotonically.
     """
+    if not (p > 1e-300 and level < 1e200):  # (no overflow in the starts below; the bisection decides alone)
+        return -math.inf, math.inf
     pp = 1.0 - p
     r = math.sqrt(2.0 * level * p * pp)
     q, margin, slope = _kl_newton(p, level, min(p + r, 0.5 + 0.5 * p) if upper else max(p - r, 0.5 * p))
