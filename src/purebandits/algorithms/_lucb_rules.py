@@ -497,40 +497,36 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
             # the exact value, and the heaps are keyed by its optimistic end. The heap's top is the
             # exact argmin (argmax) once its own bound is exact, or when its pessimistic end beats
             # every other arm's optimistic end (the larger of the root's children keys); otherwise
-            # its bound is computed exactly and the test repeats.
+            # its bound is computed exactly and the test repeats. Then the stop test (after every
+            # answered pull, as Learner.tell does; not on entry): certain if the largest possible gap
+            # passes, impossible if the smallest fails (the gap is monotone in both bounds, in
+            # floating point too); else both bounds are made exact (``exact``: a certified h or l
+            # stays on top when its bound becomes exact) and it is decided on them.
+            exact = False
             while True:
-                h = heap_top(hl)
-                if lt[h] == lt_hi[h] or -lt_hi[h] > max(klo[1], klo[2]):
+                while True:
+                    h = heap_top(hl)
+                    if lt[h] == lt_hi[h] or (not exact and -lt_hi[h] > max(klo[1], klo[2])):
+                        break
+                    v = scale_bounds_s(code, bp, means[h], tab_top[counts[h]], _SIDE_LOWER)[0]
+                    lt[h] = v
+                    lt_hi[h] = v
+                    _set_keyheap(klo, hl, wl, n, h, -v)
+                while True:
+                    el = heap_top(hu)
+                    if ub[el] == ub_lo[el] or (not exact and ub_lo[el] > max(kup[1], kup[2])):
+                        break
+                    v = scale_bounds_s(code, bp, means[el], tab_bot[counts[el]], _SIDE_UPPER)[1]
+                    ub[el] = v
+                    ub_lo[el] = v
+                    _set_keyheap(kup, hu, wu, n, el, v)
+                if not pulled:
                     break
-                v = scale_bounds_s(code, bp, means[h], tab_top[counts[h]], _SIDE_LOWER)[0]
-                lt[h] = v
-                lt_hi[h] = v
-                _set_keyheap(klo, hl, wl, n, h, -v)
-            while True:
-                el = heap_top(hu)
-                if ub[el] == ub_lo[el] or ub_lo[el] > max(kup[1], kup[2]):
-                    break
-                v = scale_bounds_s(code, bp, means[el], tab_bot[counts[el]], _SIDE_UPPER)[1]
-                ub[el] = v
-                ub_lo[el] = v
-                _set_keyheap(kup, hu, wu, n, el, v)
-            # ---- stop test (after every answered pull, as Learner.tell does; not on entry). With
-            # lazy bounds: certain if the largest possible gap passes, impossible if the smallest
-            # fails (the gap is monotone in both bounds, in floating point too), else exact.
-            if pulled and stop_test(lt[h], ub[el], eps_stop, strict):
-                return True, queued, rounds, total
-            if pulled and (lt[h] != lt_hi[h] or ub[el] != ub_lo[el]) and stop_test(lt_hi[h], ub_lo[el], eps_stop,
-                                                                                     strict):
-                v = scale_bounds_s(code, bp, means[h], tab_top[counts[h]], _SIDE_LOWER)[0]
-                lt[h] = v
-                lt_hi[h] = v
-                _set_keyheap(klo, hl, wl, n, h, -v)
-                v = scale_bounds_s(code, bp, means[el], tab_bot[counts[el]], _SIDE_UPPER)[1]
-                ub[el] = v
-                ub_lo[el] = v
-                _set_keyheap(kup, hu, wu, n, el, v)
                 if stop_test(lt[h], ub[el], eps_stop, strict):
                     return True, queued, rounds, total
+                if exact or not stop_test(lt_hi[h], ub_lo[el], eps_stop, strict):
+                    break
+                exact = True
         if total >= max_pulls:
             break
         # ---- ask

@@ -234,21 +234,27 @@ def make_decision_class(spec: dict | None, n_arms: int, k: int = 1) -> DecisionC
 
 # ----------------------------------------------------------------------------- radii and the step
 @njit(cache=True)
+def _clucb_scale(t, conf, n):  # pragma: no cover - compiled
+    """``2 log(4 n t^3/conf)``: the part of CLUCB's radius shared by every arm of a round."""
+    return 2.0 * math.log(4.0 * n * t**3 / conf)
+
+
+@njit(cache=True)
 def cpe_radius_s(u, t, mode, conf, eps, sigma, n):  # pragma: no cover - compiled
     """lil'CLUCB: ``U(u, conf)`` (finite LIL, "+2"); CLUCB: ``sigma sqrt(2 log(4 n t^3/conf)/u)``."""
     if u <= 0.0:
         return math.inf
     if mode == LIL:
         return lil_radius_s(u, conf, eps, sigma, 2.0)
-    return sigma * math.sqrt(2.0 * math.log(4.0 * n * t**3 / conf) / u)
+    return sigma * math.sqrt(_clucb_scale(t, conf, n) / u)
 
 
 @njit(cache=True)
 def cpe_radii(u, t, mode, conf, eps, sigma):  # pragma: no cover - compiled
     """:func:`cpe_radius_s` of every arm (counts ``u``) at round ``t``.
 
-    CLUCB's logarithm depends on the round only: it is taken once, and each arm does the rest of
-    :func:`cpe_radius_s`'s arithmetic in the same order (so the same values).
+    CLUCB's logarithm depends on the round only: it is taken once (:func:`_clucb_scale`), and each
+    arm does the rest of :func:`cpe_radius_s`'s arithmetic (so the same values).
     """
     n = u.shape[0]
     out = np.empty(n)
@@ -256,7 +262,7 @@ def cpe_radii(u, t, mode, conf, eps, sigma):  # pragma: no cover - compiled
         for i in range(n):
             out[i] = cpe_radius_s(u[i], t, mode, conf, eps, sigma, n)
         return out
-    c = 2.0 * math.log(4.0 * n * t**3 / conf)
+    c = _clucb_scale(t, conf, n)
     for i in range(n):
         out[i] = sigma * math.sqrt(c / u[i]) if u[i] > 0.0 else math.inf
     return out
