@@ -33,7 +33,7 @@ from purebandits.simulate.engine import _advance_reference, rep_seeds  # noqa: E
 
 #: learners whose sampling rule does O(n) work for every pull, and why (from their kernels)
 O_N_PER_PULL = {
-    "thompson_sampling": "draws a posterior sample for each of the n arms per pull",
+    "thompson_sampling": "one uniform per arm per pull to find the arms below its threshold (ts_pick)",
     "top_two": "leader and challenger scan all n arms (GLR costs) per pull",
     "track_and_stop": "solves for the optimal weights w* (O(n) root finds) per pull",
     "lucb1": "round-dependent bounds: all n bounds recomputed per pull",

@@ -8,30 +8,106 @@ from numba import njit
 from purebandits.base import Learner, check_param
 from purebandits.bounds import lil_stopping_arm, ls_delta
 from purebandits.instances.rewards import stream_draw
+from purebandits.special import betainc, betaincinv
 from purebandits.stopping import LS_EPSILON, ls_tracker, ls_tracker_update
 
 __all__ = ["ThompsonSampling"]
 
 
-@njit(cache=True)
-def ts_pick(sums, counts, alpha, rng):  # pragma: no cover - compiled
-    """Draw ``theta_i ~ Beta(max(1, (1+S_i)/alpha), max(1, (1+T_i-S_i)/alpha))`` for every arm in
-    index order and return ``argmax theta`` (ties to the lower index).
+#: below this many arms every pick draws all n posteriors (the threshold costs more than it saves)
+LAZY_MIN_ARMS = 64
+#: the threshold is the RANK-th smallest of one full draw; it is drawn again when the expected
+#: number of arms below it leaves [TAIL_LOW, TAIL_HIGH]
+TAIL_RANK, TAIL_LOW, TAIL_HIGH = 8, 3.0, 24.0
 
-    ``rng.beta`` inside Numba gives the same numbers as NumPy's ``Generator.beta`` (tested), so
-    both drivers draw the same thetas.
+
+@njit(cache=True)
+def ts_posterior(s, t, alpha):  # pragma: no cover - compiled
+    """NEXT's tempered Beta parameters ``(max(1, (1+S)/alpha), max(1, (1+T-S)/alpha))``."""
+    return max(1.0, (1.0 + s) / alpha), max(1.0, (1.0 + t - s) / alpha)
+
+
+@njit(cache=True)
+def ts_pick(sums, counts, alpha, rng, tail, tail_counts, level):  # pragma: no cover - compiled
+    """One Thompson-sampling pull: an exact draw of ``argmax_i theta_i``, ``theta_i ~ Beta(a_i, b_i)``.
+
+    Works with ``y_i = 1 - theta_i ~ Beta(b_i, a_i)`` and returns ``argmin y``. Drawing all n
+    posteriors costs ~90 ns each, which at n = 4,000 captions is 0.35 ms per pull. With
+    n >= ``LAZY_MIN_ARMS`` the draw is split at a threshold ``y0 = level[0]``, kept between
+    pulls with ``tail[i] = P(y_i < y0) = I_{y0}(b_i, a_i)`` (recomputed only for arms whose
+    count changed, ``tail_counts``) and ``level[1] = sum(tail)``:
+
+    1. for each arm draw ``U_i ~ U[0, 1)``; ``y_i < y0`` exactly when ``U_i < tail[i]``, and
+       then ``y_i = I^{-1}_{U_i}(b_i, a_i)`` (given ``U_i < tail[i]``, ``U_i`` is uniform on
+       ``[0, tail[i])``: the inverse CDF gives Beta(b_i, a_i) conditioned below ``y0``);
+    2. if no arm fell below ``y0``, every ``y_i`` is Beta(b_i, a_i) conditioned on ``y_i >= y0``
+       (rejection; this happens with probability ``prod(1 - tail)``, about ``exp(-level[1])``).
+
+    The arms below ``y0`` hold the minimum, so the pick has exactly TS's distribution for any
+    ``y0`` (up to floating-point rounding of the incomplete beta function); ``y0`` only sets
+    the cost: about ``level[1]`` inverse CDFs (1.3 us each) plus n uniforms. When ``level[1]``
+    leaves ``[TAIL_LOW, TAIL_HIGH]`` (or ``y0`` is unset, 0) the pick is a full draw of all n,
+    whose ``TAIL_RANK``-th smallest becomes the new ``y0``.
     """
     n = counts.shape[0]
-    best = 0
-    best_v = -1.0
+    y0 = level[0]
+    if n < LAZY_MIN_ARMS:
+        return _ts_full_draw(sums, counts, alpha, rng, tail, tail_counts, level, False)
+    if y0 > 0.0:
+        for i in range(n):
+            if tail_counts[i] != counts[i]:
+                a, b = ts_posterior(sums[i], counts[i], alpha)
+                p = betainc(b, a, y0, 0)
+                level[1] += p - tail[i]
+                tail[i] = p
+                tail_counts[i] = counts[i]
+    if y0 <= 0.0 or not TAIL_LOW <= level[1] <= TAIL_HIGH:
+        return _ts_full_draw(sums, counts, alpha, rng, tail, tail_counts, level, True)
+    best = -1
+    best_y = 2.0
     for i in range(n):
-        s = sums[i]
-        a = max(1.0, (1.0 + s) / alpha)
-        b = max(1.0, (1.0 + counts[i] - s) / alpha)
-        v = rng.beta(a, b)
-        if v > best_v:
-            best_v = v
+        u = rng.random()
+        if u < tail[i]:
+            a, b = ts_posterior(sums[i], counts[i], alpha)
+            y = betaincinv(b, a, u, 0)
+            if y < best_y:
+                best_y = y
+                best = i
+    if best >= 0:
+        return best
+    for i in range(n):
+        a, b = ts_posterior(sums[i], counts[i], alpha)
+        y = rng.beta(b, a)
+        while y < y0:
+            y = rng.beta(b, a)
+        if y < best_y:
+            best_y = y
             best = i
+    return best
+
+
+@njit(cache=True)
+def _ts_full_draw(sums, counts, alpha, rng, tail, tail_counts, level, retune):  # pragma: no cover - compiled
+    """Draw every ``y_i``, return ``argmin y``; with ``retune`` set ``y0`` to the ``TAIL_RANK``-th smallest."""
+    n = counts.shape[0]
+    ys = np.empty(n)
+    best = 0
+    for i in range(n):
+        a, b = ts_posterior(sums[i], counts[i], alpha)
+        ys[i] = rng.beta(b, a)
+        if ys[i] < ys[best]:
+            best = i
+    if retune:
+        y0 = np.partition(ys, TAIL_RANK - 1)[TAIL_RANK - 1]
+        if y0 > 0.0:
+            total = 0.0
+            for i in range(n):
+                a, b = ts_posterior(sums[i], counts[i], alpha)
+                tail[i] = betainc(b, a, y0, 0)
+                tail_counts[i] = counts[i]
+                total += tail[i]
+            level[0] = y0
+            level[1] = total
     return best
 
 
@@ -63,6 +139,11 @@ class ThompsonSampling(Learner):
     (0.8, 0.2 x 5): after 200,000 pulls each 0.2-arm had 24-32 pulls and LS had not fired. Use
     a ``budget`` (the common checks use 2000) or a top-two rule (:class:`TopTwo`) when a
     stopping time matters; with budget 2000 TS had 0 errors in 300 runs on (0.7, 0.5, 0.45, 0.4).
+
+    Each pull is an exact draw of ``argmax theta`` without drawing all n posteriors: from 64 arms
+    on, :func:`ts_pick` splits the draw at a threshold kept between pulls (23 us per pull on
+    contest 558's 3,925 captions, against about 300 us for n Beta draws; ``tests/test_thompson.py``
+    checks the pick's distribution against quadrature).
 
     Pending pulls are not used: the posterior draws already spread concurrent participants
     over arms, and a "virtual pull" (more count, same mean) would only sharpen the posterior
@@ -105,10 +186,18 @@ class ThompsonSampling(Learner):
         self._d_ls = ls_delta(float(self.delta), LS_EPSILON) if self._use_ls else 1.0
         self._budget = -1 if self.budget is None else int(self.budget)
 
+    def _start(self) -> None:
+        # the thresholded draw's state (see ts_pick): P(y_i < y0), the count it was computed at,
+        # and (y0, sum of the tails); y0 = 0 means "not drawn yet"
+        self.tail_ = np.zeros(self.n_arms_)
+        self.tail_counts_ = np.full(self.n_arms_, -1, dtype=np.int64)
+        self.tail_level_ = np.zeros(2)
+
     def _ask_one(self) -> int:
         if self._budget >= 0 and self.t_ + int(self.pending_.sum()) >= self._budget:
             return -1
-        return int(ts_pick(self.sums_, self.counts_, float(self.alpha), self.rng_))
+        return int(ts_pick(self.sums_, self.counts_, float(self.alpha), self.rng_, self.tail_, self.tail_counts_,
+                           self.tail_level_))
 
     def _check_stop(self) -> None:
         if self._use_ls:
@@ -126,7 +215,8 @@ class ThompsonSampling(Learner):
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
         stop, t = _ts_kernel(self.counts_, self.sums_, self.sumsq_, float(self.alpha), self._use_ls, self._d_ls,
-                             float(self.sigma), self._budget, int(max_pulls), self.rng_, *stream.args())
+                             float(self.sigma), self._budget, int(max_pulls), self.rng_, self.tail_,
+                             self.tail_counts_, self.tail_level_, *stream.args())
         self.t_ = int(t)
         if stop >= 0:
             self._finish([int(stop)])
@@ -135,7 +225,7 @@ class ThompsonSampling(Learner):
 
 
 @njit(cache=True)
-def _ts_kernel(counts, sums, sumsq, alpha, use_ls, d_ls, sigma, budget, max_pulls, own_rng,
+def _ts_kernel(counts, sums, sumsq, alpha, use_ls, d_ls, sigma, budget, max_pulls, own_rng, tail, tail_counts, level,
                kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
     """Returns (LS arm, or -2 when the budget is spent, or -1; total pulls)."""
     n = counts.shape[0]
@@ -146,7 +236,7 @@ def _ts_kernel(counts, sums, sumsq, alpha, use_ls, d_ls, sigma, budget, max_pull
     while total < max_pulls:
         if budget >= 0 and total >= budget:
             return -2, total
-        arm = ts_pick(sums, counts, alpha, own_rng)
+        arm = ts_pick(sums, counts, alpha, own_rng, tail, tail_counts, level)
         r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
         counts[arm] += 1
         sums[arm] += r
