@@ -1,7 +1,7 @@
 """Thompson sampling's pick (an exact draw of the posterior argmax) on whole caption contests.
 
 The pick is the learner's per-pull cost. Baseline measured in the same run: the full draw of all
-n posteriors (``_ts_full_draw``, the textbook pick, which the learner still uses below 64 arms
+n posteriors (``_ts_full_draw``, the textbook pick, which the learner still uses below 96 arms
 and to place its threshold), on the same posteriors. Both are timed on the state a Thompson
 sampling run reaches after ``pulls`` pulls of the contest, then a whole run is timed.
 

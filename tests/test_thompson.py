@@ -58,7 +58,7 @@ def _exact_argmax_probabilities(seed, n, alpha):
 
 @pytest.mark.parametrize("target_tail", [None, 3.3, 18.0])
 def test_thresholded_pick_has_thompson_distribution(target_tail):
-    """The lazy pick (n = 80 >= LAZY_MIN_ARMS) is an exact TS draw for any threshold y0.
+    """The lazy pick (n = 120 >= LAZY_MIN_ARMS) is an exact TS draw for any threshold y0.
 
     ``None`` lets the learner draw y0 (first pick retunes); 3.3 puts y0 where no arm falls below
     it in about exp(-3.3) = 4% of picks (the conditioned fallback); 18 makes many inverse CDFs.
@@ -66,7 +66,7 @@ def test_thresholded_pick_has_thompson_distribution(target_tail):
     over the arms with expected count >= 20 (the rest pooled) compares 60,000 picks with the
     quadrature probabilities.
     """
-    n, alpha, picks = 80, 2.0, 60_000
+    n, alpha, picks = 120, 2.0, 60_000
     assert n >= LAZY_MIN_ARMS
     sums, counts = _posteriors(n, 11)
     probs = _exact_argmax_probabilities(11, n, alpha)
@@ -93,7 +93,7 @@ def test_thresholded_pick_has_thompson_distribution(target_tail):
 def test_thresholded_pick_detects_a_wrong_fallback():
     """Power check for the test above: a pick that returns arm 0 whenever no arm falls below y0
     (instead of the conditioned draw) fails the same chi-square test."""
-    n, alpha, picks = 80, 2.0, 60_000
+    n, alpha, picks = 120, 2.0, 60_000
     sums, counts = _posteriors(n, 11)
     probs = _exact_argmax_probabilities(11, n, alpha)
     a = np.maximum(1.0, (1.0 + sums) / alpha)

@@ -14,8 +14,9 @@ from purebandits.stopping import LS_EPSILON, ls_tracker, ls_tracker_update
 __all__ = ["ThompsonSampling"]
 
 
-#: below this many arms every pick draws all n posteriors (the threshold costs more than it saves)
-LAZY_MIN_ARMS = 64
+#: below this many arms every pick draws all n posteriors: the threshold costs more than it saves
+#: (measured: 6.4 against 3.9 us per pick at 64 arms, 4.1 against 5.8 at 96)
+LAZY_MIN_ARMS = 96
 #: the threshold is the RANK-th smallest of one full draw; it is drawn again when the expected
 #: number of arms below it leaves [TAIL_LOW, TAIL_HIGH]
 TAIL_RANK, TAIL_LOW, TAIL_HIGH = 8, 3.0, 24.0
@@ -140,7 +141,7 @@ class ThompsonSampling(Learner):
     a ``budget`` (the common checks use 2000) or a top-two rule (:class:`TopTwo`) when a
     stopping time matters; with budget 2000 TS had 0 errors in 300 runs on (0.7, 0.5, 0.45, 0.4).
 
-    Each pull is an exact draw of ``argmax theta`` without drawing all n posteriors: from 64 arms
+    Each pull is an exact draw of ``argmax theta`` without drawing all n posteriors: from 96 arms
     on, :func:`ts_pick` splits the draw at a threshold kept between pulls (23 us per pull on
     contest 558's 3,925 captions, against about 300 us for n Beta draws; ``tests/test_thompson.py``
     checks the pick's distribution against quadrature).
