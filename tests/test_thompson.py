@@ -11,9 +11,28 @@ from purebandits.instances.rewards import Bernoulli, Gaussian
 from purebandits.testing.checks import check_kernel_matches_reference, run_learner
 
 
+def _beta_params(sums, counts, alpha):
+    """NEXT's tempered (a_i, b_i) for every arm (ts_posterior, vectorised)."""
+    return np.maximum(1.0, (1.0 + sums) / alpha), np.maximum(1.0, (1.0 + counts - sums) / alpha)
+
+
+def _threshold(sums, counts, alpha, target_tail):
+    """The y0 at which the tails P(y_i < y0) sum to ``target_tail``."""
+    a, b = _beta_params(sums, counts, alpha)
+    return optimize.brentq(lambda y: special.betainc(b, a, y).sum() - target_tail, 1e-12, 1 - 1e-12)
+
+
+def _chi2(hits, probs):
+    """(chi-square statistic, its 1 - 1e-4 quantile) over the arms with expected count >= 20, the rest pooled."""
+    expected = probs * hits.sum()
+    big = expected >= 20
+    obs = np.append(hits[big], hits[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    return ((obs - exp) ** 2 / exp).sum(), stats.chi2.ppf(1 - 1e-4, len(obs) - 1)
+
+
 def _numpy_pick(sums, counts, alpha, rng):
-    a = np.maximum(1.0, (1.0 + sums) / alpha)
-    b = np.maximum(1.0, (1.0 + counts - sums) / alpha)
+    a, b = _beta_params(sums, counts, alpha)
     y = np.array([rng.beta(b[i], a[i]) for i in range(len(a))])
     return int(np.argmin(y))
 
@@ -45,9 +64,7 @@ def _posteriors(n, seed):
 @functools.cache
 def _exact_argmax_probabilities(seed, n, alpha):
     """P(argmin_i y_i = i), y_i ~ Beta(b_i, a_i) independent, by quadrature of f_i(y) prod_j (1 - F_j(y))."""
-    sums, counts = _posteriors(n, seed)
-    a = np.maximum(1.0, (1.0 + sums) / alpha)
-    b = np.maximum(1.0, (1.0 + counts - sums) / alpha)
+    a, b = _beta_params(*_posteriors(n, seed), alpha)
     grid = np.linspace(0.0, 1.0, 40_001)  # a_i, b_i >= 1: bounded densities, no end singularities
     with np.errstate(divide="ignore", invalid="ignore"):
         log_surv = np.log(special.betainc(a, b, 1.0 - grid[:, None]))  # log P(y_i > y), (grid, n)
@@ -73,21 +90,15 @@ def test_thresholded_pick_has_thompson_distribution(target_tail):
     assert abs(probs.sum() - 1) < 1e-5  # quadrature error: under one pick in 60,000 in total
     tail, tail_counts, level = _state(n)
     if target_tail is not None:
-        a = np.maximum(1.0, (1.0 + sums) / alpha)
-        b = np.maximum(1.0, (1.0 + counts - sums) / alpha)
-        level[0] = optimize.brentq(lambda y: special.betainc(b, a, y).sum() - target_tail, 1e-12, 1 - 1e-12)
+        level[0] = _threshold(sums, counts, alpha, target_tail)
     rng = np.random.default_rng(2024)
     hits = np.zeros(n)
     for _ in range(picks):
         hits[ts_pick(sums, counts, alpha, rng, tail, tail_counts, level)] += 1
     if target_tail is not None:
         assert abs(level[1] - target_tail) < 1e-6  # the threshold was kept, not redrawn
-    expected = probs * picks
-    big = expected >= 20
-    obs = np.append(hits[big], hits[~big].sum())
-    exp = np.append(expected[big], expected[~big].sum())
-    chi2 = ((obs - exp) ** 2 / exp).sum()
-    assert chi2 < stats.chi2.ppf(1 - 1e-4, len(obs) - 1), (chi2, len(obs))
+    chi2, critical = _chi2(hits, probs)
+    assert chi2 < critical, (chi2, critical)
 
 
 def test_thresholded_pick_detects_a_wrong_fallback():
@@ -96,10 +107,8 @@ def test_thresholded_pick_detects_a_wrong_fallback():
     n, alpha, picks = 120, 2.0, 60_000
     sums, counts = _posteriors(n, 11)
     probs = _exact_argmax_probabilities(11, n, alpha)
-    a = np.maximum(1.0, (1.0 + sums) / alpha)
-    b = np.maximum(1.0, (1.0 + counts - sums) / alpha)
-    y0 = optimize.brentq(lambda y: special.betainc(b, a, y).sum() - 3.3, 1e-12, 1 - 1e-12)
-    tail = special.betainc(b, a, y0)
+    a, b = _beta_params(sums, counts, alpha)
+    tail = special.betainc(b, a, _threshold(sums, counts, alpha, 3.3))
     rng = np.random.default_rng(2024)
     hits = np.zeros(n)
     for _ in range(picks):
@@ -110,11 +119,8 @@ def test_thresholded_pick_detects_a_wrong_fallback():
             hits[int(np.argmin(y))] += 1
         else:
             hits[0] += 1
-    expected = probs * picks
-    big = expected >= 20
-    obs = np.append(hits[big], hits[~big].sum())
-    exp = np.append(expected[big], expected[~big].sum())
-    assert ((obs - exp) ** 2 / exp).sum() > stats.chi2.ppf(1 - 1e-4, len(obs) - 1)
+    chi2, critical = _chi2(hits, probs)
+    assert chi2 > critical
 
 
 def test_kernel_matches_reference_on_the_thresholded_path():

@@ -36,12 +36,6 @@ def at_lucb_radius(u, t, n, delta1, stage, alpha, sigma):  # pragma: no cover - 
 
 
 @njit(cache=True)
-def at_lucb_top(mu, k):  # pragma: no cover - compiled
-    """Mask of the empirical top-k (decreasing mean, ties to the lower index)."""
-    return topk_mask(mu, k)
-
-
-@njit(cache=True)
 def at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma):  # pragma: no cover - compiled
     """LUCB1's h (weakest top arm by LCB) and l (strongest other arm by UCB) and ``U_l - L_h``."""
     n = mu.shape[0]
@@ -62,7 +56,7 @@ def at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma):  # pragma: no cove
 @njit(cache=True)
 def at_lucb_round(mu, counts, k, t, stage, delta1, alpha, eps, sigma):  # pragma: no cover - compiled
     """Stage update of round t: returns (new stage, whether J is reset to the empirical top-k)."""
-    top = at_lucb_top(mu, k)
+    top = topk_mask(mu, k)
     u = counts.astype(np.float64)
     if at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma)[2] < eps:
         stage += 1
@@ -97,14 +91,14 @@ def _at_lucb_kernel(counts, sums, sumsq, J, k, rnd, stage, queued, delta1, alpha
                 t = rnd + 1
                 stage, reset = at_lucb_round(mu, counts, k, float(t), stage, delta1, alpha, eps, sigma)
                 if reset:
-                    top = at_lucb_top(mu, k)
+                    top = topk_mask(mu, k)
                     c = 0
                     for i in range(n):
                         if top[i]:
                             J[c] = i
                             c += 1
                 rnd = t
-                h, lo, _ = at_lucb_pair(mu, counts.astype(np.float64), at_lucb_top(mu, k), float(t), delta1, stage,
+                h, lo, _ = at_lucb_pair(mu, counts.astype(np.float64), topk_mask(mu, k), float(t), delta1, stage,
                                        alpha, sigma)
                 arm = h
                 queued = lo
@@ -120,7 +114,7 @@ def _at_lucb_kernel(counts, sums, sumsq, J, k, rnd, stage, queued, delta1, alpha
                 if counts[i] == 0:
                     ready = False
                     break
-            if ready and at_lucb_pair(mu, counts.astype(np.float64), at_lucb_top(mu, k), float(rnd + 1),
+            if ready and at_lucb_pair(mu, counts.astype(np.float64), topk_mask(mu, k), float(rnd + 1),
                                       stop_delta, 1, alpha, sigma)[2] < eps:
                 return True, total, rnd, stage, queued
     return False, total, rnd, stage, queued
@@ -211,10 +205,10 @@ class ATLUCB(Learner):
             mu, self.counts_, k, float(t), self.stage_, float(self.delta1), float(self.alpha),
             float(self.epsilon), float(self.sigma)))
         if reset:
-            self.J_ = np.flatnonzero(at_lucb_top(mu, k)).astype(np.int64)
+            self.J_ = np.flatnonzero(topk_mask(mu, k)).astype(np.int64)
         self.round_ = t
         u = (self.counts_ + self.pending_).astype(np.float64)
-        h, lo, _ = at_lucb_pair(mu, u, at_lucb_top(mu, k), float(t), float(self.delta1), self.stage_,
+        h, lo, _ = at_lucb_pair(mu, u, topk_mask(mu, k), float(t), float(self.delta1), self.stage_,
                                float(self.alpha), float(self.sigma))
         self.queue_.append(int(lo))
         return int(h)
@@ -223,7 +217,7 @@ class ATLUCB(Learner):
         if self.delta is None or self.queue_ or (self.counts_ == 0).any():
             return
         mu = self.means()
-        gap = at_lucb_pair(mu, self.counts_.astype(np.float64), at_lucb_top(mu, int(self.k)), float(self.round_ + 1),
+        gap = at_lucb_pair(mu, self.counts_.astype(np.float64), topk_mask(mu, int(self.k)), float(self.round_ + 1),
                            float(self.delta), 1, float(self.alpha), float(self.sigma))[2]
         if gap < self.epsilon:
             self._finish(top_k_by(mu, int(self.k)))
