@@ -3,11 +3,14 @@
 import math
 
 import numpy as np
+import pytest
 
-from purebandits.algorithms.ucb1 import UCB1, ucb1_pick
+from purebandits.algorithms.ucb1 import LAZY_MIN_ARMS, UCB1, ucb1_index, ucb1_lazy_pick, ucb1_pick
 from purebandits.bounds import lil_stopping_arm, ls_delta
-from purebandits.instances.rewards import Bernoulli
+from purebandits.heaps import keyheap_init
+from purebandits.instances.rewards import Bernoulli, Gaussian
 from purebandits.stopping import LS_EPSILON
+from purebandits.testing.checks import run_learner
 
 
 def test_index_is_ucb1():
@@ -41,3 +44,41 @@ def test_stops_exactly_when_ls_fires():
         learner.tell(arm, stream.draw(arm))
     assert lil_stopping_arm(learner.sums_, learner.counts_.astype(float), d_ls, LS_EPSILON, 0.5) == 0
     assert learner.recommend() == [0]
+
+
+@pytest.mark.parametrize("growth", [0.0, 1e-3, 0.5])
+def test_lazy_pick_equals_the_scan_ties_included(growth):
+    """The heap walk returns the scan's arm, on states full of exact ties (integer sums, equal counts).
+
+    With ``growth = 0`` the heap keys equal the indices, so a tied arm sits exactly at the
+    pruning threshold: a walk that pruned on ``<=`` or broke ties the other way would differ.
+    """
+    rng = np.random.default_rng(5)
+    for _ in range(400):
+        n = int(rng.integers(2, 60))
+        counts = rng.integers(1, 4, size=n) * 5
+        sums = rng.integers(0, 3, size=n) * counts / 2.0
+        t = float(counts.sum())
+        lt, lt1 = math.log(t), math.log(t * (1.0 + growth))
+        key = np.array([ucb1_index(s / c, float(c), lt1, 1.0) for s, c in zip(sums, counts, strict=True)])
+        hkey, harm, where = np.empty(n + 1), np.empty(n + 1, np.int64), np.empty(n, np.int64)
+        keyheap_init(key, hkey, harm, where)
+        want = ucb1_pick(sums, counts, np.zeros(n, np.int64), t, 1.0)
+        assert ucb1_lazy_pick(hkey, harm, n, np.empty(n + 1, np.int64), sums, counts, lt, 1.0) == want
+
+
+@pytest.mark.parametrize("gaussian", [False, True])
+def test_kernel_on_the_lazy_path_matches_ask_tell(gaussian):
+    """120 arms (past LAZY_MIN_ARMS): the compiled run equals the O(n)-scan ask/tell loop, state for state."""
+    n = 120
+    means = np.linspace(0.2, 0.8, n)
+    means[-3:] = 0.8  # Bernoulli ties at the top
+    model = Gaussian(means, 0.25) if gaussian else Bernoulli(means)
+    ref = UCB1(delta=0.1).start(n, seed=4)
+    run_learner(ref, model, 11, max_pulls=30_000)
+    fast = UCB1(delta=0.1).start(n, seed=4)
+    stream = model.stream(11)
+    for checkpoint in (50, 120, 121, 5_000, 30_000):
+        fast.run_compiled(stream, checkpoint)
+    assert n >= LAZY_MIN_ARMS and fast.n_pulls == 30_000
+    assert fast.state_json() == ref.state_json()
