@@ -9,7 +9,7 @@ from numba import njit
 
 from purebandits.base import Learner, check_param, top_k_by
 from purebandits.instances.rewards import stream_draw
-from purebandits.ranking import topk_mask
+from purebandits.ranking import topk_fill, topk_mask
 
 __all__ = ["ATLUCB"]
 
@@ -40,10 +40,13 @@ def at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma):  # pragma: no cove
     """LUCB1's h (weakest top arm by LCB) and l (strongest other arm by UCB) and ``U_l - L_h``."""
     n = mu.shape[0]
     c = _at_lucb_scale(t, n, delta1, stage, alpha, sigma)  # one logarithm per call, not n
+    rad = np.empty(n)
+    for i in range(n):  # branch-free, so the divisions and square roots vectorise
+        rad[i] = math.sqrt(c / u[i]) if u[i] > 0.0 else math.inf  # at_lucb_radius's arithmetic
     h, lo = -1, -1
     lo_h, up_l = math.inf, -math.inf
     for i in range(n):
-        r = math.sqrt(c / u[i]) if u[i] > 0.0 else math.inf  # at_lucb_radius's arithmetic
+        r = rad[i]
         if top[i]:
             if mu[i] - r < lo_h or h < 0:
                 lo_h, h = mu[i] - r, i
@@ -54,68 +57,82 @@ def at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma):  # pragma: no cove
 
 
 @njit(cache=True)
+def at_lucb_stage(mu, u, top, t, stage, delta1, alpha, eps, sigma):  # pragma: no cover - compiled
+    """Stage update of round t and LUCB1's pair at the new stage: (stage, reset J?, h, l).
+
+    Term is tested at the current stage; if it holds, the stage rises until Term fails. The
+    pair returned is the one of that last test (same statistics, same t), so a kernel whose
+    pick uses the same ``u`` needs no second pass.
+    """
+    h, lo, gap = at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma)
+    if gap < eps:
+        while gap < eps:
+            stage += 1
+            h, lo, gap = at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma)
+        return stage, True, h, lo
+    return stage, stage == 1, h, lo
+
+
+@njit(cache=True)
 def at_lucb_round(mu, counts, k, t, stage, delta1, alpha, eps, sigma):  # pragma: no cover - compiled
     """Stage update of round t: returns (new stage, whether J is reset to the empirical top-k)."""
-    top = topk_mask(mu, k)
-    u = counts.astype(np.float64)
-    if at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma)[2] < eps:
-        stage += 1
-        while at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma)[2] < eps:
-            stage += 1
-        return stage, True
-    return stage, stage == 1
+    stage, reset, _, _ = at_lucb_stage(mu, counts.astype(np.float64), topk_mask(mu, k), t, stage, delta1, alpha,
+                                       eps, sigma)
+    return stage, reset
 
 
 @njit(cache=True)
 def _at_lucb_kernel(counts, sums, sumsq, J, k, rnd, stage, queued, delta1, alpha, eps, sigma, stop_delta,
                     max_pulls, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    """The ask/tell loop without pending pulls: one top-k selection and one pair pass per round."""
     n = counts.shape[0]
     total = 0
+    n_zero = 0
+    mu = np.zeros(n)
+    u = counts.astype(np.float64)
     for i in range(n):
         total += counts[i]
-    mu = np.zeros(n)
-    for i in range(n):
         if counts[i] > 0:
             mu[i] = sums[i] / counts[i]
+        else:
+            n_zero += 1
+    top = np.zeros(n, dtype=np.bool_)
+    top_ok = False  # top holds the empirical top-k of the current mu
     while total < max_pulls:
         if queued >= 0:
             arm = queued
             queued = -1
+        elif n_zero > 0:
+            arm = 0
+            while counts[arm] > 0:
+                arm += 1
         else:
-            arm = -1
-            for i in range(n):
-                if counts[i] == 0:
-                    arm = i
-                    break
-            if arm < 0:
-                t = rnd + 1
-                stage, reset = at_lucb_round(mu, counts, k, float(t), stage, delta1, alpha, eps, sigma)
-                if reset:
-                    top = topk_mask(mu, k)
-                    c = 0
-                    for i in range(n):
-                        if top[i]:
-                            J[c] = i
-                            c += 1
-                rnd = t
-                h, lo, _ = at_lucb_pair(mu, counts.astype(np.float64), topk_mask(mu, k), float(t), delta1, stage,
-                                       alpha, sigma)
-                arm = h
-                queued = lo
+            t = rnd + 1
+            if not top_ok:
+                topk_fill(mu, k, top)
+                top_ok = True
+            stage, reset, arm, queued = at_lucb_stage(mu, u, top, float(t), stage, delta1, alpha, eps, sigma)
+            if reset:
+                c = 0
+                for i in range(n):
+                    if top[i]:
+                        J[c] = i
+                        c += 1
+            rnd = t
         r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
+        if counts[arm] == 0:
+            n_zero -= 1
         counts[arm] += 1
+        u[arm] += 1.0
         sums[arm] += r
         sumsq[arm] += r * r
         mu[arm] = sums[arm] / counts[arm]
+        top_ok = False
         total += 1
-        if stop_delta > 0.0 and queued < 0:
-            ready = True
-            for i in range(n):
-                if counts[i] == 0:
-                    ready = False
-                    break
-            if ready and at_lucb_pair(mu, counts.astype(np.float64), topk_mask(mu, k), float(rnd + 1),
-                                      stop_delta, 1, alpha, sigma)[2] < eps:
+        if stop_delta > 0.0 and queued < 0 and n_zero == 0:
+            topk_fill(mu, k, top)
+            top_ok = True
+            if at_lucb_pair(mu, u, top, float(rnd + 1), stop_delta, 1, alpha, sigma)[2] < eps:
                 return True, total, rnd, stage, queued
     return False, total, rnd, stage, queued
 
