@@ -36,12 +36,13 @@ O_N_PER_PULL = {
     "thompson_sampling": "one uniform per arm per pull to find the arms below its threshold (ts_pick)",
     "top_two": "leader and challenger scan all n arms (GLR costs) per pull",
     "track_and_stop": "solves for the optimal weights w* (O(n) root finds) per pull",
+    "ucb1": "every index depends on t: a heap walk over the arms whose upper key reaches the best index "
+            "(many near-ties early in a run) and all n keys rebuilt every t/256 pulls",
     "lucb1": "round-dependent bounds: all n bounds recomputed per pull",
     "kl_lucb": "round-dependent KL bounds: all n bounds recomputed per pull",
-    "at_lucb": "a scan for unpulled arms and LUCB1's round-dependent bounds over all n arms per round",
+    "at_lucb": "LUCB1's round-dependent bounds over all n arms per round",
     "clucb": "radii depend on t: all n radii and both top-k sets recomputed per pull",
     "lil_clucb": "both top-k sets recomputed per pull (one radius changes)",
-    "ucb1": "every index depends on t: all n indices per pull",
 }
 #: pulls of the single capped repetition timed for those learners. Track-and-Stop: 5,000 (its
 #: first 1,000 pulls are one per arm; after that each pull solves for w* over all n arms)

@@ -17,7 +17,8 @@ __all__ = ["UCB1"]
 
 #: from this many arms on, the compiled driver finds the argmax in a heap of upper keys
 LAZY_MIN_ARMS = 16
-#: the heap's keys use log(t1) with t1 = t (1 + HORIZON_GROWTH); they are rebuilt once t passes t1
+#: the heap's keys use log(t1) with t1 = t + max(t HORIZON_GROWTH, n/8); they are rebuilt once t passes t1
+#: (so a rebuild costs at most 8 key evaluations per pull)
 HORIZON_GROWTH = 1.0 / 256.0
 
 
@@ -189,7 +190,7 @@ def _ucb1_kernel(counts, sums, sumsq, pending, index_sigma, sigma, d_ls, max_pul
         t = float(total)
         if lazy and n_zero == 0:
             if t > horizon:
-                horizon = t * (1.0 + HORIZON_GROWTH)
+                horizon = t + max(t * HORIZON_GROWTH, n / 8.0)
                 lt1 = math.log(horizon)
                 for i in range(n):
                     key[i] = ucb1_index(sums[i] / counts[i], float(counts[i]), lt1, index_sigma)
