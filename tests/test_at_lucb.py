@@ -88,12 +88,20 @@ def test_kernel_matches_reference_in_anytime_mode():
         assert fast.state_json() == ref.state_json()
 
 
-@pytest.mark.parametrize("k", [1, 4])
-def test_kernel_matches_reference_at_size(k):
-    """The compiled AT-LUCB (one logarithm per bound evaluation, O(n) top-k) == the ask/tell rule on
-    40 near-tied Gaussian arms, resumed at checkpoints."""
+@pytest.mark.parametrize("k", [1, 4, 12])
+@pytest.mark.parametrize("case", ["near-tied", "separated", "tied"])
+def test_kernel_matches_reference_at_size(k, case):
+    """The compiled AT-LUCB (heaps for the top-k set and for l) == the ask/tell rule on 40 arms,
+    resumed at checkpoints: near-tied Gaussian arms; Bernoulli arms with a clear top k (stage
+    jumps); Bernoulli arms whose k-th place falls inside a group of equal means (exact ties of
+    empirical means and bounds, so every tie-break is exercised). k = 12 takes the partition path."""
     rng = np.random.default_rng(13)
-    model = Gaussian(rng.uniform(0.0, 1.0, 40), 0.25)
+    if case == "separated":
+        model = Bernoulli(np.r_[np.full(k, 0.95), np.full(40 - k, 0.05)])
+    elif case == "tied":
+        model = Bernoulli(np.r_[np.full(k // 2, 0.9), np.full(40 - k // 2, 0.5)])
+    else:
+        model = Gaussian(rng.uniform(0.0, 1.0, 40), 0.25)
     ref = ATLUCB(k=k).start(40, seed=5)
     run_learner(ref, model, 6, max_pulls=8_000)
     fast = ATLUCB(k=k).start(40, seed=5)
@@ -101,3 +109,5 @@ def test_kernel_matches_reference_at_size(k):
     for checkpoint in (40, 41, 2_000, 8_000):
         fast.run_compiled(stream, checkpoint)
     assert fast.state_json() == ref.state_json()
+    if case == "separated":
+        assert fast.stage_ > 1

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from purebandits.algorithms.ucb1 import LAZY_MIN_ARMS, UCB1, ucb1_index, ucb1_lazy_pick, ucb1_pick
+from purebandits.algorithms.ucb1 import LAZY_MIN_ARMS, UCB1, ucb1_index, ucb1_pick
 from purebandits.bounds import lil_stopping_arm, ls_delta
-from purebandits.heaps import keyheap_init
+from purebandits.heaps import keyheap_best_bonus, keyheap_init
 from purebandits.instances.rewards import Bernoulli, Gaussian
 from purebandits.stopping import LS_EPSILON
 from purebandits.testing.checks import run_learner
@@ -64,7 +64,9 @@ def test_lazy_pick_equals_the_scan_ties_included(growth):
         hkey, harm, where = np.empty(n + 1), np.empty(n + 1, np.int64), np.empty(n, np.int64)
         keyheap_init(key, hkey, harm, where)
         want = ucb1_pick(sums, counts, np.zeros(n, np.int64), t, 1.0)
-        assert ucb1_lazy_pick(hkey, harm, n, np.empty(n + 1, np.int64), sums, counts, lt, 1.0) == want
+        got = keyheap_best_bonus(hkey, harm, n, np.empty(n + 1, np.int64), sums / counts, counts.astype(float),
+                                 2.0 * lt)  # c = 2 sigma^2 log t with sigma = 1
+        assert got == want
 
 
 @pytest.mark.parametrize("gaussian", [False, True])

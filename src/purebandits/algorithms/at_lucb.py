@@ -8,8 +8,10 @@ import numpy as np
 from numba import njit
 
 from purebandits.base import Learner, check_param, top_k_by
+from purebandits.heaps import bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
 from purebandits.instances.rewards import stream_draw
-from purebandits.ranking import topk_fill, topk_mask
+from purebandits.jit import borrow, borrow_stream
+from purebandits.ranking import borrow_topk, topk_mask, topk_tracker_fill, topk_tracker_update, topk_workspace
 
 __all__ = ["ATLUCB"]
 
@@ -81,23 +83,57 @@ def at_lucb_round(mu, counts, k, t, stage, delta1, alpha, eps, sigma):  # pragma
     return stage, reset
 
 
+@njit(cache=True, inline="always")
+def _weakest_top(mu, u, topl, c):  # pragma: no cover - compiled
+    """LUCB1's h over the top list: the smallest ``mu - sqrt(c/u)`` (ties: lower index), and that bound."""
+    h, lo_h = -1, math.inf
+    for j in range(topl.shape[0]):
+        i = topl[j]
+        v = mu[i] - math.sqrt(c / u[i])
+        if v < lo_h or h < 0 or (v == lo_h and i < h):
+            lo_h, h = v, i
+    return h, lo_h
+
+
+def _at_lucb_workspace(n: int, k: int) -> tuple:
+    """The kernel's arrays, allocated in Python so the kernel can borrow them: (mu, u, key, ukey, uarm,
+    uwhere, stack) and a top-k tracker."""
+    return ((np.empty(n), np.empty(n), np.empty(n), np.empty(n + 1), np.empty(n + 1, np.int64),
+             np.empty(n, np.int64), np.empty(n + 1, np.int64)), topk_workspace(n, k))
+
+
 @njit(cache=True)
-def _at_lucb_kernel(counts, sums, sumsq, J, k, rnd, stage, queued, delta1, alpha, eps, sigma, stop_delta,
+def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta1, alpha, eps, sigma, stop_delta,
                     max_pulls, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
-    """The ask/tell loop without pending pulls: one top-k selection and one pair pass per round."""
+    """The ask/tell loop without pending pulls, with the empirical top-k and LUCB1's l kept in heaps.
+
+    The top-k set (``top``/``topl``) is kept by :func:`purebandits.ranking.topk_tracker_update`
+    (one mean changes per pull, so one swap at most). l, the other arm with the largest
+    ``mu + sqrt(c/u)``, is found by walking a heap of upper keys
+    (:func:`purebandits.heaps.keyheap_best_bonus`), built at the current stage and a horizon in
+    t; h is a pass over the k top arms. Deeper stages of a stage jump and the
+    fixed-confidence stop test use the full pass :func:`at_lucb_pair`. Same decisions as
+    :meth:`ATLUCB.ask` (tested).
+    """
+    counts, sums, sumsq, J = borrow(counts), borrow(sums), borrow(sumsq), borrow(J)
+    a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
+    mu, u, key, ukey = borrow(ws[0]), borrow(ws[1]), borrow(ws[2]), borrow(ws[3])
+    uarm, uwhere, stack = borrow(ws[4]), borrow(ws[5]), borrow(ws[6])
     n = counts.shape[0]
     total = 0
     n_zero = 0
-    mu = np.zeros(n)
-    u = counts.astype(np.float64)
     for i in range(n):
         total += counts[i]
-        if counts[i] > 0:
-            mu[i] = sums[i] / counts[i]
-        else:
-            n_zero += 1
-    top = np.zeros(n, dtype=np.bool_)
-    top_ok = False  # top holds the empirical top-k of the current mu
+        u[i] = float(counts[i])
+        mu[i] = sums[i] / counts[i] if counts[i] > 0 else 0.0
+        n_zero += counts[i] == 0
+    topk_tracker_fill(tk, mu, k)
+    tk = borrow_topk(tk)
+    top, topl = tk[0], tk[1]
+    horizon = -1.0  # ukey holds upper keys of the other arms' UCBs while t <= horizon at stage ukey_stage
+    ukey_stage = -1
+    c1 = 0.0
+    j_stale = True  # J may differ from top
     while total < max_pulls:
         if queued >= 0:
             arm = queued
@@ -108,16 +144,30 @@ def _at_lucb_kernel(counts, sums, sumsq, J, k, rnd, stage, queued, delta1, alpha
                 arm += 1
         else:
             t = rnd + 1
-            if not top_ok:
-                topk_fill(mu, k, top)
-                top_ok = True
-            stage, reset, arm, queued = at_lucb_stage(mu, u, top, float(t), stage, delta1, alpha, eps, sigma)
-            if reset:
+            ft = float(t)
+            if ft > horizon or stage != ukey_stage:
+                horizon = bonus_horizon(ft, n)
+                ukey_stage = stage
+                # a relative margin on top of the monotone rounding: the keys only need to be upper bounds
+                c1 = _at_lucb_scale(horizon, n, delta1, stage, alpha, sigma) * (1.0 + 1e-9)
+                for i in range(n):
+                    key[i] = -math.inf if top[i] else mu[i] + math.sqrt(c1 / u[i])
+                keyheap_init(key, ukey, uarm, uwhere)
+            cs = _at_lucb_scale(ft, n, delta1, stage, alpha, sigma)
+            arm, lo_h = _weakest_top(mu, u, topl, cs)
+            queued = keyheap_best_bonus(ukey, uarm, n, stack, mu, u, cs)
+            if (mu[queued] + math.sqrt(cs / u[queued])) - lo_h < eps:  # Term holds: the stage jumps
+                stage, _, arm, queued = at_lucb_stage(mu, u, top, ft, stage + 1, delta1, alpha, eps, sigma)
+                reset = True
+            else:
+                reset = stage == 1
+            if reset and j_stale:
                 c = 0
                 for i in range(n):
                     if top[i]:
                         J[c] = i
                         c += 1
+                j_stale = False
             rnd = t
         r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
         if counts[arm] == 0:
@@ -127,11 +177,18 @@ def _at_lucb_kernel(counts, sums, sumsq, J, k, rnd, stage, queued, delta1, alpha
         sums[arm] += r
         sumsq[arm] += r * r
         mu[arm] = sums[arm] / counts[arm]
-        top_ok = False
         total += 1
+        out, inn = topk_tracker_update(tk, mu, arm)
+        if horizon > 0.0:
+            if not top[arm]:
+                keyheap_update(ukey, uarm, uwhere, n, arm, mu[arm] + math.sqrt(c1 / u[arm]))
+            if out >= 0:
+                if out != arm:
+                    keyheap_update(ukey, uarm, uwhere, n, out, mu[out] + math.sqrt(c1 / u[out]))
+                keyheap_update(ukey, uarm, uwhere, n, inn, -math.inf)
+        if out >= 0:
+            j_stale = True
         if stop_delta > 0.0 and queued < 0 and n_zero == 0:
-            topk_fill(mu, k, top)
-            top_ok = True
             if at_lucb_pair(mu, u, top, float(rnd + 1), stop_delta, 1, alpha, sigma)[2] < eps:
                 return True, total, rnd, stage, queued
     return False, total, rnd, stage, queued
@@ -260,8 +317,9 @@ class ATLUCB(Learner):
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
         queued = self.queue_[0] if self.queue_ else -1
+        ws, tk = _at_lucb_workspace(self.n_arms_, int(self.k))
         stop, t, rnd, stage, queued = _at_lucb_kernel(
-            self.counts_, self.sums_, self.sumsq_, self.J_, int(self.k), self.round_, self.stage_, queued,
+            self.counts_, self.sums_, self.sumsq_, self.J_, ws, tk, int(self.k), self.round_, self.stage_, queued,
             float(self.delta1), float(self.alpha), float(self.epsilon), float(self.sigma),
             -1.0 if self.delta is None else float(self.delta), int(max_pulls), *stream.args())
         self.t_, self.round_, self.stage_ = int(t), int(rnd), int(stage)

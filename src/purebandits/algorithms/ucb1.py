@@ -9,25 +9,23 @@ from numba import njit
 
 from purebandits.base import Learner, check_param
 from purebandits.bounds import lil_stopping_arm, ls_delta
-from purebandits.heaps import keyheap_init, keyheap_update
+from purebandits.heaps import bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
 from purebandits.instances.rewards import stream_draw
-from purebandits.stopping import LS_EPSILON, ls_tracker, ls_tracker_update
+from purebandits.jit import borrow, borrow_stream
+from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
 
 __all__ = ["UCB1"]
 
 #: from this many arms on, the compiled driver finds the argmax in a heap of upper keys
 LAZY_MIN_ARMS = 16
-#: the heap's keys use log(t1) with t1 = t + max(t HORIZON_GROWTH, n/8); they are rebuilt once t passes t1
-#: (so a rebuild costs at most 8 key evaluations per pull)
-HORIZON_GROWTH = 1.0 / 256.0
 
 
 @njit(cache=True, inline="always")
 def ucb1_index(m, T, lt, sigma):  # pragma: no cover - compiled
     """UCB1's index ``m + sqrt(2 sigma^2 lt / T)``, the one expression every pick evaluates.
 
-    Each operation is monotone in ``lt``, so the rounded index at ``lt1 >= lt`` is an upper
-    bound of the rounded index at ``lt`` (what makes the lazy pick exact).
+    It is ``m + sqrt(c / T)`` with ``c = 2 sigma^2 lt`` rounded as written, the form of
+    :func:`purebandits.heaps.keyheap_best_bonus`, so the heap walk picks the scan's arm.
     """
     return m + math.sqrt(2.0 * sigma * sigma * lt / T)
 
@@ -52,44 +50,6 @@ def ucb1_pick(sums, counts, pending, t, sigma):  # pragma: no cover - compiled
         if v > best_v:
             best_v = v
             best = i
-    return best
-
-
-@njit(cache=True)
-def ucb1_lazy_pick(hkey, harm, n, stack, sums, counts, lt, sigma):  # pragma: no cover - compiled
-    """:func:`ucb1_pick`'s arm (no pending pulls, every arm pulled) from a heap of upper keys.
-
-    ``hkey``/``harm`` is a key heap (:mod:`purebandits.heaps`) whose keys are the indices at
-    some ``lt1 >= lt``: an upper bound of each arm's index now. Walking down the heap, a subtree
-    whose top key is below the best index found so far holds no arm that could win or tie, so
-    only the arms near the top are evaluated. Ties go to the lower arm, as in the scan.
-    """
-    best = -1
-    best_v = -math.inf
-    stack[0] = 0
-    size = 1
-    while size > 0:
-        size -= 1
-        p = stack[size]
-        if hkey[p] < best_v:
-            continue
-        a = harm[p]
-        v = ucb1_index(sums[a] / counts[a], float(counts[a]), lt, sigma)
-        if v > best_v or (v == best_v and a < best):
-            best_v = v
-            best = a
-        c = 2 * p + 1
-        if c < n:
-            d = c + 1  # hkey[n] is the heap's sentinel (-inf)
-            if hkey[d] > hkey[c]:
-                c, d = d, c
-            # the larger child goes on last, so it is walked first and raises best_v sooner
-            if d < n and hkey[d] >= best_v:
-                stack[size] = d
-                size += 1
-            if hkey[c] >= best_v:
-                stack[size] = c
-                size += 1
     return best
 
 
@@ -120,7 +80,8 @@ class UCB1(Learner):
     Every index depends on t, so the plain pick costs O(n) per pull (JMNB14 Sec. 5 skipped UCB1
     at large n). From ``LAZY_MIN_ARMS`` arms on the compiled driver keeps the indices at a
     horizon ``t1 >= t`` in a heap and evaluates only the arms whose upper key reaches the best
-    index found (:func:`ucb1_lazy_pick`); it picks the same arm as the scan, ties included.
+    index found (:func:`purebandits.heaps.keyheap_best_bonus`); it picks the same arm as the
+    scan, ties included.
     Pending pulls count in ``T_i`` and in t (virtual pulls), not in the means.
 
     References
@@ -163,51 +124,60 @@ class UCB1(Learner):
             return
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
-        stop, t = _ucb1_kernel(self.counts_, self.sums_, self.sumsq_, self.pending_, float(self.index_sigma),
-                               float(self.sigma), self._d_ls, int(max_pulls), *stream.args())
+        n = self.n_arms_
+        ws = (np.empty(n), np.empty(n), np.empty(n), np.empty(n + 1), np.empty(n + 1, np.int64),
+              np.empty(n, np.int64), np.empty(n + 1, np.int64))  # borrowed by the kernel
+        stop, t = _ucb1_kernel(self.counts_, self.sums_, self.sumsq_, self.pending_, ws, ls_workspace(n),
+                               float(self.index_sigma), float(self.sigma), self._d_ls, int(max_pulls), *stream.args())
         self.t_ = int(t)
         if stop >= 0:
             self._finish([int(stop)])
 
 
 @njit(cache=True)
-def _ucb1_kernel(counts, sums, sumsq, pending, index_sigma, sigma, d_ls, max_pulls,
+def _ucb1_kernel(counts, sums, sumsq, pending, ws, tr, index_sigma, sigma, d_ls, max_pulls,
                  kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    """UCB1 + LS; ``ws`` holds (mu, u, key, hkey, harm, where, stack) and ``tr`` an LS workspace."""
+    counts, sums, sumsq, pending = borrow(counts), borrow(sums), borrow(sumsq), borrow(pending)
+    a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
+    mu, u, key, hkey = borrow(ws[0]), borrow(ws[1]), borrow(ws[2]), borrow(ws[3])
+    harm, where, stack = borrow(ws[4]), borrow(ws[5]), borrow(ws[6])
     n = counts.shape[0]
     total = 0
     n_zero = 0
     for i in range(n):
         total += counts[i]
+        u[i] = float(counts[i])
+        mu[i] = sums[i] / counts[i] if counts[i] > 0 else 0.0
         n_zero += counts[i] == 0
-    tr = ls_tracker(sums, counts, d_ls, sigma)
+    ls_tracker_fill(tr, sums, counts, d_ls, sigma)
+    tr = borrow_tracker(tr)
     lazy = n >= LAZY_MIN_ARMS
-    key = np.empty(n)
-    hkey, harm = np.empty(n + 1), np.empty(n + 1, np.int64)
-    where, stack = np.empty(n, np.int64), np.empty(n + 1, np.int64)
     horizon = -1.0  # the keys hold while t <= horizon; -1: not built
-    lt1 = 0.0
+    c1 = 0.0
     while total < max_pulls:
         t = float(total)
         if lazy and n_zero == 0:
             if t > horizon:
-                horizon = t + max(t * HORIZON_GROWTH, n / 8.0)
-                lt1 = math.log(horizon)
+                horizon = bonus_horizon(t, n)
+                c1 = 2.0 * index_sigma * index_sigma * math.log(horizon)
                 for i in range(n):
-                    key[i] = ucb1_index(sums[i] / counts[i], float(counts[i]), lt1, index_sigma)
+                    key[i] = mu[i] + math.sqrt(c1 / u[i])
                 keyheap_init(key, hkey, harm, where)
-            arm = ucb1_lazy_pick(hkey, harm, n, stack, sums, counts, math.log(t), index_sigma)
+            arm = keyheap_best_bonus(hkey, harm, n, stack, mu, u, 2.0 * index_sigma * index_sigma * math.log(t))
         else:
             arm = ucb1_pick(sums, counts, pending, t, index_sigma)
         r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
         if counts[arm] == 0:
             n_zero -= 1
         counts[arm] += 1
+        u[arm] += 1.0
         sums[arm] += r
         sumsq[arm] += r * r
+        mu[arm] = sums[arm] / counts[arm]
         total += 1
         if horizon > 0.0:
-            keyheap_update(hkey, harm, where, n, arm,
-                           ucb1_index(sums[arm] / counts[arm], float(counts[arm]), lt1, index_sigma))
+            keyheap_update(hkey, harm, where, n, arm, mu[arm] + math.sqrt(c1 / u[arm]))
         stop = ls_tracker_update(tr, sums, counts, arm, d_ls, sigma)
         if stop >= 0:
             return stop, total
