@@ -19,7 +19,8 @@ from numba import njit
 from purebandits.base import Learner, check_param, top_k_by
 from purebandits.bounds import edmm_radius_s, lil_stopping_arm, ls_delta, ls_radius_s
 from purebandits.instances.rewards import stream_draw
-from purebandits.stopping import LS_EPSILON, ls_tracker, ls_tracker_update
+from purebandits.jit import borrow, borrow_stream
+from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
 
 __all__ = ["SuccessiveElimination", "MedianElimination", "ExpGapElimination",
            "me_stage_pulls", "expgap_stage_pulls"]
@@ -299,6 +300,9 @@ class SuccessiveElimination(_Staged):
 @njit(cache=True)
 def _se_kernel(counts, sums, sumsq, act, n_act, need, ssum, scnt, ptr, left, rem, use_ls, c, delta, d_ls,
                sigma, max_pulls, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    counts, sums, sumsq, act = borrow(counts), borrow(sums), borrow(sumsq), borrow(act)
+    need, ssum, scnt = borrow(need), borrow(ssum), borrow(scnt)
+    a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
     n = counts.shape[0]
     total = 0
     for i in range(n):
@@ -426,6 +430,9 @@ def _me_close(act, n_act, l_, need, ssum, scnt, eps, delta, sigma):  # pragma: n
 @njit(cache=True)
 def _me_kernel(counts, sums, sumsq, act, n_act, l_, need, ssum, scnt, ptr, left, rem, eps, delta, sigma,
                max_pulls, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    counts, sums, sumsq, act = borrow(counts), borrow(sums), borrow(sumsq), borrow(act)
+    need, ssum, scnt = borrow(need), borrow(ssum), borrow(scnt)
+    a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
     n = counts.shape[0]
     total = 0
     for i in range(n):
@@ -551,8 +558,8 @@ class ExpGapElimination(_Staged):
         out = _expgap_kernel(
             self.counts_, self.sums_, self.sumsq_, self.act_, self.n_act_, self.me_act_, self.me_n_act_, self.r_,
             self.phase_, self.l_, self.phat_, self.need_, self.ssum_, self.scnt_, self.ptr_, self.left_,
-            self.remaining_, self._delta_alg, float(self.sigma), bool(self.ls), self._d_ls, int(max_pulls),
-            *stream.args())
+            self.remaining_, self._delta_alg, float(self.sigma), bool(self.ls), self._d_ls, ls_workspace(self.n_arms_),
+            int(max_pulls), *stream.args())
         stop, n_act, me_n, r, phase, l_, ptr, left, rem, t = out
         self.n_act_, self.me_n_act_, self.r_, self.phase_, self.l_ = int(n_act), int(me_n), int(r), int(phase), int(l_)
         self.t_ = int(t)
@@ -602,13 +609,18 @@ def _expgap_close(act, n_act, me_act, me_n, r, phase, l_, phat, need, ssum, scnt
 
 @njit(cache=True)
 def _expgap_kernel(counts, sums, sumsq, act, n_act, me_act, me_n, r, phase, l_, phat, need, ssum, scnt, ptr,
-                   left, rem, delta, sigma, use_ls, d_ls, max_pulls,
+                   left, rem, delta, sigma, use_ls, d_ls, tr, max_pulls,
                    kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    """ExpGap (+LS) pulls; ``tr`` is an LS workspace (:func:`purebandits.stopping.ls_workspace`)."""
+    counts, sums, sumsq, act, me_act = borrow(counts), borrow(sums), borrow(sumsq), borrow(act), borrow(me_act)
+    phat, need, ssum, scnt = borrow(phat), borrow(need), borrow(ssum), borrow(scnt)
+    a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
     n = counts.shape[0]
     total = 0
     for i in range(n):
         total += counts[i]
-    tr = ls_tracker(sums, counts, d_ls, sigma)
+    ls_tracker_fill(tr, sums, counts, d_ls, sigma)
+    tr = borrow_tracker(tr)
     while total < max_pulls:
         if phase == 0:
             arm, ptr = _sched_next(act, n_act, need, ptr)
