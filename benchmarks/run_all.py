@@ -11,7 +11,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = ["bench_lil_ucb.py", "bench_fixed_budget.py", "bench_track_and_stop.py", "bench_thompson.py",
-              "bench_ask_tell.py", "bench_parallel.py", "bench_memory.py"]
+              "bench_reproduction_kernels.py", "bench_ask_tell.py", "bench_parallel.py", "bench_memory.py"]
 
 if __name__ == "__main__":
     extra = sys.argv[1:]

@@ -1,0 +1,76 @@
+"""The per-pull kernels the paper-scale reproductions wait on, on the reproductions' own instances.
+
+- AT-LUCB, anytime, ST17 setup 5 with M = 4 (K = 50, budget ceil(H1) ~ 1.05e7): ``st17_fig2``
+  runs it 4,000 times.
+- UCB1 + LS, JMNB14 alpha = 0.6, n = 1,000 (about 1.7e6 pulls per run): ``jmnb14_fig2/fig3``.
+- ExpGap + LS, JMNB14 alpha = 0.6, n = 1,000 (about 2.2e8 pulls per run): ``jmnb14_fig2``.
+
+Each kernel runs one repetition of ``pulls`` pulls (compiled driver, one core). Baseline measured in
+the same run: the same learner's reference ask/tell loop (a per-pull Python loop) on the same
+instance, whose decisions the kernel reproduces exactly (tested).
+
+    PYTHONPATH=src python benchmarks/bench_reproduction_kernels.py [--quick]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import machine, timed  # noqa: E402
+
+from purebandits.base import Learner  # noqa: E402
+from purebandits.instances import Instance, lil_exponential, nsar_setup  # noqa: E402
+from purebandits.registry import make_learner  # noqa: E402
+from purebandits.simulate.engine import _advance_reference, rep_seeds  # noqa: E402
+
+CASES = [
+    ("AT-LUCB (anytime)", "st17 setup 5, M = 4", lambda: make_learner("at_lucb", k=4), lambda: nsar_setup(5, 4),
+     4_000_000),
+    ("UCB1 + LS", "jmnb14 alpha = 0.6, n = 1,000", lambda: make_learner("ucb1", delta=0.1),
+     lambda: lil_exponential(1000, 0.6), 1_700_000),
+    ("ExpGap + LS", "jmnb14 alpha = 0.6, n = 1,000", lambda: make_learner("exp_gap_elimination", delta=0.1, ls=True),
+     lambda: lil_exponential(1000, 0.6), 20_000_000),
+]
+
+
+def kernel_rate(learner: Learner, instance: Instance, pulls: int) -> tuple[float, float, int]:
+    """(wall, CPU) pulls per second of one compiled repetition of ``pulls`` pulls, best of three."""
+    def run() -> int:
+        ls, ss = rep_seeds(0, 0)
+        lr = learner.clone().start(instance.n_arms, seed=ls)
+        lr.run_compiled(instance.model.stream(ss), pulls)
+        return lr.t_
+
+    run_short = learner.clone().start(instance.n_arms, seed=0)
+    run_short.run_compiled(instance.model.stream(0), 2_000)  # load the compiled kernel
+    return timed(run, repeats=3, by="cpu")
+
+
+def ask_tell_rate(learner: Learner, instance: Instance, pulls: int) -> float:
+    """Pulls per second of the reference ask/tell loop over the first ``pulls`` pulls."""
+    ls, ss = rep_seeds(0, 0)
+    lr = learner.clone().start(instance.n_arms, seed=ls)
+    t0 = time.perf_counter()
+    _advance_reference(lr, instance.model.stream(ss), pulls)
+    return lr.t_ / (time.perf_counter() - t0)
+
+
+def main(quick: bool = False) -> None:
+    print(f"# bench_reproduction_kernels ({machine()})")
+    print(f"{'learner':>18} {'instance':>30} {'pulls':>11} {'M pulls/s':>10} {'(cpu)':>7} {'ask/tell /s':>12} "
+          f"{'ratio':>7}")
+    for label, where, make, inst_of, pulls in CASES:
+        learner, inst = make(), inst_of()
+        pulls = pulls // (10 if quick else 1)
+        wall, cpu, done = kernel_rate(learner, inst, pulls)
+        base = ask_tell_rate(learner, inst, 20_000 if not quick else 5_000)
+        print(f"{label:>18} {where:>30} {done:>11,} {wall / 1e6:>10.2f} {cpu / 1e6:>7.2f} {base:>12,.0f} "
+              f"{wall / base:>6.0f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)
