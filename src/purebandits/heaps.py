@@ -19,7 +19,8 @@ import numpy as np
 from numba import njit
 
 __all__ = ["heap_build", "heap_init", "heap_update", "heap_top", "heap_second", "topheap_init", "topheap_replace",
-           "topheap_size", "keyheap_init", "keyheap_update", "keyheap_key", "keyheap_best_bonus", "bonus_horizon"]
+           "topheap_size", "keyheap_init", "keyheap_update", "keyheap_key", "keyheap_best_bonus", "bonus_horizon",
+           "UPPER_KEY_MARGIN"]
 
 
 @njit(cache=True, inline="always")
@@ -266,7 +267,12 @@ def keyheap_update(hkey, harm, where, n, arm, value):  # pragma: no cover - comp
 # A key heap can hold upper keys instead: the indices at a horizon t1 >= t (c(t1) >= c(t), and
 # every rounded operation is monotone in c). The best index is then found by walking down from
 # the top and skipping every subtree whose key is below the best index found so far: no arm in
-# it can win or tie. The keys are rebuilt once t passes the horizon.
+# it can win or tie. The keys are rebuilt once t passes the horizon. Kernels build them with c
+# inflated by UPPER_KEY_MARGIN, so they stay upper bounds even if a libm log or pow were off by
+# an ulp between t and t1 (the walk's answer does not depend on how loose the keys are).
+
+#: relative inflation of the c used for upper keys
+UPPER_KEY_MARGIN = 1.0 + 1e-9
 
 
 @njit(cache=True, inline="always")

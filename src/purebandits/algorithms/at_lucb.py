@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from purebandits.base import Learner, check_param, top_k_by
-from purebandits.heaps import bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
+from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
 from purebandits.instances.rewards import stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.ranking import borrow_topk, topk_mask, topk_tracker_fill, topk_tracker_update, topk_workspace
@@ -148,8 +148,7 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
             if ft > horizon or stage != ukey_stage:
                 horizon = bonus_horizon(ft, n)
                 ukey_stage = stage
-                # a relative margin on top of the monotone rounding: the keys only need to be upper bounds
-                c1 = _at_lucb_scale(horizon, n, delta1, stage, alpha, sigma) * (1.0 + 1e-9)
+                c1 = _at_lucb_scale(horizon, n, delta1, stage, alpha, sigma) * UPPER_KEY_MARGIN
                 for i in range(n):
                     key[i] = -math.inf if top[i] else mu[i] + math.sqrt(c1 / u[i])
                 keyheap_init(key, ukey, uarm, uwhere)

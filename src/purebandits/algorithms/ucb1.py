@@ -9,7 +9,7 @@ from numba import njit
 
 from purebandits.base import Learner, check_param
 from purebandits.bounds import lil_stopping_arm, ls_delta
-from purebandits.heaps import bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
+from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
 from purebandits.instances.rewards import stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
@@ -160,7 +160,7 @@ def _ucb1_kernel(counts, sums, sumsq, pending, ws, tr, index_sigma, sigma, d_ls,
         if lazy and n_zero == 0:
             if t > horizon:
                 horizon = bonus_horizon(t, n)
-                c1 = 2.0 * index_sigma * index_sigma * math.log(horizon)
+                c1 = 2.0 * index_sigma * index_sigma * math.log(horizon) * UPPER_KEY_MARGIN
                 for i in range(n):
                     key[i] = mu[i] + math.sqrt(c1 / u[i])
                 keyheap_init(key, hkey, harm, where)
