@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from purebandits.algorithms import ATLUCB
-from purebandits.algorithms.at_lucb import at_lucb_radius
+from purebandits.algorithms.at_lucb import _at_lucb_scale, _upper_keys, at_lucb_radius
 from purebandits.bounds import lucb_radius_s
 from purebandits.instances.rewards import Bernoulli, Gaussian
 from purebandits.metrics import misidentified
@@ -89,25 +89,50 @@ def test_kernel_matches_reference_in_anytime_mode():
 
 
 @pytest.mark.parametrize("k", [1, 4, 12])
-@pytest.mark.parametrize("case", ["near-tied", "separated", "tied"])
+@pytest.mark.parametrize("case", ["near-tied", "separated", "tied", "stops"])
 def test_kernel_matches_reference_at_size(k, case):
     """The compiled AT-LUCB (heaps for the top-k set and for l) == the ask/tell rule on 40 arms,
     resumed at checkpoints: near-tied Gaussian arms; Bernoulli arms with a clear top k (stage
     jumps); Bernoulli arms whose k-th place falls inside a group of equal means (exact ties of
-    empirical means and bounds, so every tie-break is exercised). k = 12 takes the partition path."""
+    empirical means and bounds, so every tie-break is exercised); the separated arms again with
+    delta = 0.05, where the stop test decides. k = 12 takes the partition path."""
     rng = np.random.default_rng(13)
-    if case == "separated":
+    delta = 0.05 if case == "stops" else None
+    if case in ("separated", "stops"):
         model = Bernoulli(np.r_[np.full(k, 0.95), np.full(40 - k, 0.05)])
     elif case == "tied":
         model = Bernoulli(np.r_[np.full(k // 2, 0.9), np.full(40 - k // 2, 0.5)])
     else:
         model = Gaussian(rng.uniform(0.0, 1.0, 40), 0.25)
-    ref = ATLUCB(k=k).start(40, seed=5)
+    ref = ATLUCB(k=k, delta=delta).start(40, seed=5)
     run_learner(ref, model, 6, max_pulls=8_000)
-    fast = ATLUCB(k=k).start(40, seed=5)
+    fast = ATLUCB(k=k, delta=delta).start(40, seed=5)
     stream = model.stream(6)
     for checkpoint in (40, 41, 2_000, 8_000):
         fast.run_compiled(stream, checkpoint)
     assert fast.state_json() == ref.state_json()
     if case == "separated":
         assert fast.stage_ > 1
+    if case == "stops":
+        assert fast.done and fast.n_pulls < 8_000
+
+
+@pytest.mark.parametrize("stop_delta", [-1.0, 0.05, 0.9])
+def test_upper_keys_bound_every_walk_until_the_horizon(stop_delta):
+    """The kernel's heap keys are at least each other arm's UCB at the stage's confidence and at the
+    stop test's, for every round up to the horizon (what makes both heap walks exact)."""
+    rng = np.random.default_rng(2)
+    n, k, stage = 30, 3, 4
+    mu, u = rng.random(n), rng.integers(1, 500, n).astype(float)
+    top = np.zeros(n, dtype=bool)
+    top[np.argsort(-mu)[:k]] = True
+    key, ukey, uarm, uwhere = np.empty(n), np.empty(n + 1), np.empty(n + 1, np.int64), np.empty(n, np.int64)
+    t = 5000.0
+    horizon, _ = _upper_keys(t, stage, 0.5, 0.99, 0.5, stop_delta, mu, u, top, key, ukey, uarm, uwhere)
+    assert horizon > t
+    confidences = [(0.5, stage)] + ([(stop_delta, 1)] if stop_delta > 0 else [])
+    for tt in np.linspace(t, horizon, 7):
+        for d, s in confidences:
+            c = _at_lucb_scale(float(tt), n, d, s, 0.99, 0.5)
+            assert np.all(key[~top] >= mu[~top] + np.sqrt(c / u[~top]))
+    assert np.all(np.isneginf(key[top]))

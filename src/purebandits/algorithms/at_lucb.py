@@ -95,6 +95,25 @@ def _weakest_top(mu, u, topl, c):  # pragma: no cover - compiled
     return h, lo_h
 
 
+@njit(cache=True, inline="always")
+def _upper_keys(t, stage, delta1, alpha, sigma, stop_delta, mu, u, top, key, ukey, uarm, uwhere):  # pragma: no cover
+    """Key the other arms' UCBs for rounds up to ``bonus_horizon(t, n)`` at ``stage``; returns (horizon, c1).
+
+    With a stop test (``stop_delta > 0``) c1 also covers its confidence, so one heap serves both
+    walks (a key only has to bound its arm's value).
+    """
+    n = mu.shape[0]
+    horizon = bonus_horizon(t, n)
+    c1 = _at_lucb_scale(horizon, n, delta1, stage, alpha, sigma)
+    if stop_delta > 0.0:
+        c1 = max(c1, _at_lucb_scale(horizon, n, stop_delta, 1, alpha, sigma))
+    c1 *= UPPER_KEY_MARGIN
+    for i in range(n):
+        key[i] = -math.inf if top[i] else mu[i] + math.sqrt(c1 / u[i])
+    keyheap_init(key, ukey, uarm, uwhere)
+    return horizon, c1
+
+
 def _at_lucb_workspace(n: int, k: int) -> tuple:
     """The kernel's arrays, allocated in Python so the kernel can borrow them: (mu, u, key, ukey, uarm,
     uwhere, stack) and a top-k tracker."""
@@ -111,9 +130,9 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
     (one mean changes per pull, so one swap at most). l, the other arm with the largest
     ``mu + sqrt(c/u)``, is found by walking a heap of upper keys
     (:func:`purebandits.heaps.keyheap_best_bonus`), built at the current stage and a horizon in
-    t; h is a pass over the k top arms. Deeper stages of a stage jump and the
-    fixed-confidence stop test use the full pass :func:`at_lucb_pair`. Same decisions as
-    :meth:`ATLUCB.ask` (tested).
+    t; h is a pass over the k top arms. The fixed-confidence stop test walks the same heap at its
+    own confidence; deeper stages of a stage jump use the full pass :func:`at_lucb_pair`. Same
+    decisions as :meth:`ATLUCB.ask` (tested).
     """
     counts, sums, sumsq, J = borrow(counts), borrow(sums), borrow(sumsq), borrow(J)
     a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
@@ -146,12 +165,9 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
             t = rnd + 1
             ft = float(t)
             if ft > horizon or stage != ukey_stage:
-                horizon = bonus_horizon(ft, n)
+                horizon, c1 = _upper_keys(ft, stage, delta1, alpha, sigma, stop_delta, mu, u, top, key, ukey, uarm,
+                                          uwhere)
                 ukey_stage = stage
-                c1 = _at_lucb_scale(horizon, n, delta1, stage, alpha, sigma) * UPPER_KEY_MARGIN
-                for i in range(n):
-                    key[i] = -math.inf if top[i] else mu[i] + math.sqrt(c1 / u[i])
-                keyheap_init(key, ukey, uarm, uwhere)
             cs = _at_lucb_scale(ft, n, delta1, stage, alpha, sigma)
             arm, lo_h = _weakest_top(mu, u, topl, cs)
             queued = keyheap_best_bonus(ukey, uarm, n, stack, mu, u, cs)
@@ -187,8 +203,16 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
                 keyheap_update(ukey, uarm, uwhere, n, inn, -math.inf)
         if out >= 0:
             j_stale = True
-        if stop_delta > 0.0 and queued < 0 and n_zero == 0:
-            if at_lucb_pair(mu, u, top, float(rnd + 1), stop_delta, 1, alpha, sigma)[2] < eps:
+        if stop_delta > 0.0 and queued < 0 and n_zero == 0:  # LUCB1's stop test at delta, round rnd + 1
+            ft = float(rnd + 1)
+            if ft > horizon or stage != ukey_stage:
+                horizon, c1 = _upper_keys(ft, stage, delta1, alpha, sigma, stop_delta, mu, u, top, key, ukey, uarm,
+                                          uwhere)
+                ukey_stage = stage
+            cs = _at_lucb_scale(ft, n, stop_delta, 1, alpha, sigma)
+            lo_h = _weakest_top(mu, u, topl, cs)[1]
+            lo = keyheap_best_bonus(ukey, uarm, n, stack, mu, u, cs)
+            if (mu[lo] + math.sqrt(cs / u[lo])) - lo_h < eps:
                 return True, total, rnd, stage, queued
     return False, total, rnd, stage, queued
 
