@@ -52,6 +52,8 @@ def kernel_rate(learner: Learner, instance: Instance, pulls: int) -> tuple[float
 
 def ask_tell_rate(learner: Learner, instance: Instance, pulls: int) -> float:
     """Pulls per second of the reference ask/tell loop over the first ``pulls`` pulls."""
+    warm = learner.clone().start(instance.n_arms, seed=0)
+    _advance_reference(warm, instance.model.stream(0), 2 * instance.n_arms + 200)  # compile its helpers first
     ls, ss = rep_seeds(0, 0)
     lr = learner.clone().start(instance.n_arms, seed=ls)
     t0 = time.perf_counter()
