@@ -32,7 +32,7 @@ def topk_fill(w, k, mask):  # pragma: no cover - compiled
                 best = i
         mask[best] = True
         return
-    if k <= SMALL_K:  # one pass keeping the best k in order: no allocation, faster than a partition
+    if k <= SMALL_K:  # one pass keeping the best k in order: faster than a partition and its copies
         idx = np.empty(SMALL_K, dtype=np.int64)
         m = 0
         for i in range(n):
