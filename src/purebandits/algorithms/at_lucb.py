@@ -67,12 +67,12 @@ def at_lucb_stage(mu, u, top, t, stage, delta1, alpha, eps, sigma):  # pragma: n
     pick uses the same ``u`` needs no second pass.
     """
     h, lo, gap = at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma)
-    if gap < eps:
-        while gap < eps:
-            stage += 1
-            h, lo, gap = at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma)
-        return stage, True, h, lo
-    return stage, stage == 1, h, lo
+    if gap >= eps:
+        return stage, stage == 1, h, lo
+    while gap < eps:
+        stage += 1
+        h, lo, gap = at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma)
+    return stage, True, h, lo
 
 
 @njit(cache=True)
@@ -84,15 +84,20 @@ def at_lucb_round(mu, counts, k, t, stage, delta1, alpha, eps, sigma):  # pragma
 
 
 @njit(cache=True, inline="always")
-def _weakest_top(mu, u, topl, c):  # pragma: no cover - compiled
-    """LUCB1's h over the top list: the smallest ``mu - sqrt(c/u)`` (ties: lower index), and that bound."""
+def _lazy_pair(mu, u, topl, ukey, uarm, stack, c):  # pragma: no cover - compiled
+    """:func:`at_lucb_pair` from the kernel's state: h by a pass over the top list, l by the heap walk.
+
+    Same h, l and ``U_l - L_h`` as the full pass (ties to the lower index) while ``ukey`` bounds
+    every other arm's ``mu + sqrt(c/u)``.
+    """
     h, lo_h = -1, math.inf
     for j in range(topl.shape[0]):
         i = topl[j]
         v = mu[i] - math.sqrt(c / u[i])
         if v < lo_h or h < 0 or (v == lo_h and i < h):
             lo_h, h = v, i
-    return h, lo_h
+    lo = keyheap_best_bonus(ukey, uarm, mu.shape[0], stack, mu, u, c)
+    return h, lo, (mu[lo] + math.sqrt(c / u[lo])) - lo_h
 
 
 @njit(cache=True, inline="always")
@@ -168,10 +173,9 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
                 horizon, c1 = _upper_keys(ft, stage, delta1, alpha, sigma, stop_delta, mu, u, top, key, ukey, uarm,
                                           uwhere)
                 ukey_stage = stage
-            cs = _at_lucb_scale(ft, n, delta1, stage, alpha, sigma)
-            arm, lo_h = _weakest_top(mu, u, topl, cs)
-            queued = keyheap_best_bonus(ukey, uarm, n, stack, mu, u, cs)
-            if (mu[queued] + math.sqrt(cs / u[queued])) - lo_h < eps:  # Term holds: the stage jumps
+            arm, queued, gap = _lazy_pair(mu, u, topl, ukey, uarm, stack,
+                                          _at_lucb_scale(ft, n, delta1, stage, alpha, sigma))
+            if gap < eps:  # Term holds: the stage jumps
                 stage, _, arm, queued = at_lucb_stage(mu, u, top, ft, stage + 1, delta1, alpha, eps, sigma)
                 reset = True
             else:
@@ -209,10 +213,7 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
                 horizon, c1 = _upper_keys(ft, stage, delta1, alpha, sigma, stop_delta, mu, u, top, key, ukey, uarm,
                                           uwhere)
                 ukey_stage = stage
-            cs = _at_lucb_scale(ft, n, stop_delta, 1, alpha, sigma)
-            lo_h = _weakest_top(mu, u, topl, cs)[1]
-            lo = keyheap_best_bonus(ukey, uarm, n, stack, mu, u, cs)
-            if (mu[lo] + math.sqrt(cs / u[lo])) - lo_h < eps:
+            if _lazy_pair(mu, u, topl, ukey, uarm, stack, _at_lucb_scale(ft, n, stop_delta, 1, alpha, sigma))[2] < eps:
                 return True, total, rnd, stage, queued
     return False, total, rnd, stage, queued
 
