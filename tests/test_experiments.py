@@ -1,5 +1,7 @@
 """Every reproduced table/figure runs at --scale quick and writes its CSV, PNG and Markdown."""
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -58,3 +60,18 @@ def test_set_overrides_a_setting_and_says_so(tmp_path, capsys):
     assert main(["reproduce", "zcl14_fig2", "--out", str(tmp_path), "--set", "no_such=1"]) == 2
     assert "has no setting no_such" in capsys.readouterr().err
     assert main(["reproduce", "zcl14_fig2", "--out", str(tmp_path), "--set", "reps"]) == 2
+
+
+def test_a_journalled_run_resumes_with_the_same_csv_and_says_so(tmp_path):
+    args = ["reproduce", "jmnb14_fig3", "--no-progress", "--jobs", "1", "--set", "ns=[10]", "--set", "reps=6",
+            "--journal", str(tmp_path / "journal")]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    first = (tmp_path / "a" / "jmnb14_fig3.md").read_text()
+    assert "resumed from the journal" not in first
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "a" / "jmnb14_fig3.csv"),
+                                  pd.read_csv(tmp_path / "b" / "jmnb14_fig3.csv"))
+    again = (tmp_path / "b" / "jmnb14_fig3.md").read_text()
+    assert "plus 108 repetitions resumed from the journal" in again  # 3 scenarios x 6 learners x 6 runs
+    record = json.loads((tmp_path / "b" / "jmnb14_fig3.json").read_text())
+    assert record["resumed_reps"] == 108 and record["resumed_seconds"] > 0

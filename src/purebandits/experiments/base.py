@@ -44,6 +44,11 @@ class Context:
     #: settings that replace the scale's own (``--set reps=500``), e.g. when the paper's size does not
     #: fit the machine; the Markdown section states them next to the command.
     overrides: dict[str, Any] = field(default_factory=dict)
+    #: directory of finished chunks (:mod:`purebandits.simulate.journal`): a killed run resumes
+    journal: str | None = None
+    #: repetitions loaded from the journal instead of run, and the worker seconds they took then
+    resumed_reps: int = 0
+    resumed_seconds: float = 0.0
 
     @property
     def cores(self) -> int:
@@ -68,8 +73,11 @@ class Context:
         """Run the simulator with this context's jobs, executor and progress settings."""
         from purebandits.simulate import simulate
 
-        return simulate(learner, instance, reps=reps, seed=kwargs.pop("seed", self.seed), jobs=self.jobs,
-                        executor=self.executor, progress=self.progress, **kwargs)
+        res = simulate(learner, instance, reps=reps, seed=kwargs.pop("seed", self.seed), jobs=self.jobs,
+                       executor=self.executor, progress=self.progress, journal=self.journal, **kwargs)
+        self.resumed_reps += int(res.extra.get("resumed_reps", 0))
+        self.resumed_seconds += float(res.extra.get("resumed_seconds", 0.0))
+        return res
 
 
 @dataclass(frozen=True)

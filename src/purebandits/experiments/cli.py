@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="replace one of the scale's settings (JSON value, e.g. reps=500 or ns=[10,100]);"
                              " the Markdown section states it")
+    parser.add_argument("--journal", default=None, metavar="DIR",
+                        help="write every finished chunk of repetitions to DIR; run the same command again "
+                             "to resume a killed run (the CSV is the same)")
     parser.add_argument("--report", action="store_true",
                         help="run nothing: write REPORT.md in --out from the runs already there")
 
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         except json.JSONDecodeError:
             overrides[key] = value
     ctx = Context(scale=args.scale, jobs=args.jobs, executor=args.executor, seed=args.seed,
-                  progress=not args.no_progress, overrides=overrides)
+                  progress=not args.no_progress, overrides=overrides, journal=args.journal)
     try:
         for exp in chosen:
             ctx.settings(exp)

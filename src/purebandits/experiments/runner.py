@@ -34,8 +34,10 @@ def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> Experi
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
+    reps0, secs0 = ctx.resumed_reps, ctx.resumed_seconds
     df = exp.compute(ctx, settings)
     seconds = time.perf_counter() - start
+    resumed = {"reps": ctx.resumed_reps - reps0, "seconds": ctx.resumed_seconds - secs0}
     csv = out / f"{exp.name}.csv"
     df.to_csv(csv, index=False, float_format="%.10g")
     fig = exp.plot(df)
@@ -44,24 +46,31 @@ def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> Experi
     plt.close(fig)
     verdict = exp.assess(df)
     md = out / f"{exp.name}.md"
-    md.write_text(section_markdown(exp, verdict, ctx, seconds, png.name))
+    md.write_text(section_markdown(exp, verdict, ctx, seconds, png.name, resumed))
     # what the report needs to list this run later, when experiments ran as separate commands
     (out / f"{exp.name}.json").write_text(json.dumps({
         "name": exp.name, "status": verdict.status, "summary": verdict.summary, "seconds": seconds,
         "scale": ctx.scale, "seed": ctx.seed, "overrides": ctx.overrides, "cores": ctx.cores,
+        "resumed_reps": resumed["reps"], "resumed_seconds": resumed["seconds"],
         "machine": platform.machine(), "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }, indent=1) + "\n")
     return ExperimentOutput(exp, verdict, csv, png, md, seconds)
 
 
-def section_markdown(exp: Experiment, verdict: Verdict, ctx: Context, seconds: float, png_name: str) -> str:
+def section_markdown(exp: Experiment, verdict: Verdict, ctx: Context, seconds: float, png_name: str,
+                     resumed: dict[str, float] | None = None) -> str:
+    """The experiment's Markdown section: command, time, reductions, claim, measurement, verdict."""
     cores = ctx.cores
     sets = "".join(f" --set {k}={json.dumps(v, separators=(',', ':'))}" for k, v in ctx.overrides.items())
+    took = f"{seconds:.1f} s on {cores} core(s)"
+    if resumed and resumed["reps"]:
+        took += (f", plus {int(resumed['reps'])} repetitions resumed from the journal that took "
+                 f"{resumed['seconds']:.1f} worker-seconds when they ran")
     lines = [
         f"## {exp.paper}, {exp.artefact}: {exp.title}",
         "",
         f"Command: `purebandits reproduce {exp.name} --scale {ctx.scale} --seed {ctx.seed}{sets}`"
-        f" ({seconds:.1f} s on {cores} core(s), {platform.machine()}, scale `{ctx.scale}`)",
+        f" ({took}, {platform.machine()}, scale `{ctx.scale}`)",
         "",
     ]
     if ctx.overrides:

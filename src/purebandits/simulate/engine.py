@@ -38,6 +38,7 @@ from purebandits.base import Learner
 from purebandits.instances import Instance, RewardModel, make_instance
 from purebandits.metrics import wilson_interval
 from purebandits.simulate.executors import Executor, get_executor
+from purebandits.simulate.journal import JOURNAL_FIELDS, Journal
 
 __all__ = ["simulate", "SimResult", "DEFAULT_MAX_PULLS", "rep_seeds"]
 
@@ -261,7 +262,9 @@ def _correct(means: np.ndarray, rec: np.ndarray, k: int, kth_mean: float) -> np.
 
 
 def run_chunk(task: _Task, reps: list[int]) -> dict[str, Any]:
-    """Run repetitions ``reps`` of ``task``; return their arrays (rows in ``reps`` order)."""
+    """Run repetitions ``reps`` of ``task``; return their arrays (rows in ``reps`` order) and
+    the seconds the chunk took."""
+    started = time.perf_counter()
     n, k, C = task.model.n_arms, task.k, task.checkpoints.shape[0]
     m = len(reps)
     pulls = np.zeros(m, dtype=np.int64)
@@ -308,7 +311,7 @@ def run_chunk(task: _Task, reps: list[int]) -> dict[str, Any]:
         "reps": np.asarray(reps, dtype=np.int64), "pulls": pulls, "stopped": stopped, "recommended": rec,
         "correct": _correct(means, rec, k, task.kth_mean), "counts": counts, "ckpt_recommended": c_rec,
         "ckpt_correct": _correct(means, c_rec.astype(np.int64), k, task.kth_mean), "ckpt_best_rank": c_best,
-        "ckpt_topk_rank": c_topk,
+        "ckpt_topk_rank": c_topk, "seconds": time.perf_counter() - started,
     }
 
 
@@ -336,6 +339,7 @@ def simulate(
     driver: str = "auto",
     chunk_size: int | None = None,
     progress: bool | None = None,
+    journal: str | Path | Journal | None = None,
 ) -> SimResult:
     """Run ``reps`` independent repetitions of ``learner`` on ``instance``.
 
@@ -364,10 +368,16 @@ def simulate(
     driver : {"auto", "compiled", "reference"}
         ``"compiled"`` needs a learner with a kernel (``type(learner).has_kernel()``).
     chunk_size : int, optional
-        Repetitions per task (default: about four tasks per worker). Never changes results.
+        Repetitions per task (default: about four tasks per worker, sixteen with a journal).
+        Never changes results.
     progress : bool, optional
         Show a progress bar (repetitions, pulls per second, time left); default: when stderr is
         a terminal.
+    journal : str, Path or Journal, optional
+        A directory where every finished chunk is written; a later call with the same inputs
+        loads those repetitions instead of running them again, so a killed run resumes (see
+        :mod:`purebandits.simulate.journal`). ``result.extra`` then holds ``resumed_reps`` and
+        ``resumed_seconds`` (the worker seconds those chunks took). Never changes results.
 
     Returns
     -------
@@ -410,12 +420,6 @@ def simulate(
     task = _Task(learner=learner.clone(), model=instance.model, seed=seed, k=k, checkpoints=ckpts,
                  max_pulls=max_pulls, driver=drv, top=top, kth_mean=instance.kth_mean(k))
 
-    ex: Executor = get_executor(executor, jobs)
-    workers = max(1, ex.workers)
-    if chunk_size is None:
-        chunk_size = max(1, math.ceil(reps / (4 * workers))) if workers > 1 else max(1, min(reps, 16))
-    chunks = [list(range(i, min(i + chunk_size, reps))) for i in range(0, reps, chunk_size)]
-
     C = ckpts.size
     res = SimResult(
         algorithm=learner.name or type(learner).__name__, params=learner.get_params(), instance=instance.name,
@@ -426,17 +430,36 @@ def simulate(
         ckpt_correct=np.zeros((reps, C), dtype=bool), ckpt_best_rank=np.zeros((reps, C), dtype=np.int32),
         ckpt_topk_rank=np.zeros((reps, C), dtype=np.int32),
     )
+    todo = np.arange(reps, dtype=np.int64)
+    book = journal if isinstance(journal, Journal) or journal is None else Journal(journal)
+    if book is not None:
+        loaded, done, resumed_seconds = book.load(task, reps)
+        for name, rows in loaded.items():
+            getattr(res, name)[done] = rows
+        todo = np.setdiff1d(todo, done)
+        res.extra.update(resumed_reps=int(done.size), resumed_seconds=resumed_seconds)
+
+    ex: Executor = get_executor(executor, jobs)
+    workers = max(1, ex.workers)
+    m = int(todo.size)
+    if chunk_size is None:  # with a journal, smaller chunks: a killed run loses less
+        per_worker = 16 if book is not None else 4
+        chunk_size = max(1, math.ceil(m / (per_worker * workers))) if workers > 1 else max(1, min(m, 16))
+    chunks = [todo[i:i + chunk_size].tolist() for i in range(0, m, chunk_size)]
     t0 = time.perf_counter()
     total = 0
     bar = None
     try:
         results = ex.map_unordered(run_chunk, [(task, c) for c in chunks])
         bar = _progress_bar(reps, progress, f"{res.algorithm} on {instance.name}")
+        if bar is not None and reps > m:
+            bar.update(reps - m)
         for _, out in results:
             idx = out["reps"]
-            for name in ("pulls", "stopped", "recommended", "correct", "counts", "ckpt_recommended",
-                         "ckpt_correct", "ckpt_best_rank", "ckpt_topk_rank"):
+            for name in JOURNAL_FIELDS:
                 getattr(res, name)[idx] = out[name]
+            if book is not None:
+                book.save(task, out, out["seconds"])
             if bar is not None:
                 total += int(out["pulls"].sum())
                 rate = total / max(time.perf_counter() - t0, 1e-9)

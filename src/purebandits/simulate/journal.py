@@ -1,0 +1,133 @@
+"""A journal of finished chunks, so that a long :func:`~purebandits.simulate.simulate` call resumes.
+
+A paper-scale reproduction can need tens of core-hours: more than one working session, and a
+killed process would otherwise lose everything. With ``simulate(..., journal=DIR)`` every finished
+chunk of repetitions is written to ``DIR/<key>/reps-<first>-<last>.npz`` (atomically: a temporary
+file renamed into place); a later call with the same inputs loads those repetitions and runs only
+the missing ones.
+
+Why this is exact: a repetition's result depends only on the learner's class and parameters, the
+reward model, the root seed, its index r, the checkpoints, the cap and the driver (see
+:mod:`purebandits.simulate.engine`), never on the chunking, the executor or the number of
+repetitions asked for. The key is a SHA-256 of exactly those inputs and the package version, so
+a journal written with ``reps=100, jobs=8`` serves ``reps=200, jobs=1``.
+
+What the key cannot see is a change to the code of a learner at the same version: clear the
+journal (delete the directory) after changing an algorithm's decisions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Journal", "JOURNAL_FIELDS"]
+
+#: the per-repetition arrays of a chunk (rows in the order of its "reps" array)
+JOURNAL_FIELDS = ("pulls", "stopped", "recommended", "correct", "counts", "ckpt_recommended",
+                  "ckpt_correct", "ckpt_best_rank", "ckpt_topk_rank")
+
+_CHUNK_FILE = re.compile(r"^reps-(\d+)-(\d+)\.npz$")
+
+
+def _canonical(obj: Any) -> Any:
+    """A JSON-able, order-stable form of learner parameters (floats kept exactly via repr)."""
+    if isinstance(obj, dict):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, list | tuple):
+        return [_canonical(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return {"ndarray": obj.dtype.str, "shape": list(obj.shape), "sha256": hashlib.sha256(obj.tobytes()).hexdigest()}
+    if isinstance(obj, bool | int | str) or obj is None:
+        return obj
+    if isinstance(obj, float | np.floating):
+        return repr(float(obj))
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return f"{type(obj).__module__}.{type(obj).__qualname__}:{obj!r}"
+
+
+def task_key(task: Any) -> str:
+    """SHA-256 of every input a repetition's result depends on (see the module docstring)."""
+    from purebandits import __version__
+
+    model = task.model
+    h = hashlib.sha256()
+    learner_cls = type(task.learner)
+    head = {"version": __version__, "learner": f"{learner_cls.__module__}.{learner_cls.__qualname__}",
+            "params": _canonical(task.learner.get_params()), "model": type(model).__qualname__,
+            "kind": int(model.kind), "seed": int(task.seed), "k": int(task.k), "max_pulls": int(task.max_pulls),
+            "driver": task.driver}
+    h.update(json.dumps(head, sort_keys=True).encode())
+    for arr in (model.a, model.b, model.cdf, model.values, np.asarray(task.checkpoints, dtype=np.int64)):
+        a = np.ascontiguousarray(arr)
+        h.update(f"|{a.dtype.str}{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+class Journal:
+    """Finished chunks of simulate() calls under one directory, one sub-directory per task key."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def _dir(self, task: Any) -> Path:
+        return self.root / task_key(task)[:32]
+
+    def load(self, task: Any, reps: int) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
+        """The journalled rows of repetitions ``< reps``: (arrays by field, their rep indices, seconds).
+
+        ``seconds`` is the worker time those chunks took when they ran. Files that cannot be read
+        (a chunk cut short by a crash before its rename never has a final name, but a damaged
+        disk might) are skipped and their repetitions run again.
+        """
+        rows: dict[str, list[np.ndarray]] = {f: [] for f in JOURNAL_FIELDS}
+        idx: list[np.ndarray] = []
+        seconds = 0.0
+        seen = np.zeros(reps, dtype=bool)
+        d = self._dir(task)
+        if not d.is_dir():
+            return {}, np.zeros(0, dtype=np.int64), 0.0
+        for path in sorted(d.iterdir()):
+            m = _CHUNK_FILE.match(path.name)
+            if not m or int(m.group(1)) >= reps:
+                continue
+            try:
+                with np.load(path, allow_pickle=False) as data:
+                    r = data["reps"].astype(np.int64)
+                    arrays = {f: data[f] for f in JOURNAL_FIELDS}
+                    secs = float(data["seconds"])
+            except (OSError, ValueError, KeyError):
+                continue
+            keep = (r < reps) & ~seen[np.minimum(r, reps - 1)]
+            if not keep.any():
+                continue
+            seen[r[keep]] = True
+            idx.append(r[keep])
+            for f in JOURNAL_FIELDS:
+                rows[f].append(arrays[f][keep])
+            seconds += secs * float(keep.mean())
+        if not idx:
+            return {}, np.zeros(0, dtype=np.int64), 0.0
+        return {f: np.concatenate(v) for f, v in rows.items()}, np.concatenate(idx), seconds
+
+    def save(self, task: Any, out: dict[str, Any], seconds: float) -> Path:
+        """Write one finished chunk (``out`` as :func:`run_chunk` returns it) atomically."""
+        d = self._dir(task)
+        d.mkdir(parents=True, exist_ok=True)
+        r = np.asarray(out["reps"], dtype=np.int64)
+        path = d / f"reps-{int(r.min()):09d}-{int(r.max()):09d}.npz"
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, reps=r, seconds=np.float64(seconds), **{f: out[f] for f in JOURNAL_FIELDS})
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return path
