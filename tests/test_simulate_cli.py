@@ -39,6 +39,19 @@ def test_simulate_is_reproducible_and_jobs_independent(tmp_path, capsys):
     assert "capped runs" in capsys.readouterr().out
 
 
+def test_simulate_resumes_from_its_journal(tmp_path, capsys):
+    a, b, journal = tmp_path / "a.csv", tmp_path / "b.csv", str(tmp_path / "journal")
+    common = ["simulate", "--algorithm", "lil_ucb", "--instance", "one_sparse:n=20", "--seed", "2", "--jobs", "1",
+              "--journal", journal, "--no-progress"]
+    assert main(common + ["--reps", "3"]) == 0
+    assert "resumed" not in capsys.readouterr().out
+    assert main(common + ["--reps", "8", "--out", str(a)]) == 0
+    assert f"3 of 8 repetitions resumed from the journal {journal}" in capsys.readouterr().out
+    assert main(["simulate", "--algorithm", "lil_ucb", "--instance", "one_sparse:n=20", "--seed", "2", "--reps", "8",
+                 "--jobs", "1", "--no-progress", "--out", str(b)]) == 0
+    assert a.read_text() == b.read_text()
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--algorithm", "nope", "--instance", "one_sparse"], "unknown algorithm"),
     (["--algorithm", "lil_ucb", "--instance", "nope"], "unknown instance"),

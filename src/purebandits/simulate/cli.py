@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", default=None, metavar="curve.png", help="plot the anytime curve to PNG")
     parser.add_argument("--top-m", type=int, default=1,
                         help="the curve shows P(best arm among the top m empirical means) (default 1)")
+    parser.add_argument("--journal", default=None, metavar="DIR",
+                        help="save every finished chunk of repetitions in DIR; the same command run again "
+                             "resumes from them (same results)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -166,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--top-m must be >= 1, got {args.top_m}")
         res = simulate(learner, instance, reps=args.reps, seed=args.seed, checkpoints=checkpoints, jobs=args.jobs,
                        executor=args.executor, max_pulls=args.max_pulls, driver=args.driver,
-                       progress=False if args.no_progress else None)
+                       progress=False if args.no_progress else None, journal=args.journal)
     except ValueError as exc:
         print(f"purebandits simulate: error: {exc}", file=sys.stderr)
         return 2
@@ -174,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
     if hard is not None and not all(math.isfinite(v) for v in (hard["H1"], hard["H2"])):
         hard = None
     print(format_summary(res, hard))
+    if res.extra.get("resumed_reps"):
+        print(f"{res.extra['resumed_reps']} of {res.reps} repetitions resumed from the journal {args.journal}")
     if args.out:
         res.to_csv(args.out)
         print(f"wrote {args.out}")
