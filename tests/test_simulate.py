@@ -324,6 +324,32 @@ def test_heap_and_ls_tracker_match_brute_force():
     assert (got >= 0).any()
 
 
+def test_ls_radius_memo_returns_the_radius_bit_for_bit():
+    from numba import njit
+
+    from purebandits.bounds import ls_delta, ls_radius_s
+    from purebandits.stopping import LS_EPSILON, RADIUS_MEMO, ls_workspace, memo_radius
+
+    @njit
+    def radii(rcount, rval, rpar, counts, d_ls, sigmas, n):
+        out = np.empty(counts.shape[0])
+        for i in range(counts.shape[0]):
+            out[i] = memo_radius(rcount, rval, rpar, counts[i], d_ls[i], n, sigmas[i])
+        return out
+
+    rng = np.random.default_rng(3)
+    m = 5000
+    # repeated counts, counts that share a slot (c and c + RADIUS_MEMO), and parameter changes
+    counts = np.concatenate([rng.integers(1, 50, m), rng.integers(1, 4, m) * RADIUS_MEMO + rng.integers(0, 3, m)])
+    d1, d2 = ls_delta(0.1, LS_EPSILON), ls_delta(0.05, LS_EPSILON)
+    d_ls = np.where(np.arange(2 * m) % 700 < 350, d1, d2)
+    sigmas = np.where(np.arange(2 * m) % 900 < 600, 0.5, 0.25)
+    tr = ls_workspace(7)
+    got = radii(tr[8], tr[9], tr[10], counts, d_ls, sigmas, 7)
+    want = [ls_radius_s(float(c), d, 7.0, LS_EPSILON, s) for c, d, s in zip(counts, d_ls, sigmas, strict=True)]
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("cls", [c for c in all_learners().values() if c.has_kernel()], ids=lambda c: c.name)
 def test_kernel_resumes_after_python_pulls(cls):
     """compiled -> a few ask/tell -> compiled again equals the pure ask/tell run (kernel caches invalidated)."""
