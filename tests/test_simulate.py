@@ -324,11 +324,56 @@ def test_heap_and_ls_tracker_match_brute_force():
     assert (got >= 0).any()
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 60])
+def test_ls_tracker_certificate_decides_as_the_full_scan(n):
+    """Random (not round-robin) pulls, tied means, arms left unpulled for a while, stops."""
+    from numba import njit
+
+    from purebandits.bounds import lil_stopping_arm, ls_delta
+    from purebandits.jit import borrow
+    from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
+
+    @njit
+    def run(tr, sums, counts, arms, rewards, d_ls, fill_at):
+        sums, counts = borrow(sums), borrow(counts)
+        out = np.empty(arms.shape[0], np.int64)
+        for i in range(arms.shape[0]):
+            if i == fill_at:  # a resumed kernel fills the tracker from a state with pulls in it
+                ls_tracker_fill(tr, sums, counts, d_ls, 0.5)
+            counts[arms[i]] += 1
+            sums[arms[i]] += rewards[i]
+            out[i] = ls_tracker_update(borrow_tracker(tr), sums, counts, arms[i], d_ls, 0.5) if i >= fill_at else -2
+        return out
+
+    rng = np.random.default_rng(n)
+    stops, rescans = 0, 0
+    for trial in range(4):
+        m = 6000 + 600 * n
+        p = np.round(0.6 * rng.random(n), 1)  # ties
+        p[rng.integers(n)] = 0.95
+        w = rng.random(n) ** 2 + 0.1
+        arms = rng.choice(n, m, p=w / w.sum())
+        rewards = (rng.random(m) < p[arms]).astype(float)
+        d_ls = ls_delta([0.1, 0.5, 0.9, 0.99][trial], LS_EPSILON)
+        fill_at = [0, 0, 10, 3 * n][trial]
+        tr = ls_workspace(n)
+        got = run(tr, np.zeros(n), np.zeros(n, np.int64), arms, rewards, d_ls, fill_at)
+        stops += int((got >= 0).sum())
+        rescans += int(tr[6][0])
+        sums, counts = np.zeros(n), np.zeros(n, np.int64)
+        for i in range(m):
+            counts[arms[i]] += 1
+            sums[arms[i]] += rewards[i]
+            if i >= fill_at:
+                assert got[i] == lil_stopping_arm(sums, counts.astype(float), d_ls, LS_EPSILON, 0.5), (trial, i)
+    assert stops > 0 and rescans > 0
+
+
 def test_ls_radius_memo_returns_the_radius_bit_for_bit():
     from numba import njit
 
     from purebandits.bounds import ls_delta, ls_radius_s
-    from purebandits.stopping import LS_EPSILON, RADIUS_MEMO, ls_workspace, memo_radius
+    from purebandits.stopping import LS_EPSILON, ls_workspace, memo_radius, radius_memo_size
 
     @njit
     def radii(rcount, rval, rpar, counts, d_ls, sigmas, n):
@@ -338,14 +383,15 @@ def test_ls_radius_memo_returns_the_radius_bit_for_bit():
         return out
 
     rng = np.random.default_rng(3)
-    m = 5000
-    # repeated counts, counts that share a slot (c and c + RADIUS_MEMO), and parameter changes
-    counts = np.concatenate([rng.integers(1, 50, m), rng.integers(1, 4, m) * RADIUS_MEMO + rng.integers(0, 3, m)])
+    m, slots = 5000, radius_memo_size(7)
+    assert slots == 1024 and radius_memo_size(300) == 4096 and radius_memo_size(10**6) == 65536
+    # repeated counts, counts that share a slot (c and c + slots), and parameter changes
+    counts = np.concatenate([rng.integers(1, 50, m), rng.integers(1, 4, m) * slots + rng.integers(0, 3, m)])
     d1, d2 = ls_delta(0.1, LS_EPSILON), ls_delta(0.05, LS_EPSILON)
     d_ls = np.where(np.arange(2 * m) % 700 < 350, d1, d2)
     sigmas = np.where(np.arange(2 * m) % 900 < 600, 0.5, 0.25)
     tr = ls_workspace(7)
-    got = radii(tr[8], tr[9], tr[10], counts, d_ls, sigmas, 7)
+    got = radii(tr[7], tr[8], tr[9], counts, d_ls, sigmas, 7)
     want = [ls_radius_s(float(c), d, 7.0, LS_EPSILON, s) for c, d, s in zip(counts, d_ls, sigmas, strict=True)]
     np.testing.assert_array_equal(got, want)
 

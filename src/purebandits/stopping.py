@@ -2,10 +2,10 @@
 
 :func:`lil_stopping_arm` (in :mod:`purebandits.bounds`) checks the rule in O(n);
 :func:`ls_check` applies it to any started learner. For compiled kernels the rule is
-tracked incrementally, in O(log n) per pull, by :func:`ls_tracker` / :func:`ls_tracker_update`:
-two indexed heaps hold the empirical means and the upper bounds ``mu_hat + B(T)``, so the
-test "the best arm's lower bound is at least every other arm's upper bound" reads two
-heap tops. Both forms give the same decision at every pull (tested).
+tracked incrementally by :func:`ls_tracker` / :func:`ls_tracker_update`: a certificate (a level
+above every lower bound with two upper bounds above it) shows in O(1) that LS cannot stop, and
+an O(n) rescan runs only when the certificate fails. Both forms give the same decision at every
+pull (tested).
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ import numpy as np
 from numba import njit
 
 from purebandits.bounds import lil_stopping_arm, ls_delta, ls_radius_s
-from purebandits.heaps import heap_init, heap_second, heap_top, heap_update
 from purebandits.jit import borrow
 
 __all__ = ["ls_check", "ls_tracker", "ls_tracker_update", "ls_workspace", "ls_tracker_fill", "borrow_tracker",
-           "LS_EPSILON", "RADIUS_MEMO"]
+           "LS_EPSILON", "radius_memo_size"]
 
 #: epsilon of the LIL stopping rule (ALGORITHMS.md 0.2: 0.01 assumed for JMNB14 Sec. 5)
 LS_EPSILON = 0.01
@@ -32,24 +31,39 @@ def ls_check(learner, nu: float, sigma: float = 0.5) -> int:
                                 ls_delta(nu, LS_EPSILON), LS_EPSILON, sigma))
 
 
-#: slots of the tracker's radius memo (direct-mapped on the pull count; a power of two)
-RADIUS_MEMO = 1024
+#: bounds on the slots of the tracker's radius memo (direct-mapped on the pull count)
+RADIUS_MEMO_MIN, RADIUS_MEMO_MAX = 1 << 10, 1 << 16
+
+
+@njit(cache=True)
+def radius_memo_size(n):  # pragma: no cover - compiled
+    """Slots of the radius memo for ``n`` arms: a power of two >= 8 n, within the bounds above.
+
+    Adaptive rules spread the pulls over many counts (lil'UCB at n = 10,000 pulls arms at counts
+    up to ~1e5), so the memo grows with n; at most 1 MiB, so a short run does not pay for it.
+    """
+    size = RADIUS_MEMO_MIN
+    while size < 8 * n and size < RADIUS_MEMO_MAX:
+        size *= 2
+    return size
 
 
 def ls_workspace(n: int) -> tuple:
     """Arrays for an LS tracker over ``n`` arms, allocated in Python (fill with :func:`ls_tracker_fill`).
 
-    A kernel that receives them as an argument can :func:`borrow_tracker` them, which makes
+    (mean, ucb, lcb, n_zero, level, above, rescans, radius memo: rcount, rval, rpar). A kernel that
+    receives them as an argument can :func:`borrow_tracker` them, which makes
     :func:`ls_tracker_update` free of reference counting.
     """
-    return (np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n, np.int64),
-            np.empty(n, np.int64), np.empty(n), np.zeros(1, np.int64), np.full(RADIUS_MEMO, -1, np.int64),
-            np.empty(RADIUS_MEMO), np.zeros(2))
+    m = radius_memo_size(n)
+    return (np.empty(n), np.empty(n), np.empty(n), np.zeros(1, np.int64), np.zeros(1), np.zeros(1, np.int64),
+            np.zeros(1, np.int64), np.full(m, -1, np.int64), np.empty(m), np.zeros(2))
 
 
 @njit(cache=True, inline="always")
 def memo_radius(rcount, rval, rpar, c, d_ls, n, sigma):  # pragma: no cover - compiled
-    """``ls_radius_s(c, d_ls, n, LS_EPSILON, sigma)`` through a direct-mapped memo on the count ``c``.
+    """``ls_radius_s(c, d_ls, n, LS_EPSILON, sigma)`` through a direct-mapped memo on the count ``c``
+    (``rcount.shape[0]`` slots, a power of two).
 
     The radius costs two logarithms and a square root, and the learners that use LS pull the
     same counts over and over (a round-robin round pulls every arm at one count; an elimination
@@ -61,7 +75,7 @@ def memo_radius(rcount, rval, rpar, c, d_ls, n, sigma):  # pragma: no cover - co
         rcount[:] = -1
         rpar[0] = d_ls
         rpar[1] = sigma
-    slot = c & (RADIUS_MEMO - 1)
+    slot = c & (rcount.shape[0] - 1)
     if rcount[slot] == c:
         return rval[slot]
     rad = ls_radius_s(float(c), d_ls, float(n), LS_EPSILON, sigma)
@@ -73,35 +87,35 @@ def memo_radius(rcount, rval, rpar, c, d_ls, n, sigma):  # pragma: no cover - co
 @njit(cache=True)
 def ls_tracker_fill(tr, sums, counts, d_ls, sigma):  # pragma: no cover - compiled
     """Initialise the tracker arrays ``tr`` (from :func:`ls_workspace`) from counts and sums."""
-    mkey, mheap, mwhere, ukey, uheap, uwhere, lcb, n_zero, rcount, rval, rpar = tr
+    mean, ucb, lcb, n_zero, level, above, rescans, rcount, rval, rpar = tr
     n = counts.shape[0]
     rcount[:] = -1
     rpar[0] = d_ls
     rpar[1] = sigma
+    rescans[0] = 0
     n_zero[0] = 0
     for i in range(n):
         if counts[i] > 0:
             c = float(counts[i])
             rad = ls_radius_s(c, d_ls, float(n), LS_EPSILON, sigma)
-            mkey[i] = sums[i] / c
-            ukey[i] = mkey[i] + rad
-            lcb[i] = mkey[i] - rad
+            mean[i] = sums[i] / c
+            ucb[i] = mean[i] + rad
+            lcb[i] = mean[i] - rad
         else:
-            mkey[i] = -math.inf
-            ukey[i] = math.inf
+            mean[i] = -math.inf
+            ucb[i] = math.inf
             lcb[i] = -math.inf
             n_zero[0] += 1
-    heap_init(mkey, mheap, mwhere)
-    heap_init(ukey, uheap, uwhere)
+    ls_rescan(tr)
 
 
 @njit(cache=True)
 def ls_tracker(sums, counts, d_ls, sigma):  # pragma: no cover - compiled
-    """Build the incremental LS state: (mkey, mheap, mwhere, ukey, uheap, uwhere, lcb, n_zero)."""
+    """Build the incremental LS state (the arrays of :func:`ls_workspace`, filled)."""
     n = counts.shape[0]
-    tr = (np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n, np.int64),
-          np.empty(n, np.int64), np.empty(n), np.zeros(1, np.int64), np.full(RADIUS_MEMO, -1, np.int64),
-          np.empty(RADIUS_MEMO), np.zeros(2))
+    m = radius_memo_size(n)
+    tr = (np.empty(n), np.empty(n), np.empty(n), np.zeros(1, np.int64), np.zeros(1), np.zeros(1, np.int64),
+          np.zeros(1, np.int64), np.full(m, -1, np.int64), np.empty(m), np.zeros(2))
     ls_tracker_fill(tr, sums, counts, d_ls, sigma)
     return tr
 
@@ -110,27 +124,83 @@ def ls_tracker(sums, counts, d_ls, sigma):  # pragma: no cover - compiled
 def borrow_tracker(tr):  # pragma: no cover - compiled
     """Borrowed views of a tracker's arrays (only for a tracker the kernel got as an argument)."""
     return (borrow(tr[0]), borrow(tr[1]), borrow(tr[2]), borrow(tr[3]), borrow(tr[4]), borrow(tr[5]),
-            borrow(tr[6]), borrow(tr[7]), borrow(tr[8]), borrow(tr[9]), borrow(tr[10]))
+            borrow(tr[6]), borrow(tr[7]), borrow(tr[8]), borrow(tr[9]))
+
+
+@njit(cache=True)
+def ls_rescan(tr):  # pragma: no cover - compiled
+    """The exact LS test in O(n), and a new certificate level; return LS's arm or -1.
+
+    best = the largest mean (ties to the lower index, as :func:`purebandits.bounds.lil_stopping_arm`);
+    LS stops iff no arm is unpulled and ``lcb[best] >= max_{j != best} ucb[j]``. Otherwise the
+    level is put halfway between the largest lower bound and the second-largest upper bound,
+    and ``above`` counts the arms whose upper bound exceeds it (see :func:`ls_tracker_update`).
+    """
+    mean, ucb, lcb, n_zero, level, above, rescans, rcount, rval, rpar = tr
+    n = mean.shape[0]
+    rescans[0] += 1
+    best = 0
+    lmax = -math.inf
+    u1 = -math.inf
+    u2 = -math.inf
+    i1 = -1
+    for i in range(n):
+        if mean[i] > mean[best]:
+            best = i
+        if lcb[i] > lmax:
+            lmax = lcb[i]
+        u = ucb[i]
+        if u > u1:
+            u2 = u1
+            u1 = u
+            i1 = i
+        elif u > u2:
+            u2 = u
+    stop = -1
+    if n_zero[0] == 0:
+        other = u1 if i1 != best else u2  # -inf for a single arm, which stops at once
+        if lcb[best] >= other:
+            stop = best
+    # without a stop, u2 > lmax (barring rounding): every arm has lcb < ucb, and an arm whose lcb
+    # reached the second-largest ucb would be the best and stop. The level is kept valid after
+    # a stop too, for a caller that goes on pulling.
+    lv = lmax + 0.5 * (u2 - lmax) if lmax < u2 < math.inf else lmax
+    level[0] = lv
+    k = 0
+    for i in range(n):
+        if ucb[i] > lv:
+            k += 1
+    above[0] = k
+    return stop
 
 
 @njit(cache=True, inline="always")
 def ls_tracker_update(tr, sums, counts, arm, d_ls, sigma):  # pragma: no cover - compiled
-    """Record that ``arm`` was just pulled (counts already updated); return LS's arm or -1."""
-    mkey, mheap, mwhere, ukey, uheap, uwhere, lcb, n_zero, rcount, rval, rpar = tr
-    n = counts.shape[0]
+    """Record that ``arm`` was just pulled (counts already updated); return LS's arm or -1.
+
+    A certificate makes most pulls O(1): a level L at least every arm's lower bound, and the
+    number of arms whose upper bound exceeds L. While two arms do, every arm has another arm
+    whose upper bound is above its lower bound, so LS cannot stop (whichever arm is best). A
+    pull updates the count in O(1); only when the pulled arm's lower bound passes L or fewer
+    than two arms stay above it does :func:`ls_rescan` test exactly and set a new level. Same
+    decision as :func:`purebandits.bounds.lil_stopping_arm` at every pull (tested).
+    """
+    mean, ucb, lcb, n_zero, level, above, rescans, rcount, rval, rpar = tr
     ci = counts[arm]
     if ci == 1:
         n_zero[0] -= 1
-    rad = memo_radius(rcount, rval, rpar, ci, d_ls, n, sigma)
+    rad = memo_radius(rcount, rval, rpar, ci, d_ls, mean.shape[0], sigma)
     m = sums[arm] / float(ci)
-    lcb[arm] = m - rad
-    heap_update(mheap, mwhere, mkey, arm, m)
-    heap_update(uheap, uwhere, ukey, arm, m + rad)
-    if n_zero[0] > 0:
+    lv = level[0]
+    if ucb[arm] > lv:
+        above[0] -= 1
+    mean[arm] = m
+    u = m + rad
+    lo = m - rad
+    ucb[arm] = u
+    lcb[arm] = lo
+    if u > lv:
+        above[0] += 1
+    if lo <= lv and above[0] >= 2:
         return -1
-    best = heap_top(mheap)
-    top_u = heap_top(uheap)
-    other = top_u if top_u != best else heap_second(uheap, ukey)
-    if lcb[best] >= ukey[other]:
-        return best
-    return -1
+    return ls_rescan(tr)
