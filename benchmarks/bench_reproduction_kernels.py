@@ -4,8 +4,8 @@
   runs it 4,000 times.
 - UCB1 + LS, JMNB14 alpha = 0.6, n = 1,000 (about 1.7e6 pulls per run): ``jmnb14_fig2/fig3``.
 - ExpGap + LS, JMNB14 alpha = 0.6, n = 1,000 (about 2.2e8 pulls per run): ``jmnb14_fig2``.
-- Nonadaptive + LS and ExpGap + LS at n = 10,000 (alpha = 0.6): ``jmnb14_fig2`` runs them to its
-  1e9-pull cap, ``jmnb14_fig3`` over its 3e7-pull window, 5,000 times.
+- Nonadaptive + LS, ExpGap + LS and lil'UCB + LS at n = 10,000 (alpha = 0.6): ``jmnb14_fig2`` runs
+  the first two to its 1e9-pull cap, ``jmnb14_fig3`` all three over its 3e7-pull window, 5,000 times.
 
 Each kernel runs one repetition of ``pulls`` pulls (compiled driver, one core). Baseline measured in
 the same run: the same learner's reference ask/tell loop (a per-pull Python loop) on the same
@@ -40,6 +40,9 @@ CASES = [
      lambda: lil_exponential(10_000, 0.6), 20_000_000),
     ("ExpGap + LS", "jmnb14 alpha = 0.6, n = 10,000",
      lambda: make_learner("exp_gap_elimination", delta=0.1, ls=True), lambda: lil_exponential(10_000, 0.6),
+     20_000_000),
+    ("lil'UCB + LS", "jmnb14 alpha = 0.6, n = 10,000",
+     lambda: make_learner("lil_ucb", delta=0.1, preset="faithful", ls=True), lambda: lil_exponential(10_000, 0.6),
      20_000_000),
 ]
 
