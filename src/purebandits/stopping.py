@@ -48,12 +48,13 @@ def radius_memo_size(n):  # pragma: no cover - compiled
     return size
 
 
-def ls_workspace(n: int) -> tuple:
-    """Arrays for an LS tracker over ``n`` arms, allocated in Python (fill with :func:`ls_tracker_fill`).
+@njit(cache=True)
+def ls_workspace(n):  # pragma: no cover - compiled
+    """Arrays for an LS tracker over ``n`` arms (fill with :func:`ls_tracker_fill`).
 
     (mean, ucb, lcb, n_zero, level, above, rescans, radius memo: rcount, rval, rpar). A kernel that
-    receives them as an argument can :func:`borrow_tracker` them, which makes
-    :func:`ls_tracker_update` free of reference counting.
+    receives them as an argument (allocated by its Python caller) can :func:`borrow_tracker`
+    them, which makes :func:`ls_tracker_update` free of reference counting.
     """
     m = radius_memo_size(n)
     return (np.empty(n), np.empty(n), np.empty(n), np.zeros(1, np.int64), np.zeros(1), np.zeros(1, np.int64),
@@ -112,10 +113,7 @@ def ls_tracker_fill(tr, sums, counts, d_ls, sigma):  # pragma: no cover - compil
 @njit(cache=True)
 def ls_tracker(sums, counts, d_ls, sigma):  # pragma: no cover - compiled
     """Build the incremental LS state (the arrays of :func:`ls_workspace`, filled)."""
-    n = counts.shape[0]
-    m = radius_memo_size(n)
-    tr = (np.empty(n), np.empty(n), np.empty(n), np.zeros(1, np.int64), np.zeros(1), np.zeros(1, np.int64),
-          np.zeros(1, np.int64), np.full(m, -1, np.int64), np.empty(m), np.zeros(2))
+    tr = ls_workspace(counts.shape[0])
     ls_tracker_fill(tr, sums, counts, d_ls, sigma)
     return tr
 
