@@ -90,16 +90,12 @@ def ls_tracker_fill(tr, sums, counts, d_ls, sigma):  # pragma: no cover - compil
     """Initialise the tracker arrays ``tr`` (from :func:`ls_workspace`) from counts and sums."""
     mean, ucb, lcb, n_zero, level, above, rescans, rcount, rval, rpar = tr
     n = counts.shape[0]
-    rcount[:] = -1
-    rpar[0] = d_ls
-    rpar[1] = sigma
     rescans[0] = 0
     n_zero[0] = 0
     for i in range(n):
         if counts[i] > 0:
-            c = float(counts[i])
-            rad = ls_radius_s(c, d_ls, float(n), LS_EPSILON, sigma)
-            mean[i] = sums[i] / c
+            rad = memo_radius(rcount, rval, rpar, counts[i], d_ls, n, sigma)
+            mean[i] = sums[i] / float(counts[i])
             ucb[i] = mean[i] + rad
             lcb[i] = mean[i] - rad
         else:
