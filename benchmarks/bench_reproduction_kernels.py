@@ -6,6 +6,8 @@
 - ExpGap + LS, JMNB14 alpha = 0.6, n = 1,000 (about 2.2e8 pulls per run): ``jmnb14_fig2``.
 - Nonadaptive + LS, ExpGap + LS and lil'UCB + LS at n = 10,000 (alpha = 0.6): ``jmnb14_fig2`` runs
   the first two to its 1e9-pull cap, ``jmnb14_fig3`` all three over its 3e7-pull window, 5,000 times.
+- Track-and-Stop and top-two (TC) on caption contest 559's 50 best captions: ``caption_extra`` runs
+  each 100 times to its 2e7-pull cap (the two best captions nearly tie, so neither stops sooner).
 
 Each kernel runs one repetition of ``pulls`` pulls (compiled driver, one core). Baseline measured in
 the same run: the same learner's reference ask/tell loop (a per-pull Python loop) on the same
@@ -25,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, timed  # noqa: E402
 
 from purebandits.base import Learner  # noqa: E402
+from purebandits.experiments.caption_extra import top_m_contest  # noqa: E402
 from purebandits.instances import Instance, lil_exponential, nsar_setup  # noqa: E402
 from purebandits.registry import make_learner  # noqa: E402
 from purebandits.simulate.engine import _advance_reference, rep_seeds  # noqa: E402
@@ -44,6 +47,10 @@ CASES = [
     ("lil'UCB + LS", "jmnb14 alpha = 0.6, n = 10,000",
      lambda: make_learner("lil_ucb", delta=0.1, preset="faithful", ls=True), lambda: lil_exponential(10_000, 0.6),
      20_000_000),
+    ("Track-and-Stop", "caption 559, top 50", lambda: make_learner("track_and_stop", delta=0.01),
+     lambda: top_m_contest("559", 50, 1), 300_000),
+    ("Top-two (TC)", "caption 559, top 50", lambda: make_learner("top_two", delta=0.01),
+     lambda: top_m_contest("559", 50, 1), 4_000_000),
 ]
 
 

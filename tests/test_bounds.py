@@ -428,3 +428,46 @@ def test_coverage_harness_detects_a_too_narrow_bound():
     missed = _ever_missed(0.5, 15, lambda m, T: np.abs(m - 0.5) > r, streams=250)
     print("fixed-time Hoeffding: missed", missed, "of 250")
     assert missed > binomial_tolerance(250, d)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 8), st.integers(0, 2**31 - 1), st.booleans(), st.integers(-2, 9),
+       st.floats(-1.0, 30.0), st.booleans())
+def test_glr_stop_decides_as_the_full_statistic(n, seed, gaussian, hint, threshold, some_zero):
+    """glr_stop_s, with any hint, returns the empirical best and ``Z > threshold`` of glr_statistic_s,
+    and a hint that attains Z after every full evaluation."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 30, n)
+    if some_zero:
+        counts[rng.integers(n)] = 0
+    sums = rng.binomial(counts, rng.uniform(0.2, 0.8, n)).astype(np.float64)
+    if rng.random() < 0.3:  # exact ties in the means
+        sums[:] = counts * 0.5
+    best, z = B.glr_statistic_s(sums, counts, gaussian, 0.5)
+    b2, stop, new_hint = B.glr_stop_s(sums, counts, gaussian, 0.5, threshold, hint)
+    assert b2 == best
+    assert stop == (z > threshold)
+    if new_hint != hint and new_hint >= 0:  # a full evaluation: the new hint attains Z
+        w = B.glr_pair_cost_s(sums[best] / counts[best], float(counts[best]), sums[new_hint] / counts[new_hint],
+                              float(counts[new_hint]), gaussian, 0.5)
+        assert w == z
+
+
+def test_glr_stop_along_a_run_with_its_hint():
+    """Threaded through a run (as the Track-and-Stop and top-two kernels do), the hint never changes a decision."""
+    rng = np.random.default_rng(3)
+    mu = np.array([0.5, 0.48, 0.3, 0.45, 0.1])
+    counts = np.zeros(5, np.int64)
+    sums = np.zeros(5)
+    hint, shortcuts = -1, 0
+    for t in range(1, 4000):
+        arm = int(rng.integers(5)) if t > 5 else t - 1
+        counts[arm] += 1
+        sums[arm] += float(rng.random() < mu[arm])
+        thr = B.glr_threshold_s(float(t), 5.0, 0.01, False)
+        best, z = B.glr_statistic_s(sums, counts, False, 0.5)
+        b2, stop, new = B.glr_stop_s(sums, counts, False, 0.5, thr, hint)
+        assert (b2, stop) == (best, z > thr)
+        shortcuts += new == hint
+        hint = new
+    assert shortcuts > 3000  # the O(1) test decides most pulls

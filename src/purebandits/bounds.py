@@ -706,8 +706,8 @@ def glr_pair_cost(m_a, n_a, m_b, n_b, gaussian: bool = False, sigma: float = 0.5
 
 
 @njit(cache=True)
-def glr_statistic_s(sums: np.ndarray, counts: np.ndarray, gaussian: bool, sigma: float):
-    """(empirical best arm, GLR statistic Z) of :func:`glr_statistic`; Z = 0 while a count is 0."""
+def glr_challenge_s(sums: np.ndarray, counts: np.ndarray, gaussian: bool, sigma: float):
+    """(empirical best arm, GLR statistic Z, the arm b attaining it, -1 if none); Z = 0 while a count is 0."""
     n = counts.shape[0]
     best = 0
     best_m = -math.inf
@@ -719,15 +719,60 @@ def glr_statistic_s(sums: np.ndarray, counts: np.ndarray, gaussian: bool, sigma:
                 best = i
     for i in range(n):
         if counts[i] == 0:
-            return best, 0.0
+            return best, 0.0, -1
     z = math.inf
+    chal = -1
     nb = float(counts[best])
     for j in range(n):
         if j != best:
             w = glr_pair_cost_s(best_m, nb, sums[j] / counts[j], float(counts[j]), gaussian, sigma)
             if w < z:
                 z = w
+                chal = j
+    return best, z, chal
+
+
+@njit(cache=True)
+def glr_statistic_s(sums: np.ndarray, counts: np.ndarray, gaussian: bool, sigma: float):
+    """(empirical best arm, GLR statistic Z) of :func:`glr_statistic`; Z = 0 while a count is 0."""
+    best, z, _ = glr_challenge_s(sums, counts, gaussian, sigma)
     return best, z
+
+
+@njit(cache=True)
+def glr_stop_s(sums: np.ndarray, counts: np.ndarray, gaussian: bool, sigma: float, threshold: float, hint: int):
+    """``Z > threshold`` for the GLR statistic, usually without computing all of Z.
+
+    Returns (empirical best arm, stop, hint for the next call). Z is a minimum over the
+    challengers b, so one transportation cost ``W(a_hat, hint) <= threshold`` already shows
+    that the rule does not stop; the hint is the arm that attained Z at the last full
+    evaluation (between two pulls it rarely changes). Only when that test fails is Z computed
+    in full (:func:`glr_challenge_s`, O(n) costs), so the decision is exactly ``Z > threshold``
+    and a kernel checks the rule at O(1) costs per pull instead of n - 1. Pass ``hint = -1``
+    when there is none.
+    """
+    n = counts.shape[0]
+    if 0 <= hint < n:
+        best = 0
+        best_m = -math.inf
+        zero = False
+        for i in range(n):  # the empirical best, as in glr_challenge_s
+            if counts[i] > 0:
+                m = sums[i] / counts[i]
+                if m > best_m:
+                    best_m = m
+                    best = i
+            else:
+                zero = True
+        if zero:  # Z = 0
+            return best, 0.0 > threshold, hint
+        if hint != best:
+            w = glr_pair_cost_s(best_m, float(counts[best]), sums[hint] / counts[hint], float(counts[hint]),
+                                gaussian, sigma)
+            if w <= threshold:  # Z <= W(a_hat, hint) <= threshold
+                return best, False, hint
+    best, z, chal = glr_challenge_s(sums, counts, gaussian, sigma)
+    return best, z > threshold, chal
 
 
 def glr_statistic(sums, counts, gaussian: bool = False, sigma: float = 0.5) -> tuple[int, float]:

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from purebandits.base import Learner, check_param
-from purebandits.bounds import glr_pair_cost_s, glr_statistic_s, glr_threshold_s
+from purebandits.bounds import glr_pair_cost_s, glr_statistic_s, glr_stop_s, glr_threshold_s
 from purebandits.instances.rewards import stream_draw
 
 __all__ = ["TopTwo"]
@@ -47,6 +47,8 @@ def top_two_pick(sums, counts, pending, use_ts, gaussian, sigma, beta, rng):  # 
         if v > best_v:
             best_v = v
             leader = i
+    if rng.random() < beta:  # the challenger draws no randomness: find it only when it is pulled
+        return leader, leader
     chal = -1
     best_w = math.inf
     nb = float(counts[leader] + pending[leader])
@@ -56,8 +58,6 @@ def top_two_pick(sums, counts, pending, use_ts, gaussian, sigma, beta, rng):  # 
             if w < best_w:
                 best_w = w
                 chal = j
-    if rng.random() < beta:
-        return leader, leader
     return chal, leader
 
 
@@ -164,6 +164,7 @@ def _top_two_kernel(counts, sums, sumsq, pending, use_ts, gaussian, sigma, beta,
     total = 0
     for i in range(n):
         total += counts[i]
+    hint = -1  # the GLR statistic's last minimiser (glr_stop_s: the same decisions as glr_statistic_s)
     while total < max_pulls:
         arm, _lead = top_two_pick(sums, counts, pending, use_ts, gaussian, sigma, beta, own_rng)
         r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
@@ -171,7 +172,8 @@ def _top_two_kernel(counts, sums, sumsq, pending, use_ts, gaussian, sigma, beta,
         sums[arm] += r
         sumsq[arm] += r * r
         total += 1
-        best, z = glr_statistic_s(sums, counts, gaussian, sigma)
-        if z > glr_threshold_s(float(total), float(n), delta, theory):
+        best, stop, hint = glr_stop_s(sums, counts, gaussian, sigma,
+                                      glr_threshold_s(float(total), float(n), delta, theory), hint)
+        if stop:
             return best, total
     return -1, total

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from purebandits.base import Learner, check_param
-from purebandits.bounds import glr_statistic_s, glr_threshold_s, kl_bernoulli_s
+from purebandits.bounds import glr_statistic_s, glr_stop_s, glr_threshold_s, kl_bernoulli_s
 from purebandits.instances.rewards import stream_draw
 
 __all__ = ["TrackAndStop", "optimal_weights", "TAS_CLIP"]
@@ -331,6 +331,7 @@ def _tas_kernel(counts, sums, sumsq, pending, delta, theory, max_pulls,
     total = 0
     for i in range(n):
         total += counts[i]
+    hint = -1  # the GLR statistic's last minimiser (glr_stop_s: the same decisions as glr_statistic_s)
     while total < max_pulls:
         arm = tas_pick(sums, counts, pending, w)
         r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
@@ -338,7 +339,8 @@ def _tas_kernel(counts, sums, sumsq, pending, delta, theory, max_pulls,
         sums[arm] += r
         sumsq[arm] += r * r
         total += 1
-        best, z = glr_statistic_s(sums, counts, False, 0.5)
-        if z > glr_threshold_s(float(total), float(n), delta, theory):
+        best, stop, hint = glr_stop_s(sums, counts, False, 0.5, glr_threshold_s(float(total), float(n), delta, theory),
+                                      hint)
+        if stop:
             return best, total
     return -1, total
