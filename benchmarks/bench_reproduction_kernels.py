@@ -87,7 +87,7 @@ def main(quick: bool = False) -> None:
         pulls = pulls // (10 if quick else 1)
         wall, cpu, done = kernel_rate(learner, inst, pulls)
         base = ask_tell_rate(learner, inst, 20_000 if not quick else 5_000)
-        print(f"{label:>18} {where:>30} {done:>11,} {wall / 1e6:>10.2f} {cpu / 1e6:>7.2f} {base:>12,.0f} "
+        print(f"{label:>18} {where:>30} {done:>11,} {wall / 1e6:>10.3f} {cpu / 1e6:>7.3f} {base:>12,.0f} "
               f"{wall / base:>6.0f}x", flush=True)
 
 
