@@ -97,3 +97,25 @@ def test_the_key_sees_the_reward_distribution_not_only_the_means():
     means = [0.5, 0.2]
     assert key(Gaussian(means, 0.25)) != key(Gaussian(means, 0.5))
     assert key(Gaussian(means, 0.25)) == key(Gaussian(np.array(means), 0.25))
+
+
+def test_tasks_list_what_each_task_has_done(tmp_path, capsys):
+    a = simulate(LilUCB(delta=0.1), INSTANCE, reps=7, journal=tmp_path, chunk_size=3, **KW)
+    b = simulate(NonAdaptive(delta=0.1), INSTANCE, reps=4, journal=tmp_path, chunk_size=4, **KW)
+    simulate(NonAdaptive(delta=0.1), INSTANCE, reps=6, journal=tmp_path, chunk_size=4, **KW)  # 2 more
+    tasks = {t.about["algorithm"]: t for t in Journal(tmp_path).tasks()}
+    assert set(tasks) == {"lil_ucb", "non_adaptive"}
+    assert tasks["lil_ucb"].reps == 7 and tasks["lil_ucb"].pulls == int(a.pulls.sum())
+    na = simulate(NonAdaptive(delta=0.1), INSTANCE, reps=6, **KW)
+    assert tasks["non_adaptive"].reps == 6 and tasks["non_adaptive"].pulls == int(na.pulls.sum())
+    assert tasks["lil_ucb"].about["instance"] == a.instance == b.instance
+    assert tasks["lil_ucb"].about["seed"] == 11 and tasks["lil_ucb"].seconds > 0
+    # a task without its description (journalled by an older version) is still counted
+    (tmp_path / tasks["lil_ucb"].key / "task.json").unlink()
+    (tmp_path / tasks["lil_ucb"].key / "reps-000000099-000000099.npz").write_bytes(b"damaged")
+    from purebandits.cli import main
+
+    assert main(["journal", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "non_adaptive" in out and "2 tasks, 13 repetitions" in out
+    assert main(["journal", str(tmp_path / "missing")]) == 2

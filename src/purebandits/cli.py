@@ -17,6 +17,7 @@ COMMANDS = {
     "serve": "purebandits.service.cli",
     "simulate": "purebandits.simulate.cli",
     "reproduce": "purebandits.experiments.cli",
+    "journal": "purebandits.simulate.journal_cli",
     "algorithms": "purebandits.cli_algorithms",
 }
 

@@ -459,7 +459,9 @@ def simulate(
             for name in JOURNAL_FIELDS:
                 getattr(res, name)[idx] = out[name]
             if book is not None:
-                book.save(task, out, out["seconds"])
+                book.save(task, out, out["seconds"], about={
+                    "algorithm": res.algorithm, "params": learner.get_params(), "instance": instance.name,
+                    "seed": seed, "k": k, "max_pulls": max_pulls, "checkpoints": C, "driver": drv})
             if bar is not None:
                 total += int(out["pulls"].sum())
                 rate = total / max(time.perf_counter() - t0, 1e-9)

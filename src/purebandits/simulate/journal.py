@@ -22,12 +22,13 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Journal", "JOURNAL_FIELDS"]
+__all__ = ["Journal", "JOURNAL_FIELDS", "JournalTask"]
 
 #: the per-repetition arrays of a chunk (rows in the order of its "reps" array)
 JOURNAL_FIELDS = ("pulls", "stopped", "recommended", "correct", "counts", "ckpt_recommended",
@@ -70,6 +71,27 @@ def task_key(task: Any) -> str:
         h.update(f"|{a.dtype.str}{a.shape}|".encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+@dataclass
+class JournalTask:
+    """What a journal holds for one task (see :meth:`Journal.tasks`)."""
+
+    key: str
+    about: dict[str, Any]
+    reps: int
+    pulls: int
+    seconds: float
+    modified: float
 
 
 class Journal:
@@ -119,10 +141,16 @@ class Journal:
             return {}, np.zeros(0, dtype=np.int64), 0.0
         return {f: np.concatenate(v) for f, v in rows.items()}, np.concatenate(idx), seconds
 
-    def save(self, task: Any, out: dict[str, Any], seconds: float) -> Path:
-        """Write one finished chunk (``out`` as :func:`run_chunk` returns it) atomically."""
+    def save(self, task: Any, out: dict[str, Any], seconds: float, about: dict[str, Any] | None = None) -> Path:
+        """Write one finished chunk (``out`` as :func:`run_chunk` returns it) atomically.
+
+        ``about`` (JSON-able: algorithm, instance, ...) is written once per task to
+        ``task.json``, for :meth:`tasks`; it plays no part in loading.
+        """
         d = self._dir(task)
         d.mkdir(parents=True, exist_ok=True)
+        if about is not None and not (d / "task.json").exists():
+            _write_atomic(d / "task.json", json.dumps(_canonical(about), indent=1).encode())
         r = np.asarray(out["reps"], dtype=np.int64)
         path = d / f"reps-{int(r.min()):09d}-{int(r.max()):09d}.npz"
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -133,3 +161,38 @@ class Journal:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
         return path
+
+    def tasks(self) -> list[JournalTask]:
+        """Every task in the journal with its finished repetitions, pulls and worker seconds.
+
+        Oldest change first. ``about`` is the description written by :meth:`save` (empty for a
+        task journalled before descriptions were kept); unreadable chunk files are skipped, as in
+        :meth:`load`.
+        """
+        found = []
+        if not self.root.is_dir():
+            return found
+        for d in self.root.iterdir():
+            if not d.is_dir():
+                continue
+            try:
+                about = json.loads((d / "task.json").read_text())
+            except (OSError, ValueError):
+                about = {}
+            reps: set[int] = set()
+            pulls, seconds, modified = 0, 0.0, 0.0
+            for path in d.iterdir():
+                if not _CHUNK_FILE.match(path.name):
+                    continue
+                try:
+                    with np.load(path, allow_pickle=False) as data:
+                        r = data["reps"]
+                        new = ~np.isin(r, list(reps))
+                        pulls += int(data["pulls"][new].sum())
+                        seconds += float(data["seconds"])
+                        reps.update(int(x) for x in r)
+                    modified = max(modified, path.stat().st_mtime)
+                except (OSError, ValueError, KeyError):
+                    continue
+            found.append(JournalTask(d.name, about, len(reps), pulls, seconds, modified))
+        return sorted(found, key=lambda t: t.modified)
