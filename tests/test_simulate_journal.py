@@ -61,10 +61,13 @@ def test_a_run_killed_midway_keeps_its_finished_chunks(tmp_path, monkeypatch):
     assert_same(simulate(LilUCB(delta=0.1), INSTANCE, reps=12, **KW), resumed)
 
 
-def test_a_damaged_chunk_file_is_run_again(tmp_path):
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_damaged_chunk_file_is_run_again(tmp_path, damage):
     simulate(LilUCB(delta=0.1), INSTANCE, reps=6, journal=tmp_path, chunk_size=3, **KW)
     files = sorted(tmp_path.glob("*/reps-*.npz"))
-    files[1].write_bytes(b"not an npz file")
+    data = files[1].read_bytes()
+    files[1].write_bytes(b"not an npz file" if damage == "garbage" else data[: len(data) // 2])  # a zip cut short
+    assert sum(t.reps for t in Journal(tmp_path).tasks()) == 3
     res = simulate(LilUCB(delta=0.1), INSTANCE, reps=6, journal=Journal(tmp_path), **KW)
     assert res.extra["resumed_reps"] == 3
     assert_same(simulate(LilUCB(delta=0.1), INSTANCE, reps=6, **KW), res)

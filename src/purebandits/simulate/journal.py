@@ -22,6 +22,8 @@ import hashlib
 import json
 import os
 import re
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,8 @@ JOURNAL_FIELDS = ("pulls", "stopped", "recommended", "correct", "counts", "ckpt_
                   "ckpt_correct", "ckpt_best_rank", "ckpt_topk_rank")
 
 _CHUNK_FILE = re.compile(r"^reps-(\d+)-(\d+)\.npz$")
+#: what reading a damaged chunk file raises (a zip cut short raises BadZipFile, not an OSError)
+_UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
 
 def _canonical(obj: Any) -> Any:
@@ -73,10 +77,11 @@ def task_key(task: Any) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def _write_atomic(path: Path, write: Callable[[Any], None]) -> None:
+    """``write(fh)`` into a temporary file, synced, then renamed to ``path``: never half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as fh:
-        fh.write(data)
+        write(fh)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -127,7 +132,7 @@ class Journal:
                     r = data["reps"].astype(np.int64)
                     arrays = {f: data[f] for f in JOURNAL_FIELDS}
                     secs = float(data["seconds"])
-            except (OSError, ValueError, KeyError):
+            except _UNREADABLE:
                 continue
             keep = (r < reps) & ~seen[np.minimum(r, reps - 1)]
             if not keep.any():
@@ -150,16 +155,13 @@ class Journal:
         d = self._dir(task)
         d.mkdir(parents=True, exist_ok=True)
         if about is not None and not (d / "task.json").exists():
-            _write_atomic(d / "task.json", json.dumps(_canonical(about), indent=1).encode())
+            text = json.dumps(_canonical(about), indent=1).encode()
+            _write_atomic(d / "task.json", lambda fh: fh.write(text))
         r = np.asarray(out["reps"], dtype=np.int64)
         path = d / f"reps-{int(r.min()):09d}-{int(r.max()):09d}.npz"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            # compressed: per-arm counts of 5,000 runs at n = 10,000 are 400 MB raw
-            np.savez_compressed(fh, reps=r, seconds=np.float64(seconds), **{f: out[f] for f in JOURNAL_FIELDS})
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        # compressed: per-arm counts of 5,000 runs at n = 10,000 are 400 MB raw
+        _write_atomic(path, lambda fh: np.savez_compressed(fh, reps=r, seconds=np.float64(seconds),
+                                                           **{f: out[f] for f in JOURNAL_FIELDS}))
         return path
 
     def tasks(self) -> list[JournalTask]:
@@ -192,7 +194,7 @@ class Journal:
                         seconds += float(data["seconds"])
                         reps.update(int(x) for x in r)
                     modified = max(modified, path.stat().st_mtime)
-                except (OSError, ValueError, KeyError):
+                except _UNREADABLE:
                     continue
             found.append(JournalTask(d.name, about, len(reps), pulls, seconds, modified))
         return sorted(found, key=lambda t: t.modified)
