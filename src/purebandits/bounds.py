@@ -705,21 +705,30 @@ def glr_pair_cost(m_a, n_a, m_b, n_b, gaussian: bool = False, sigma: float = 0.5
     return f(m_a, n_a, m_b, n_b)
 
 
-@njit(cache=True)
-def glr_challenge_s(sums: np.ndarray, counts: np.ndarray, gaussian: bool, sigma: float):
-    """(empirical best arm, GLR statistic Z, the arm b attaining it, -1 if none); Z = 0 while a count is 0."""
-    n = counts.shape[0]
+@njit(cache=True, inline="always")
+def _glr_leader(sums, counts):  # pragma: no cover - compiled
+    """(empirical best arm among the pulled ones, ties to the lower index; its mean; some count is 0)."""
     best = 0
     best_m = -math.inf
-    for i in range(n):
+    zero = False
+    for i in range(counts.shape[0]):
         if counts[i] > 0:
             m = sums[i] / counts[i]
             if m > best_m:
                 best_m = m
                 best = i
-    for i in range(n):
-        if counts[i] == 0:
-            return best, 0.0, -1
+        else:
+            zero = True
+    return best, best_m, zero
+
+
+@njit(cache=True)
+def glr_challenge_s(sums: np.ndarray, counts: np.ndarray, gaussian: bool, sigma: float):
+    """(empirical best arm, GLR statistic Z, the arm b attaining it, -1 if none); Z = 0 while a count is 0."""
+    n = counts.shape[0]
+    best, best_m, zero = _glr_leader(sums, counts)
+    if zero:
+        return best, 0.0, -1
     z = math.inf
     chal = -1
     nb = float(counts[best])
@@ -751,19 +760,8 @@ def glr_stop_s(sums: np.ndarray, counts: np.ndarray, gaussian: bool, sigma: floa
     and a kernel checks the rule at O(1) costs per pull instead of n - 1. Pass ``hint = -1``
     when there is none.
     """
-    n = counts.shape[0]
-    if 0 <= hint < n:
-        best = 0
-        best_m = -math.inf
-        zero = False
-        for i in range(n):  # the empirical best, as in glr_challenge_s
-            if counts[i] > 0:
-                m = sums[i] / counts[i]
-                if m > best_m:
-                    best_m = m
-                    best = i
-            else:
-                zero = True
+    if 0 <= hint < counts.shape[0]:
+        best, best_m, zero = _glr_leader(sums, counts)
         if zero:  # Z = 0
             return best, 0.0 > threshold, hint
         if hint != best:

@@ -23,7 +23,7 @@ import json
 import os
 import re
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,25 @@ def _write_atomic(path: Path, write: Callable[[Any], None]) -> None:
     os.replace(tmp, path)
 
 
+def _read_chunks(d: Path, fields: tuple[str, ...], first_below: int | None = None
+                 ) -> Iterator[tuple[Path, np.ndarray, dict[str, np.ndarray], float]]:
+    """(path, rep indices, ``fields``, seconds) of each readable chunk file in ``d``, in name order.
+
+    Files whose first repetition is ``>= first_below`` are not opened; files that cannot be read
+    (a damaged disk: a chunk cut short by a crash never gets its final name) are skipped.
+    """
+    for path in sorted(d.iterdir()):
+        m = _CHUNK_FILE.match(path.name)
+        if not m or (first_below is not None and int(m.group(1)) >= first_below):
+            continue
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                chunk = (path, data["reps"].astype(np.int64), {f: data[f] for f in fields}, float(data["seconds"]))
+        except _UNREADABLE:
+            continue
+        yield chunk
+
+
 @dataclass
 class JournalTask:
     """What a journal holds for one task (see :meth:`Journal.tasks`)."""
@@ -123,17 +142,7 @@ class Journal:
         d = self._dir(task)
         if not d.is_dir():
             return {}, np.zeros(0, dtype=np.int64), 0.0
-        for path in sorted(d.iterdir()):
-            m = _CHUNK_FILE.match(path.name)
-            if not m or int(m.group(1)) >= reps:
-                continue
-            try:
-                with np.load(path, allow_pickle=False) as data:
-                    r = data["reps"].astype(np.int64)
-                    arrays = {f: data[f] for f in JOURNAL_FIELDS}
-                    secs = float(data["seconds"])
-            except _UNREADABLE:
-                continue
+        for _, r, arrays, secs in _read_chunks(d, JOURNAL_FIELDS, first_below=reps):
             keep = (r < reps) & ~seen[np.minimum(r, reps - 1)]
             if not keep.any():
                 continue
@@ -183,18 +192,11 @@ class Journal:
                 about = {}
             reps: set[int] = set()
             pulls, seconds, modified = 0, 0.0, 0.0
-            for path in d.iterdir():
-                if not _CHUNK_FILE.match(path.name):
-                    continue
-                try:
-                    with np.load(path, allow_pickle=False) as data:
-                        r = data["reps"]
-                        new = ~np.isin(r, list(reps))
-                        pulls += int(data["pulls"][new].sum())
-                        seconds += float(data["seconds"])
-                        reps.update(int(x) for x in r)
-                    modified = max(modified, path.stat().st_mtime)
-                except _UNREADABLE:
-                    continue
+            for path, r, arrays, secs in _read_chunks(d, ("pulls",)):
+                new = ~np.isin(r, list(reps))
+                pulls += int(arrays["pulls"][new].sum())
+                seconds += secs
+                reps.update(int(x) for x in r)
+                modified = max(modified, path.stat().st_mtime)
             found.append(JournalTask(d.name, about, len(reps), pulls, seconds, modified))
         return sorted(found, key=lambda t: t.modified)
