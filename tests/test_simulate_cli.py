@@ -1,5 +1,8 @@
 """``purebandits simulate`` end to end through purebandits.cli.main."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -77,3 +80,14 @@ def test_parsers():
         parse_checkpoints("geom:10:5:3")
     with pytest.raises(ValueError):
         parse_checkpoints("a,b")
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    """``purebandits algorithms | head -1``: a reader that leaves early gets no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "purebandits.cli", "algorithms"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first write
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 1
+    assert "BrokenPipeError" not in err and "Traceback" not in err, err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 __all__ = ["main"]
@@ -40,7 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args._run(args) or 0)
+    try:
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (``purebandits journal DIR | head``): stop quietly, as the
+        # Python docs advise (signal module, "Note on SIGPIPE"): point stdout at devnull so the
+        # flush at exit does not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return code
 
 
 if __name__ == "__main__":
