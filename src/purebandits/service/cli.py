@@ -9,7 +9,7 @@ from typing import Any
 
 __all__ = ["HELP", "add_arguments", "run", "ensure_demo", "DEMO_NAME"]
 
-HELP = "Run the crowdsourcing service (rating page, owner dashboard, JSON API)."
+HELP = "run the crowdsourcing service (rating page, owner dashboard, JSON API)"
 
 DEMO_NAME = "caption contest 559 (demo)"
 
