@@ -15,6 +15,10 @@ import math
 
 import numpy as np
 from numba import njit, vectorize
+from numpy.typing import ArrayLike
+
+#: what the vectorised forms return: an array, or a float for scalar input
+ArrayOrFloat = np.ndarray | float
 
 __all__ = [
     "c_epsilon",
@@ -75,7 +79,8 @@ def _lil_radius_v(t, w, eps, sigma, offset):  # pragma: no cover - thin ufunc sh
     return lil_radius_s(t, w, eps, sigma, offset)
 
 
-def lil_radius(t, w, epsilon: float = 0.01, sigma: float = 0.5, plus2: bool = False):
+def lil_radius(t: ArrayLike, w: ArrayLike,
+               epsilon: float = 0.01, sigma: float = 0.5, plus2: bool = False) -> ArrayOrFloat:
     """Finite-LIL anytime radius ``U(t, w)`` (JLQ17 Lemma 2.1, from JMNB14 Lemma 1).
 
     ``U(t,w) = (1+sqrt(eps)) sqrt(2 sigma^2 (1+eps)/t * log(log((1+eps) t)/w))``. With
@@ -93,7 +98,8 @@ def lil_ucb_index_s(mean: float, t: float, delta: float, eps: float, beta: float
     return mean + (1.0 + beta) * lil_radius_s(t, delta, eps, sigma, 0.0)
 
 
-def lil_ucb_index(mean, t, delta: float, epsilon: float = 0.01, beta: float = 1.0, sigma: float = 0.5):
+def lil_ucb_index(mean: ArrayLike, t: ArrayLike, delta: float,
+                  epsilon: float = 0.01, beta: float = 1.0, sigma: float = 0.5) -> ArrayOrFloat:
     """lil'UCB sampling index ``mean + (1+beta) U(t, delta)`` (JMNB14 Fig. 1, eq. for I_t).
 
     At eps = 0 and t = 1 the iterated log is undefined and the index is ``+inf`` (each arm is
@@ -116,7 +122,7 @@ def _ls_radius_v(T, d_ls, n, eps, sigma):  # pragma: no cover
     return ls_radius_s(T, d_ls, n, eps, sigma)
 
 
-def ls_radius(T, d_ls: float, n: int, epsilon: float = 0.01, sigma: float = 0.5):
+def ls_radius(T: ArrayLike, d_ls: float, n: int, epsilon: float = 0.01, sigma: float = 0.5) -> ArrayOrFloat:
     """Radius ``B(T)`` of the LIL stopping rule LS (JMNB14 Sec. 5; ALGORITHMS.md 0.2).
 
     ``B(T) = (1+sqrt(eps)) sqrt(2 sigma^2 (1+eps) log(2 log((1+eps) T + 2)/(d_LS/n)) / T)``:
@@ -168,7 +174,7 @@ def hoeffding_radius_s(t: float, delta: float, sigma: float) -> float:
     return math.sqrt(2.0 * sigma * sigma * math.log(1.0 / delta) / t)
 
 
-def hoeffding_radius(t, delta: float, sigma: float = 0.5):
+def hoeffding_radius(t: ArrayLike, delta: float, sigma: float = 0.5) -> ArrayOrFloat:
     """Fixed-time one-sided Hoeffding radius ``sqrt(2 sigma^2 log(1/delta)/t)`` ([0,1]: sigma=1/2)."""
     t = np.asarray(t, dtype=float)
     with np.errstate(divide="ignore"):
@@ -182,7 +188,7 @@ def lucb_radius_s(u: float, t: float, n: float, delta: float, k1: float, sigma: 
     return math.sqrt(2.0 * sigma * sigma * math.log(k1 * n * t**4 / delta) / u)
 
 
-def lucb_radius(u, t, n: int, delta: float, k1: float = 1.25, sigma: float = 0.5):
+def lucb_radius(u: ArrayLike, t: ArrayLike, n: int, delta: float, k1: float = 1.25, sigma: float = 0.5) -> ArrayOrFloat:
     """LUCB1 exploration radius ``beta(u,t) = sqrt(log(k1 n t^4/delta)/(2u))`` (KTAS12, k1=5/4).
 
     ``u`` is the arm's pull count and ``t`` the round index; for sigma-sub-Gaussian rewards
@@ -205,7 +211,7 @@ def lucb_rate_s(t: float, n: float, delta: float, k1: float, sigma: float) -> fl
     return 2.0 * sigma * sigma * math.log(k1 * n * t**4 / delta)
 
 
-def lucb_rate(t, n: int, delta: float, k1: float = 1.25, sigma: float = 0.5):
+def lucb_rate(t: ArrayLike, n: int, delta: float, k1: float = 1.25, sigma: float = 0.5) -> ArrayOrFloat:
     """Vectorised :func:`lucb_rate_s`; ``lucb_radius(u, t, ...) = sqrt(lucb_rate(t, ...)/u)``."""
     return 2.0 * sigma**2 * np.log(k1 * n * np.asarray(t, dtype=float) ** 4 / delta)
 
@@ -227,7 +233,7 @@ def kl_bernoulli_s(p: float, q: float) -> float:
 
 
 @vectorize(nopython=True, cache=True)
-def kl_bernoulli(p, q):  # noqa: D401
+def kl_bernoulli(p: ArrayLike, q: ArrayLike) -> ArrayOrFloat:  # noqa: D401
     """Bernoulli KL divergence ``d(p,q) = p log(p/q) + (1-p) log((1-p)/(1-q))``."""
     return kl_bernoulli_s(p, q)
 
@@ -426,7 +432,7 @@ def kl_lower_bracket_s(p: float, level: float):
 
 
 @vectorize(nopython=True, cache=True)
-def kl_upper(p, level):
+def kl_upper(p: ArrayLike, level: ArrayLike) -> ArrayOrFloat:
     """Upper KL inversion ``sup{q >= p : d(p,q) <= level}`` (bisection on the Pinsker bracket).
 
     Exact at p = 0 (``1 - exp(-level)``) and p = 1 (``1``); otherwise 60 bisection steps,
@@ -436,7 +442,7 @@ def kl_upper(p, level):
 
 
 @vectorize(nopython=True, cache=True)
-def kl_lower(p, level):
+def kl_lower(p: ArrayLike, level: ArrayLike) -> ArrayOrFloat:
     """Lower KL inversion ``inf{q <= p : d(p,q) <= level}``; exact at p = 0 and p = 1."""
     return kl_lower_s(p, level)
 
@@ -446,7 +452,7 @@ def kl_lucb_rate_s(t: float, n: float, delta: float, alpha: float, k1: float) ->
     return math.log(k1 * n * t**alpha / delta)
 
 
-def kl_lucb_rate(t, n: int, delta: float, alpha: float = 1.1, k1: float = 405.5):
+def kl_lucb_rate(t: ArrayLike, n: int, delta: float, alpha: float = 1.1, k1: float = 405.5) -> ArrayOrFloat:
     """KL-LUCB exploration rate ``beta(t, delta) = log(k1 n t^alpha / delta)`` (KK13, alpha=1.1, k1=405.5)."""
     return np.log(k1 * n * np.asarray(t, dtype=float) ** alpha / delta)
 
@@ -488,7 +494,7 @@ def lil_kl_level_s(T: float, delta: float, kappa: float) -> float:
     return math.log(kappa * math.log(2.0 * T) / _LOG2 / delta) / T
 
 
-def lil_kl_level(T, delta: float, N: int = 8):
+def lil_kl_level(T: ArrayLike, delta: float, N: int = 8) -> ArrayOrFloat:
     """Vectorised :func:`lil_kl_level_s` with kappa = kappa(N, delta)."""
     kappa = lil_kl_kappa(N, delta)
     T = np.asarray(T, dtype=float)
@@ -545,7 +551,8 @@ def _lil_kl_lower_exact_v(p, level, N):  # pragma: no cover
     return lil_kl_lower_exact_s(p, level, N)
 
 
-def lil_kl_bounds(mean, T, delta: float, N: int = 8, form: str = "simplified"):
+def lil_kl_bounds(mean: ArrayLike, T: ArrayLike,
+                  delta: float, N: int = 8, form: str = "simplified") -> tuple[ArrayOrFloat, ArrayOrFloat]:
     """Anytime KL bounds (L, U) of lil-KLUCB (TNM17 Theorem 2).
 
     ``form="simplified"`` gives L', U': ``{m : d(mu_hat, m) <= c(N) log(kappa log2(2T)/delta)/T}``
@@ -569,7 +576,7 @@ def sg1_radius_s(T: float, delta: float, N: float, sigma: float, kappa: float) -
     return (N + 1.0) / N * math.sqrt(2.0 * sigma * sigma * math.log(kappa * math.log(2.0 * T) / _LOG2 / delta) / T)
 
 
-def sg1_radius(T, delta: float, N: int = 8, sigma: float = 0.5):
+def sg1_radius(T: ArrayLike, delta: float, N: int = 8, sigma: float = 0.5) -> ArrayOrFloat:
     """[SG1] of TNM17 Sec. 5: ``((N+1)/N) sqrt(2 sigma^2 log(kappa(N) log2(2T)/delta)/T)``.
 
     The lil-KLUCB proof with the sub-Gaussian rate in place of the Bernoulli KL (our
@@ -592,7 +599,7 @@ def sg2_radius_s(T: float, delta: float, sigma: float) -> float:
     return math.sqrt(2.0 * sigma * sigma * (x + 1.5 * math.log(math.log(math.e * T))) / T)
 
 
-def sg2_radius(T, delta: float, sigma: float = 0.5):
+def sg2_radius(T: ArrayLike, delta: float, sigma: float = 0.5) -> ArrayOrFloat:
     """[SG2]: Kaufmann-Cappe-Garivier (JMLR 2016) Thm 8 with beta = 3/2 (ALGORITHMS.md 0.4).
 
     ``sqrt(2 sigma^2 (x + 1.5 log(log(e T)))/T)`` with ``x = log(1/delta) + 3 log(log(1/delta))``;
@@ -637,7 +644,7 @@ def _chernoff_v(x, y):  # pragma: no cover
     return chernoff_information_s(x, y)
 
 
-def chernoff_information(p, q):
+def chernoff_information(p: ArrayLike, q: ArrayLike) -> ArrayOrFloat:
     """Chernoff information ``D*(p, q) = D(z*, p) = D(z*, q)`` between Ber(p) and Ber(q) (TNM17 fn. 5).
 
     ``z*`` in ``[p, q]`` is where the two KL divergences cross (bisection). Closed forms at the
@@ -661,7 +668,7 @@ def edmm_radius_s(t: float, n: float, delta: float, c: float, sigma: float) -> f
     return math.sqrt(4.0 * sigma * sigma * math.log(c * n * t * t / delta) / t)
 
 
-def edmm_radius(t, n: int, delta: float, c: float = 4.0, sigma: float = 0.5):
+def edmm_radius(t: ArrayLike, n: int, delta: float, c: float = 4.0, sigma: float = 0.5) -> ArrayOrFloat:
     """Successive Elimination radius ``alpha_t = sqrt(log(c n t^2/delta)/t)`` (EDMM02, c = 4).
 
     For sigma-sub-Gaussian rewards the radius is ``sqrt(4 sigma^2 log(c n t^2/delta)/t)``;
@@ -693,7 +700,8 @@ def glr_pair_cost_s(m_a: float, n_a: float, m_b: float, n_b: float, gaussian: bo
     return n_a * kl_bernoulli_s(pa, mid) + n_b * kl_bernoulli_s(pb, mid)
 
 
-def glr_pair_cost(m_a, n_a, m_b, n_b, gaussian: bool = False, sigma: float = 0.5):
+def glr_pair_cost(m_a: ArrayLike, n_a: ArrayLike, m_b: ArrayLike,
+                  n_b: ArrayLike, gaussian: bool = False, sigma: float = 0.5) -> ArrayOrFloat:
     """GLR transportation cost of arm a over arm b (Garivier and Kaufmann 2016, Sec. 3).
 
     ``W(a,b) = N_a d(mu_a, mu_ab) + N_b d(mu_b, mu_ab)`` with ``mu_ab = (N_a mu_a + N_b mu_b)/(N_a+N_b)``
@@ -773,7 +781,7 @@ def glr_stop_s(sums: np.ndarray, counts: np.ndarray, gaussian: bool, sigma: floa
     return best, z > threshold, chal
 
 
-def glr_statistic(sums, counts, gaussian: bool = False, sigma: float = 0.5) -> tuple[int, float]:
+def glr_statistic(sums: ArrayLike, counts: ArrayLike, gaussian: bool = False, sigma: float = 0.5) -> tuple[int, float]:
     """Chernoff/GLR statistic ``Z(t) = min_{b != a_hat} W(a_hat, b)`` (GK16 Sec. 3; ALGORITHMS.md 13.1).
 
     ``a_hat`` is the empirical best arm (ties to the lower index). Stop when Z exceeds the
@@ -792,7 +800,7 @@ def glr_threshold_s(t: float, n: float, delta: float, theory: bool) -> float:
     return math.log((math.log(max(t, 1.0)) + 1.0) / delta)
 
 
-def glr_threshold(t, n: int, delta: float, threshold: str = "practical"):
+def glr_threshold(t: ArrayLike, n: int, delta: float, threshold: str = "practical") -> ArrayOrFloat:
     """GLR stopping threshold ``beta(t, delta)`` (GK16; ALGORITHMS.md 13.1).
 
     ``"practical"``: ``log((log t + 1)/delta)`` (GK16's experiments, ``mainBAI.jl``);

@@ -15,6 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
+from purebandits.base import Learner
 from purebandits.bounds import lil_stopping_arm, ls_delta, ls_radius_s
 from purebandits.jit import borrow
 
@@ -25,7 +26,7 @@ __all__ = ["ls_check", "ls_tracker", "ls_tracker_update", "ls_workspace", "ls_tr
 LS_EPSILON = 0.01
 
 
-def ls_check(learner, nu: float, sigma: float = 0.5) -> int:
+def ls_check(learner: Learner, nu: float, sigma: float = 0.5) -> int:
     """Arm that LS with error budget ``nu`` would output for ``learner`` now, or -1."""
     return int(lil_stopping_arm(learner.sums_, learner.counts_.astype(np.float64),
                                 ls_delta(nu, LS_EPSILON), LS_EPSILON, sigma))

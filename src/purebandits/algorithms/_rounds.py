@@ -29,7 +29,14 @@ import numpy as np
 from numba import njit
 
 from purebandits.base import Learner, check_param
-from purebandits.instances.rewards import BERNOULLI, GAUSSIAN, RewardModel, reward_from_block, stream_refill
+from purebandits.instances.rewards import (
+    BERNOULLI,
+    GAUSSIAN,
+    RewardModel,
+    RewardStream,
+    reward_from_block,
+    stream_refill,
+)
 
 ACTIVE, ACCEPTED, REJECTED = 0, 1, 2
 
@@ -286,7 +293,7 @@ class _RoundLearner(Learner):
         return int(self.budget) - int(self.planned_)
 
     # ------------------------------------------------------------------ drivers
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         """Sequential compiled driver: same pulls, same state as ``ask(1)``/``tell``."""
         if self.done_:
             return

@@ -9,7 +9,7 @@ from numba import njit
 
 from purebandits.base import Learner, check_param, top_k_by
 from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
-from purebandits.instances.rewards import stream_draw
+from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.ranking import borrow_topk, topk_mask, topk_tracker_fill, topk_tracker_update, topk_workspace
 
@@ -335,7 +335,7 @@ class ATLUCB(Learner):
         m = self.means()
         return m - rad, m + rad
 
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:
             return
         if self.pending_.any():

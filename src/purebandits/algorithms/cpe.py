@@ -33,7 +33,7 @@ from numba import njit
 from purebandits.algorithms._rounds import ranked
 from purebandits.base import Learner, check_param
 from purebandits.bounds import c_epsilon, lil_radius_s
-from purebandits.instances.rewards import stream_draw
+from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.ranking import topk_mask
 
 __all__ = ["CLUCB", "LilCLUCB", "TopKSets", "SpanningTrees", "Matchings", "Paths", "make_decision_class"]
@@ -428,7 +428,7 @@ class _CPELearner(Learner):
         m = self.means()
         return m - rad, m + rad
 
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         """Compiled driver (top-K decision class only; other classes use SciPy oracles)."""
         if not self._topk:
             raise NotImplementedError("the compiled CPE kernel covers the top_k decision class only")

@@ -18,7 +18,7 @@ from numba import njit
 
 from purebandits.base import Learner, check_param, top_k_by
 from purebandits.bounds import edmm_radius_s, lil_stopping_arm, ls_delta, ls_radius_s
-from purebandits.instances.rewards import stream_draw
+from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
 
@@ -284,7 +284,7 @@ class SuccessiveElimination(_Staged):
     def _recommend(self) -> list[int]:
         return self._active_best(self.act_, self.n_act_)
 
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if not self._check_kernel_ready():
             return
         done, n_act, ptr, left, rem, t = _se_kernel(
@@ -400,7 +400,7 @@ class MedianElimination(_Staged):
     def _recommend(self) -> list[int]:
         return self._active_best(self.act_, self.n_act_)
 
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if not self._check_kernel_ready():
             return
         done, n_act, l_, ptr, left, rem, t = _me_kernel(
@@ -552,7 +552,7 @@ class ExpGapElimination(_Staged):
     def _recommend(self) -> list[int]:
         return self._active_best(self.act_, self.n_act_)
 
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if not self._check_kernel_ready():
             return
         out = _expgap_kernel(

@@ -11,7 +11,7 @@ from numba import njit
 from purebandits.base import Learner, check_param
 from purebandits.bounds import c_epsilon, lil_radius_s, lil_stopping_arm, lil_ucb_index_s, ls_delta
 from purebandits.heaps import topheap_init, topheap_replace, topheap_size
-from purebandits.instances.rewards import stream_draw
+from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
 
@@ -373,7 +373,7 @@ class LilUCB(Learner):
             return [int(cand[0])]
         return [int(cand[np.argmax(self.means()[cand])])]  # argmax: the first, i.e. lowest, index
 
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:
             return
         if self.pending_.any():

@@ -7,7 +7,7 @@ from numba import njit
 
 from purebandits.base import Learner, check_param
 from purebandits.bounds import lil_stopping_arm, ls_delta
-from purebandits.instances.rewards import stream_draw
+from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.special import betainc, betaincinv
 from purebandits.stopping import LS_EPSILON, ls_tracker, ls_tracker_update
 
@@ -210,7 +210,7 @@ class ThompsonSampling(Learner):
         if self._budget >= 0 and self.t_ >= self._budget:
             self._finish()
 
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:
             return
         if self.pending_.any():

@@ -9,7 +9,7 @@ from numba import njit
 
 from purebandits.base import Learner, check_param
 from purebandits.bounds import glr_pair_cost_s, glr_statistic_s, glr_stop_s, glr_threshold_s
-from purebandits.instances.rewards import stream_draw
+from purebandits.instances.rewards import RewardStream, stream_draw
 
 __all__ = ["TopTwo"]
 
@@ -144,7 +144,7 @@ class TopTwo(Learner):
         if z > glr_threshold_s(float(self.t_), float(self.n_arms_), float(self.delta), self._theory):
             self._finish([int(best)])
 
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:
             return
         if self.pending_.any():

@@ -6,10 +6,11 @@ import math
 
 import numpy as np
 from numba import njit
+from numpy.typing import ArrayLike
 
 from purebandits.base import Learner, check_param
 from purebandits.bounds import glr_statistic_s, glr_stop_s, glr_threshold_s, kl_bernoulli_s
-from purebandits.instances.rewards import stream_draw
+from purebandits.instances.rewards import RewardStream, stream_draw
 
 __all__ = ["TrackAndStop", "optimal_weights", "TAS_CLIP"]
 
@@ -210,7 +211,7 @@ def optimal_weights_s(mu_in, w):  # pragma: no cover - compiled
         w[a] /= total
 
 
-def optimal_weights(mu) -> np.ndarray:
+def optimal_weights(mu: ArrayLike) -> np.ndarray:
     """Optimal sampling proportions ``w*(mu)`` of Bernoulli best-arm identification (GK16 Thm 5).
 
     ``w* = argmax_w min_{a != 1} [w_1 d(mu_1, x_a) + w_a d(mu_a, x_a)]`` with
@@ -311,7 +312,7 @@ class TrackAndStop(Learner):
         if z > glr_threshold_s(float(self.t_), float(self.n_arms_), float(self.delta), self.threshold == "theory"):
             self._finish([int(best)])
 
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:
             return
         if self.pending_.any():

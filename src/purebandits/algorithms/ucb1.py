@@ -10,7 +10,7 @@ from numba import njit
 from purebandits.base import Learner, check_param
 from purebandits.bounds import lil_stopping_arm, ls_delta
 from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
-from purebandits.instances.rewards import stream_draw
+from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
 
@@ -119,7 +119,7 @@ class UCB1(Learner):
         if arm >= 0:
             self._finish([int(arm)])
 
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:
             return
         if self.pending_.any():

@@ -7,7 +7,7 @@ from numba import njit
 
 from purebandits.base import Learner, check_param
 from purebandits.bounds import lil_stopping_arm, ls_delta
-from purebandits.instances.rewards import stream_draw
+from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
 
@@ -67,7 +67,7 @@ class NonAdaptive(Learner):
         if arm >= 0:
             self._finish([int(arm)])
 
-    def run_compiled(self, stream, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:
             return
         if self.pending_.any():

@@ -19,7 +19,7 @@ learner (common random numbers).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,9 @@ from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.jmnb14_fig2 import summary_row
 from purebandits.instances import Categorical, Instance, caption
 from purebandits.registry import get_learner_class, make_learner
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DELTA = 0.01
 
@@ -79,7 +82,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     import matplotlib.pyplot as plt
 
     panels = list(dict.fromkeys(zip(df["contest"], df["k"], strict=True)))

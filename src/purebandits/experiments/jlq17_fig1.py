@@ -15,7 +15,7 @@ Seeds: configuration c (the (instance, K rule) cells in order) and N index j use
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -23,6 +23,9 @@ from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.jmnb14_fig2 import summary_row
 from purebandits.instances import Instance, alpha_exponential, one_sparse
 from purebandits.registry import all_learners, make_learner
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NU = 0.01
 
@@ -86,7 +89,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     return run_grid(ctx, settings, cells, BEST_K, ctx.seed + 100000)
 
 
-def plot_grid(df: pd.DataFrame, panel_cols: list[str], labels: list[str], title: str):
+def plot_grid(df: pd.DataFrame, panel_cols: list[str], labels: list[str], title: str) -> Figure:
     import matplotlib.pyplot as plt
 
     panels = list(dict.fromkeys(zip(*(df[c] for c in panel_cols), strict=True)))
@@ -118,7 +121,7 @@ def plot_grid(df: pd.DataFrame, panel_cols: list[str], labels: list[str], title:
     return fig
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     return plot_grid(df, ["instance", "K"], list(BEST_K), "JLQ17 Fig. 1: best-K, nu = 0.01")
 
 

@@ -12,11 +12,16 @@ for every algorithm and version (common random numbers).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.jlq17_fig1 import BEST_K, fewest_rows, plot_grid, run_grid
 from purebandits.instances import lil_exponential, one_sparse
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 BEST_1 = {**BEST_K, "lil'UCB": "lil_ucb"}
 INSTANCES = {
@@ -31,7 +36,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     return run_grid(ctx, settings, cells, BEST_1, ctx.seed + 200000)
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     return plot_grid(df, ["instance"], list(BEST_1), "JLQ17 Fig. 2: best-1, nu = 0.01")
 
 

@@ -14,7 +14,7 @@ algorithm, so the algorithms see the same reward streams (common random numbers)
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,9 @@ from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.instances import Instance, lil_exponential, one_sparse
 from purebandits.metrics import sample_complexity_summary, wilson_interval
 from purebandits.registry import make_learner
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NU = 0.1
 
@@ -81,7 +84,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     import matplotlib.pyplot as plt
 
     scen = list(dict.fromkeys(df["scenario"]))

@@ -19,6 +19,7 @@ algorithm (common random numbers across algorithms).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,9 @@ from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.jmnb14_fig2 import ALGORITHMS, NU, SCENARIOS, instance_for
 from purebandits.metrics import wilson_interval
 from purebandits.registry import make_learner
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def checkpoints(n: int, end: int, points: int) -> np.ndarray:
@@ -61,7 +65,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     import matplotlib.pyplot as plt
 
     scen = list(dict.fromkeys(df["scenario"]))

@@ -20,7 +20,7 @@ that is), for a slower machine.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,9 @@ from purebandits.instances import Instance, hardness, nsar_setup
 from purebandits.metrics import misidentified, wilson_interval
 from purebandits.registry import all_learners, make_learner
 from purebandits.simulate import rep_seeds
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 P_VALUES = (0.7, 0.85, 1.1, 1.2, 1.3)
 AT_LUCB_PARAMS = {"delta1": 0.5, "alpha": 0.99, "epsilon": 0.0}
@@ -125,7 +128,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     import matplotlib.pyplot as plt
 
     setups = sorted(df["setup"].unique())

@@ -11,6 +11,7 @@ per repetition by ``rep_seeds`` (see :mod:`purebandits.experiments.st17_fig2`).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,9 @@ import pandas as pd
 from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.st17_fig2 import algorithm_specs, run_config
 from purebandits.instances import caption, hardness
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 M = 2
 
@@ -33,7 +37,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))

@@ -18,7 +18,7 @@ never favours the best arm. The paper breaks ties at random, which lies between 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,9 @@ from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.instances import Instance, custom, lil_exponential
 from purebandits.metrics import below_median_share, wilson_interval
 from purebandits.registry import make_learner
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 BOUNDS = ("kl", "sg1", "sg2")
 LEVEL = 0.9  # "found": P(best arm in the top 5) reaches this level
@@ -103,7 +106,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
 COLORS = {"KL": "C0", "SG1": "C3", "SG2": "k", "TH": "C4"}
 
 
-def plot_curves(df: pd.DataFrame, panel_col: str, title: str):
+def plot_curves(df: pd.DataFrame, panel_col: str, title: str) -> Figure:
     import matplotlib.pyplot as plt
 
     curves = df[df["kind"] == "curve"]
@@ -125,7 +128,7 @@ def plot_curves(df: pd.DataFrame, panel_col: str, title: str):
     return fig
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     return plot_curves(df, "alpha", f"TNM17 Fig. 1: mu_i = 1 - ((i-1)/n)^alpha, n = {int(df['n'].iloc[0])}")
 
 

@@ -17,7 +17,7 @@ instead of 0.3-1 ms), so 2 x 250 runs of 200,000 pulls take about an hour of CPU
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,9 @@ from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.tnm17_fig1 import ascending, curve_rows, log_grid, plot_curves, samples_to_level
 from purebandits.instances import Categorical, Instance, caption
 from purebandits.registry import make_learner
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 ALGORITHMS: list[tuple[str, str, dict[str, Any]]] = [
     ("KL", "lil_kl_ucb", {"bound": "kl"}),
@@ -68,7 +71,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     return plot_curves(df, "contest", "TNM17 Figs. 2-3: caption contests, P(best caption in top 5)")
 
 

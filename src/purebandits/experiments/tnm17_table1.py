@@ -9,12 +9,16 @@ log-log slope of ``S / predicted`` over the last decade of n (0 means the predic
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from purebandits.bounds import chernoff_information
 from purebandits.experiments.base import Context, Experiment, Verdict
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: alpha -> (predicted S_KL, predicted S_SG) as functions of n, and their labels (Table 1)
 REGIMES = {
@@ -45,7 +49,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))

@@ -19,7 +19,7 @@ All runs go through :func:`purebandits.simulate.simulate` (compiled kernels), on
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,9 @@ from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.instances import Instance, optmai_uniform, two_point
 from purebandits.metrics import aggregate_regret, precision
 from purebandits.registry import make_learner
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: label, registry name, parameters (the budget is added per run)
 ALGORITHMS: list[tuple[str, str, dict[str, Any]]] = [
@@ -102,7 +105,7 @@ def plot_regret_panels(df: pd.DataFrame, axes_row: Any, title: str) -> None:
         ax.tick_params(labelsize=6)
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     import matplotlib.pyplot as plt
 
     insts = list(dict.fromkeys(df["instance"]))

@@ -11,6 +11,8 @@ pooled per-worker task histogram of each algorithm at Q = 10n, K = 20.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
@@ -18,6 +20,9 @@ from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.zcl14_fig1 import ALGORITHMS, plot_regret_panels, regret_grid
 from purebandits.instances import rte
 from purebandits.metrics import sample_count_distribution
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 HIST_Q, HIST_K = 10, 20
 PAPER_COUNTS = {"SAR": ("max", 143), "OptMAI beta=0.8": ("max", 48), "LUCB": ("max", 17)}
@@ -39,7 +44,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def plot(df: pd.DataFrame):
+def plot(df: pd.DataFrame) -> Figure:
     import matplotlib.pyplot as plt
 
     grid = df[df["kind"] == "grid"]

@@ -15,9 +15,12 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from purebandits.simulate.engine import SimResult
 
 HELP = "simulate an algorithm on an instance (seeded repetitions, local or Dask)"
 
@@ -95,7 +98,7 @@ def parse_checkpoints(spec: str | None) -> np.ndarray | None:
     return np.unique(np.asarray(values, dtype=np.int64))
 
 
-def format_summary(res, hardness: dict[str, float] | None = None) -> str:
+def format_summary(res: SimResult, hardness: dict[str, float] | None = None) -> str:
     """The summary table printed by the command."""
     s = res.summary()
     h = ""
@@ -121,7 +124,7 @@ def _fmt_params(params: dict[str, Any]) -> str:
     return "(" + ", ".join(f"{k}={v}" for k, v in params.items() if v is not None) + ")"
 
 
-def plot_anytime(res, path: str, top_m: int = 1) -> None:
+def plot_anytime(res: SimResult, path: str, top_m: int = 1) -> None:
     """P(best arm among the top ``top_m`` empirical means) and P(recommendation correct) vs pulls."""
     import matplotlib
 

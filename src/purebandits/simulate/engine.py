@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from purebandits.instances import Instance, RewardModel, make_instance
 from purebandits.metrics import wilson_interval
 from purebandits.simulate.executors import Executor, get_executor
 from purebandits.simulate.journal import JOURNAL_FIELDS, Journal
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["simulate", "SimResult", "DEFAULT_MAX_PULLS", "rep_seeds"]
 
@@ -193,7 +196,7 @@ class SimResult:
             w.writeheader()
             w.writerows(rows)
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """The CSV rows as a pandas DataFrame."""
         import pandas as pd
 

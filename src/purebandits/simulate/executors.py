@@ -58,7 +58,7 @@ class InProcessExecutor(Executor):
 
     workers = 1
 
-    def map_unordered(self, fn, args):
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
         for i, a in enumerate(args):
             yield i, fn(*a)
 
@@ -88,7 +88,7 @@ class PoolExecutor(Executor):
         self.workers = int(jobs or getattr(pool, "_max_workers", None) or default_jobs())
         self._pool = pool or cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=_pool_context())
 
-    def map_unordered(self, fn, args):
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
         # submit now (a plain method, not a generator): with fork, the workers start before the
         # caller opens a progress bar (a thread)
         futures = {self._pool.submit(fn, *a): i for i, a in enumerate(args)}
@@ -124,7 +124,7 @@ class DaskExecutor(Executor):
             n = 1
         self.workers = max(1, int(n))
 
-    def map_unordered(self, fn, args):
+    def map_unordered(self, fn: Callable[..., Any], args: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
         futures = [self._client.submit(fn, *a, pure=False) for a in args]
         return self._results(futures)
 

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from purebandits.base import Learner
 from purebandits.exceptions import NotStartedError
 from purebandits.instances.rewards import Bernoulli, Gaussian, RewardModel
+
+if TYPE_CHECKING:
+    from pytest import MarkDecorator
 
 __all__ = ["CHECKS", "parametrize_with_checks", "run_learner", "binomial_tolerance", "make_test_learner"]
 
@@ -401,7 +404,7 @@ CHECKS: list[Callable[[type[Learner]], None]] = [
 SLOW_CHECKS = {"check_error_rate"}
 
 
-def parametrize_with_checks(learners: Iterable[type[Learner]]):
+def parametrize_with_checks(learners: Iterable[type[Learner]]) -> MarkDecorator:
     """A ``pytest.mark.parametrize`` over (learner class, check), ids ``Class-check_name``."""
     import pytest
 
