@@ -338,6 +338,7 @@ class Learner:
 
     @property
     def k_(self) -> int:
+        """Size of the set to identify (1 for best-arm learners)."""
         return int(getattr(self, "k", 1))
 
     def means(self) -> np.ndarray:
@@ -412,6 +413,7 @@ class Learner:
 
     @classmethod
     def has_kernel(cls) -> bool:
+        """Whether this learner overrides :meth:`run_compiled` (the simulator then uses it)."""
         return cls.run_compiled is not Learner.run_compiled
 
 

@@ -127,6 +127,7 @@ def all_experiments() -> dict[str, Experiment]:
 
 
 def get_experiment(name: str) -> Experiment:
+    """The registered experiment called ``name``; ValueError listing the known ones otherwise."""
     exps = all_experiments()
     if name not in exps:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(exps)}")

@@ -56,6 +56,7 @@ def top_m_contest(contest: str, m: int, k: int) -> Instance:
 
 
 def learner(label: str, k: int) -> Any | None:
+    """The learner ``label`` at delta = 0.01 for top-``k``, or None when it cannot find a top-k set."""
     name, params = LEARNERS[label]
     cls = get_learner_class(name)
     if k > 1 and not cls.tags.get("top_k", False):

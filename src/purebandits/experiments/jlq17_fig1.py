@@ -126,6 +126,7 @@ def plot(df: pd.DataFrame) -> Figure:
 
 
 def mean_of(df: pd.DataFrame, label: str, version: str, **where: Any) -> float:
+    """Mean samples of ``label`` (its ``version`` of parameters; LUCB has one) in the rows matching ``where``."""
     sel = df["algorithm"] == label
     if label != "LUCB":
         sel &= df["version"] == version

@@ -65,6 +65,7 @@ def summary_row(res: Any, **keys: Any) -> dict[str, Any]:
 
 
 def instance_for(scenario: str, n: int) -> Instance:
+    """The Gaussian instance of ``scenario`` (1-sparse, alpha = 0.3 or 0.6) with ``n`` arms."""
     return SCENARIOS[scenario](n)
 
 

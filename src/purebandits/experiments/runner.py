@@ -20,6 +20,8 @@ __all__ = ["run_experiment", "ExperimentOutput", "write_report", "collect_output
 
 @dataclass
 class ExperimentOutput:
+    """What one run of an experiment wrote: its verdict, the three files and its wall seconds."""
+
     experiment: Experiment
     verdict: Verdict
     csv: Path

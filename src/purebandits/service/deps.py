@@ -17,6 +17,7 @@ __all__ = ["StudyDep", "TokenDep", "EidPath", "QueryIdPath", "get_study", "beare
 # Dependencies are ``async def`` on purpose: FastAPI runs a plain ``def`` dependency in the
 # thread pool, i.e. two thread hand-offs per request for a dictionary lookup.
 async def get_study(request: Request) -> Study:
+    """The app's :class:`Study` (a FastAPI dependency)."""
     return request.app.state.study
 
 
@@ -50,6 +51,7 @@ class RateLimiter:
         self._lock = threading.Lock()
 
     def check(self, key: str) -> None:
+        """Take one token from ``key``'s bucket; raise :class:`RateLimited` when it is empty."""
         if self.rate <= 0:
             return
         now = time.monotonic()

@@ -28,6 +28,7 @@ _BEGIN = {"DEFERRED": "BEGIN DEFERRED", "IMMEDIATE": "BEGIN IMMEDIATE", "EXCLUSI
 
 
 def is_sqlite(engine: Engine) -> bool:
+    """Whether ``engine`` talks to SQLite (which needs its own locking and pragmas)."""
     return engine.dialect.name == "sqlite"
 
 
@@ -88,6 +89,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 
 def current_revision(engine: Engine) -> str | None:
+    """The Alembic revision the database is at (None: not created yet)."""
     from alembic.runtime.migration import MigrationContext
 
     with engine.connect() as conn:
@@ -95,6 +97,7 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def head_revision(engine: Engine) -> str | None:
+    """The newest Alembic revision this code ships."""
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(_alembic_config(engine)).get_current_head()

@@ -527,6 +527,7 @@ class Study:
                 "snapshot_matches": matches}
 
     def verify_all(self) -> dict[int, dict[str, Any]]:
+        """:meth:`verify` of every experiment, by id (the ``verify`` command's report)."""
         with self._connect(False) as conn:
             ids = [r.id for r in conn.execute(sa.select(experiments.c.id).order_by(experiments.c.id))]
         return {eid: self.verify(eid) for eid in ids}
@@ -617,6 +618,7 @@ class Study:
         return token
 
     def find_experiment(self, name: str) -> int | None:
+        """Id of the oldest experiment called ``name``, or None (the demo is found by name)."""
         with self._connect(False) as conn:
             return conn.execute(sa.select(experiments.c.id).where(experiments.c.name == name)
                                 .order_by(experiments.c.id).limit(1)).scalar()
@@ -635,6 +637,7 @@ class Study:
             raise Unauthorized("invalid owner token for this experiment")
 
     def check_admin(self, token: str | None) -> None:
+        """Raise :class:`Unauthorized` unless ``token`` is the admin token (no admin token: anyone may)."""
         admin = self.settings.admin_token
         if admin is None:
             return
@@ -653,6 +656,7 @@ class Study:
         return {"id": eid, "status": status}
 
     def list_experiments(self) -> list[dict[str, Any]]:
+        """Id, name, status and number of items of every experiment, oldest first."""
         with self._connect(False) as conn:
             rows = conn.execute(sa.select(experiments.c.id, experiments.c.name, experiments.c.status,
                                           experiments.c.n_arms).order_by(experiments.c.id)).all()
@@ -660,6 +664,7 @@ class Study:
 
     # ------------------------------------------------------------------ participants
     def new_participant(self) -> str:
+        """Register a new anonymous participant and return its id (a random UUID)."""
         pid = str(uuid.uuid4())
         with self._connect(True) as conn:
             conn.execute(participants.insert().values(id=pid, created_ms=self.clock()))
@@ -787,10 +792,12 @@ class Study:
 
     # ------------------------------------------------------------------ results
     def learner_state(self, eid: int) -> dict[str, Any]:
+        """The experiment's learner state (``state_dict``) and the version it belongs to."""
         with self._locked(eid, write=False) as (_conn, row, tx):
             return {"version": tx.version, "state": json.loads(tx.learner.state_json())}
 
     def label_counts(self, conn: Connection, eid: int, n_arms: int, labels: list[str]) -> np.ndarray:
+        """Answered queries per (arm, label), counted in the database (not in the learner's memory)."""
         out = np.zeros((n_arms, len(labels)), dtype=np.int64)
         col = {name: j for j, name in enumerate(labels)}
         for arm, label, c in conn.execute(
@@ -882,6 +889,7 @@ class Study:
                             meta.name)
 
     def experiment_info(self, eid: int) -> dict[str, Any]:
+        """What the owner API reports of an experiment: its spec, status and version."""
         meta = self.meta(eid)
         with self._connect(False) as conn:
             row = conn.execute(sa.select(experiments.c.status, experiments.c.version)

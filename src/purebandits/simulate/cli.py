@@ -68,6 +68,7 @@ def parse_value(text: str) -> Any:
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
+    """``--param KEY=VALUE`` items as a dict, each value read by :func:`parse_value`."""
     out: dict[str, Any] = {}
     for item in items:
         key, eq, value = item.partition("=")

@@ -132,6 +132,7 @@ class SimResult:
 
     @property
     def pulls_per_second(self) -> float:
+        """Pulls of all repetitions per second of wall time (the simulator's speed)."""
         return float(self.pulls.sum() / self.elapsed) if self.elapsed > 0 else math.nan
 
     def summary(self, confidence: float = 0.95) -> dict[str, Any]:
