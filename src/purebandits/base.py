@@ -27,11 +27,14 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
 from purebandits.exceptions import NotStartedError
+
+if TYPE_CHECKING:
+    from purebandits.instances.rewards import RewardStream
 
 __all__ = ["Learner", "check_param"]
 
@@ -401,7 +404,7 @@ class Learner:
         return json.dumps(self.state_dict(), sort_keys=True)
 
     # ------------------------------------------------------------------ compiled driver
-    def run_compiled(self, stream: Any, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         """Advance this learner in sequential mode with a compiled kernel.
 
         Pulls arms and draws rewards from ``stream`` until the learner is done or its total

@@ -27,7 +27,6 @@ the next round (``rounds_ + 1``).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -50,6 +49,7 @@ from purebandits.algorithms._lucb_rules import (
 )
 from purebandits.base import Learner, check_param
 from purebandits.bounds import c_epsilon, lil_kl_c, lil_kl_kappa
+from purebandits.instances.rewards import RewardStream
 
 __all__ = ["LUCB1", "KLLUCB", "LilLUCB", "LUCBPlusPlus", "LilRandLUCB", "LilKLUCB", "KLRandLUCB"]
 
@@ -149,7 +149,7 @@ class _LUCBFamily(Learner):
         return self._lcb.copy(), self._ucb.copy()
 
     # ------------------------------------------------------------------ compiled driver
-    def run_compiled(self, stream: Any, max_pulls: int) -> None:
+    def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         """Sequential run with the family's compiled kernel (same state as ask(1)/tell)."""
         if self.done_:
             return

@@ -36,6 +36,7 @@ import numpy as np
 
 from purebandits.base import Learner
 from purebandits.instances import Instance, RewardModel, make_instance
+from purebandits.instances.rewards import RewardStream
 from purebandits.metrics import wilson_interval
 from purebandits.simulate.executors import Executor, get_executor
 from purebandits.simulate.journal import JOURNAL_FIELDS, Journal
@@ -230,7 +231,7 @@ class _Task:
     kth_mean: float
 
 
-def _advance_reference(learner: Learner, stream: Any, target: int) -> None:
+def _advance_reference(learner: Learner, stream: RewardStream, target: int) -> None:
     """The literal ask/tell loop, sequential mode: ask(1), draw, tell, until done or ``target`` pulls."""
     ask, tell, draw = learner.ask, learner.tell, stream.draw
     t = learner.t_
