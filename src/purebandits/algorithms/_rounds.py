@@ -305,7 +305,7 @@ class _RoundLearner(Learner):
         if finished:
             self._finish(self._final())
 
-    def _kernel(self, stream, max_pulls: int) -> tuple:
+    def _kernel(self, stream: RewardStream, max_pulls: int) -> tuple:
         raise NotImplementedError
 
     def run_compiled_sums(self, model: RewardModel, rng: np.random.Generator | int | None) -> None:

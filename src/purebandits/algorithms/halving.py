@@ -14,6 +14,7 @@ from purebandits.algorithms._rounds import (
     round_pulls,
     top_random_ties,
 )
+from purebandits.instances.rewards import RewardStream
 
 __all__ = ["SequentialHalving"]
 
@@ -143,7 +144,7 @@ class SequentialHalving(_RoundLearner):
     def _close(self) -> bool:
         return bool(_sh_close(self.status_, self.counts_, self.sums_, self.c0_, self.s0_, int(self.k), self.rng_))
 
-    def _kernel(self, stream, max_pulls: int) -> tuple:
+    def _kernel(self, stream: RewardStream, max_pulls: int) -> tuple:
         return _sh_kernel(self.counts_, self.sums_, self.sumsq_, self.status_, self.todo_, self.order_, self.c0_,
                           self.s0_, int(self.k), self._rounds, int(self.budget), self.round_, self.m_, self.ptr_,
                           self.left_, self.planned_, max_pulls, self.rng_, *stream.args())

@@ -19,6 +19,7 @@ from purebandits.algorithms._rounds import (
     top_random_ties,
 )
 from purebandits.base import check_param
+from purebandits.instances.rewards import RewardStream
 
 __all__ = ["OptMAI", "PAPER_BETA"]
 
@@ -240,7 +241,7 @@ class OptMAI(_RoundLearner):
         return bool(_optmai_close(self.status_, self.counts_, self.sums_, self.c0_, self.s0_, self._K, self._flip,
                                   bool(self.reuse), self.rng_))
 
-    def _kernel(self, stream, max_pulls: int) -> tuple:
+    def _kernel(self, stream: RewardStream, max_pulls: int) -> tuple:
         return _optmai_kernel(self.counts_, self.sums_, self.sumsq_, self.status_, self.todo_, self.order_,
                               self.c0_, self.s0_, self._K, self._flip, bool(self.reuse), self._beta, self._qprime,
                               int(self.budget), self.round_, self.m_, self.ptr_, self.left_, self.planned_,

@@ -28,6 +28,7 @@ from purebandits.algorithms._rounds import (
     round_pulls,
 )
 from purebandits.base import check_param
+from purebandits.instances.rewards import RewardStream
 
 __all__ = ["SuccessiveRejects", "SuccessiveAcceptsRejects", "NSE", "NSAR", "nsar_schedule"]
 
@@ -164,7 +165,7 @@ class _SRFamily(_RoundLearner):
     def _close(self) -> bool:
         return bool(_sr_close(self.status_, self.counts_, self.sums_, int(self.k), self._accept, self.rng_))
 
-    def _kernel(self, stream, max_pulls: int) -> tuple:
+    def _kernel(self, stream: RewardStream, max_pulls: int) -> tuple:
         return _sr_kernel(self.counts_, self.sums_, self.sumsq_, self.status_, self.todo_, self.order_, self._nr,
                           int(self.k), self._accept, int(self.budget), self.round_, self.m_, self.ptr_,
                           self.left_, self.planned_, max_pulls, self.rng_, *stream.args())

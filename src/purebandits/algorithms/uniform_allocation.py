@@ -5,6 +5,7 @@ from __future__ import annotations
 from numba import njit
 
 from purebandits.algorithms._rounds import ACCEPTED, REJECTED, _RoundLearner, arm_means, round_pulls, top_random_ties
+from purebandits.instances.rewards import RewardStream
 
 __all__ = ["UniformAllocation"]
 
@@ -77,7 +78,7 @@ class UniformAllocation(_RoundLearner):
     def _close(self) -> bool:
         return bool(_uni_close(self.status_, self.counts_, self.sums_, int(self.k), self.rng_))
 
-    def _kernel(self, stream, max_pulls: int) -> tuple:
+    def _kernel(self, stream: RewardStream, max_pulls: int) -> tuple:
         finished, total, ptr, left = _uni_kernel(self.counts_, self.sums_, self.sumsq_, self.status_, self.todo_,
                                                  self.order_, int(self.k), self.m_, self.ptr_, self.left_,
                                                  max_pulls, self.rng_, *stream.args())
