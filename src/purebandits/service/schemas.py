@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class ItemIn(BaseModel):
+    """One item to rate (a caption): its text, and optionally an external id and an image."""
+
     model_config = ConfigDict(extra="forbid")
     id: str | int | None = Field(None, description="external id, unique in the experiment (default: position)")
     text: str = Field(..., description="text shown to participants (rendered as text, never as HTML)")
@@ -15,6 +17,8 @@ class ItemIn(BaseModel):
 
 
 class LabelIn(BaseModel):
+    """One answer a participant can give, with the reward the learner receives for it."""
+
     model_config = ConfigDict(extra="forbid")
     name: str
     reward: float | None = Field(None, description="reward the learner receives for this label (required)")
@@ -38,6 +42,7 @@ class ExperimentCreate(BaseModel):
     query_expiry_seconds: float | None = Field(None, description="pending queries expire after this (server default)")
 
     def to_spec(self) -> dict[str, Any]:
+        """The request as the plain dict :meth:`Study.create_experiment` takes (unset fields left out)."""
         spec = self.model_dump(exclude_none=True)
         if self.items is not None:
             spec["items"] = [it if isinstance(it, str) else it.model_dump() for it in self.items]
@@ -47,6 +52,8 @@ class ExperimentCreate(BaseModel):
 
 
 class ValidationIssue(BaseModel):
+    """One problem of a malformed request (where it is, what is wrong)."""
+
     loc: list[str | int] = Field(..., description="where: e.g. ['body', 'participant_id']")
     msg: str
     type: str
@@ -79,6 +86,8 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 class ExperimentCreated(BaseModel):
+    """The new experiment's id, its owner token (shown only here) and its two URLs."""
+
     id: int
     owner_token: str = Field(..., description="shown once; send it as 'Authorization: Bearer <token>'")
     participant_url: str
@@ -86,6 +95,9 @@ class ExperimentCreated(BaseModel):
 
 
 class ExperimentInfo(BaseModel):
+    """An experiment's settings and state, for its owner: ``version`` counts the events (queries
+    handed out, answers, cancellations) applied to its learner; ``created_at`` is Unix seconds."""
+
     id: int
     name: str
     algorithm: str
@@ -101,6 +113,8 @@ class ExperimentInfo(BaseModel):
 
 
 class ExperimentPublic(BaseModel):
+    """What a participant may see of an experiment: its name, labels and status."""
+
     id: int
     name: str
     labels: list[str]
@@ -108,26 +122,36 @@ class ExperimentPublic(BaseModel):
 
 
 class StatusOut(BaseModel):
+    """An experiment's status after pause / resume / stop (active, paused or stopped)."""
+
     id: int
     status: str
 
 
 class ParticipantOut(BaseModel):
+    """A new anonymous participant id, to send with every query and answer."""
+
     participant_id: str
 
 
 class QueryRequest(BaseModel):
+    """Ask for the next item to rate."""
+
     model_config = ConfigDict(extra="forbid")
     participant_id: str = Field(..., max_length=64)
 
 
 class ItemOut(BaseModel):
+    """The item to rate (``id`` is its external id)."""
+
     id: str
     text: str
     image_url: str | None = None
 
 
 class QueryOut(BaseModel):
+    """The next item to rate with the labels to choose from, or why there is none right now."""
+
     state: Literal["ok", "waiting", "done", "paused", "stopped"] = Field(
         ..., description="'ok' with a query; otherwise why there is none now (retry after retry_after seconds)")
     query_id: str | None = None
@@ -139,12 +163,16 @@ class QueryOut(BaseModel):
 
 
 class AnswerRequest(BaseModel):
+    """A participant's label for a query it was handed."""
+
     model_config = ConfigDict(extra="forbid")
     participant_id: str = Field(..., max_length=64)
     label: str = Field(..., max_length=100)
 
 
 class AnswerOut(BaseModel):
+    """The acknowledged answer: once this arrives, the answer is stored for good."""
+
     query_id: str
     status: Literal["answered"]
     label: str
@@ -152,5 +180,7 @@ class AnswerOut(BaseModel):
 
 
 class LearnerState(BaseModel):
+    """The learner's full state (``state_dict``) at the experiment's ``version``."""
+
     version: int
     state: dict[str, Any]
