@@ -29,6 +29,32 @@ def test_top_m_contest_keeps_the_best_captions_with_their_vote_distributions():
     assert caption_extra.learner("lil-KLUCB", 5).k == 5
 
 
+
+def _caption_row(algorithm: str, pulls: float, capped: int, errors_stopped: int, errors_capped: int = 0) -> dict:
+    return {"contest": "559", "k": 1, "algorithm": algorithm, "arms": 50, "reps": 100, "pulls_mean": pulls,
+            "capped": capped, "errors": errors_stopped + errors_capped, "errors_stopped": errors_stopped,
+            "error_rate": (errors_stopped + errors_capped) / 100}
+
+
+def test_caption_extra_fastest_learner_must_be_uncapped_and_delta_consistent():
+    # 3/100 wrong stops: Wilson lower bound ~0.010 (> delta); 2/100: ~0.0055 (<= delta); a capped
+    # run's wrong recommendation never claimed delta-correctness and does not count
+    df = pd.DataFrame([
+        _caption_row("lil'UCB (heur.)", 1e4, capped=0, errors_stopped=3),
+        _caption_row("LUCB++ (heur.)", 2e4, capped=0, errors_stopped=2),
+        _caption_row("Track-and-Stop", 1e3, capped=1, errors_stopped=0),
+        _caption_row("KL-RandLUCB", 5e4, capped=0, errors_stopped=0),
+        _caption_row("Top-two (TC)", 3e4, capped=0, errors_stopped=0, errors_capped=0),
+    ])
+    row = caption_extra.assess(df).table.iloc[0]
+    assert row["fastest (uncapped, delta-consistent)"] == "LUCB++ (heur.)"
+    assert row["error rate above delta"] == "lil'UCB (heur.)"
+    assert row["best modern"] == "Top-two (TC)"  # Track-and-Stop has a capped run
+    assert row["seed/modern"] == round(2e4 / 3e4, 2)
+    # wrong recommendations at the cap do not make a learner "above delta"
+    df.loc[2, ["errors", "error_rate"]] = [40, 0.4]
+    assert caption_extra.assess(df).table.iloc[0]["error rate above delta"] == "lil'UCB (heur.)"
+
 def _fig2_table(expgap_ratio: float, heuristic_errors: int) -> pd.DataFrame:
     rows = []
     for sc in jmnb14_fig2.SCENARIOS:

@@ -27,6 +27,7 @@ import pandas as pd
 from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.jmnb14_fig2 import summary_row
 from purebandits.instances import Categorical, Instance, caption
+from purebandits.metrics import wilson_interval
 from purebandits.registry import get_learner_class, make_learner
 
 if TYPE_CHECKING:
@@ -109,11 +110,22 @@ def plot(df: pd.DataFrame) -> Figure:
 
 
 def assess(df: pd.DataFrame) -> Verdict:
+    """Per (contest, k): the fastest learner among those that qualify, the best seed learner against
+    the best modern one, capped runs and errors.
+
+    A learner qualifies when none of its runs hit the cap (otherwise its mean is a lower bound) and
+    its error rate is consistent with delta: the 95% Wilson lower bound of the error rate of the runs
+    that stopped by themselves is at most delta (a capped run's recommendation is scored, but it
+    never claimed delta-correctness). A learner that stops fast but wrongly (a heuristic preset on
+    a near-tie) is listed under "error rate above delta" instead of being called fastest.
+    """
     rows = []
     wins_kl = 0
     cells = 0
     for (c, k), g in df.groupby(["contest", "k"], sort=False):
-        clean = g[g["capped"] == 0]
+        too_wrong = pd.Series([wilson_interval(e, n - cap)[0] > DELTA for e, n, cap
+                               in zip(g["errors_stopped"], g["reps"], g["capped"], strict=True)], index=g.index)
+        clean = g[(g["capped"] == 0) & ~too_wrong]
         best = clean.loc[clean["pulls_mean"].idxmin()] if len(clean) else None
         seeds = clean[clean["algorithm"].isin(["lil-KLUCB", "lil'RandLUCB (heur.)", "LUCB++ (heur.)",
                                               "lil'UCB (heur.)"])]
@@ -123,12 +135,14 @@ def assess(df: pd.DataFrame) -> Verdict:
         ratio = bs["pulls_mean"] / bm["pulls_mean"] if bs is not None and bm is not None else float("nan")
         cells += 1
         wins_kl += bool(best is not None and best["algorithm"] == "KL-RandLUCB")
-        rows.append({"contest": c, "k": k, "fastest (uncapped)": best["algorithm"] if best is not None else "-",
+        rows.append({"contest": c, "k": k, "fastest (uncapped, delta-consistent)":
+                     best["algorithm"] if best is not None else "-",
                      "its mean samples": round(best["pulls_mean"]) if best is not None else float("nan"),
                      "best seed learner": bs["algorithm"] if bs is not None else "-",
                      "best modern": bm["algorithm"] if bm is not None else "-",
                      "seed/modern": round(ratio, 2), "capped runs": int(g["capped"].sum()),
                      "errors": int(g["errors"].sum()), "errors (stopped runs)": int(g["errors_stopped"].sum()),
+                     "error rate above delta": ", ".join(g.loc[too_wrong, "algorithm"]) or "-",
                      "runs": int(g["reps"].sum())})
     table = pd.DataFrame(rows)
     errors, runs, capped = int(df["errors"].sum()), int(df["reps"].sum()), int(df["capped"].sum())
@@ -143,7 +157,9 @@ def assess(df: pd.DataFrame) -> Verdict:
                f"of which "
                f"{stopped_err} among the {stopped_runs} runs that stopped by themselves; "
                f"capped runs: {capped} (their samples are lower bounds and they do not count as stopped). "
-               f"KL-RandLUCB is the fastest uncapped learner in {wins_kl}/{cells} (contest, k) cells; "
+               f"A learner is compared only if none of its runs hit the cap and its error rate is consistent "
+               f"with delta (95% Wilson lower bound of the stopped runs' error rate <= {DELTA}). "
+               f"KL-RandLUCB is the fastest such learner in {wins_kl}/{cells} (contest, k) cells; "
                f"seed/modern < 1 means the best seed learner beats the best modern one. Contests restricted to "
                f"their top-{int(df['arms'].iloc[0])} captions.")
     return Verdict(status, summary, table)
