@@ -123,8 +123,8 @@ def assess(df: pd.DataFrame) -> Verdict:
     wins_kl = 0
     cells = 0
     for (c, k), g in df.groupby(["contest", "k"], sort=False):
-        too_wrong = pd.Series([wilson_interval(e, n - cap)[0] > DELTA for e, n, cap
-                               in zip(g["errors_stopped"], g["reps"], g["capped"], strict=True)], index=g.index)
+        too_wrong = g.apply(lambda r: wilson_interval(r["errors_stopped"], r["reps"] - r["capped"])[0] > DELTA,
+                            axis=1).astype(bool)
         clean = g[(g["capped"] == 0) & ~too_wrong]
         best = clean.loc[clean["pulls_mean"].idxmin()] if len(clean) else None
         seeds = clean[clean["algorithm"].isin(["lil-KLUCB", "lil'RandLUCB (heur.)", "LUCB++ (heur.)",

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from purebandits.base import Learner
-from purebandits.instances import Instance, RewardModel, make_instance
-from purebandits.instances.rewards import RewardStream
+from purebandits.instances import Instance, RewardModel, RewardStream, make_instance
 from purebandits.metrics import wilson_interval
 from purebandits.simulate.executors import Executor, get_executor
 from purebandits.simulate.journal import JOURNAL_FIELDS, Journal
