@@ -1,5 +1,6 @@
-"""The code stays ``ruff`` clean (pyproject's rules: style, imports, bugbear, and type hints on
-every argument and public return), so the standard is checked wherever the tests run."""
+"""The code stays ``ruff`` clean (pyproject's rules: style, imports, bugbear, type hints on every
+argument and public return, and docstrings on public modules, classes and functions), so the
+standard is checked wherever the tests run."""
 
 import subprocess
 import sys

@@ -40,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``purebandits`` with ``argv`` (default the command line); the sub-command's exit code, 1 if the reader
+    of stdout went away."""
     args = build_parser().parse_args(argv)
     try:
         code = int(args._run(args) or 0)

@@ -8,10 +8,12 @@ HELP = "list the registered algorithms"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``purebandits algorithms``."""
     parser.add_argument("--markdown", action="store_true", help="print the docs/algorithms.md table")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print name, class, kind and paper of every registered learner, or with ``--markdown`` the docs table."""
     if args.markdown:
         from purebandits.docs import algorithms_markdown
 

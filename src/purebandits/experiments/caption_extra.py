@@ -68,6 +68,8 @@ def learner(label: str, k: int) -> Any | None:
 
 
 def compute(ctx: Context, settings: dict) -> pd.DataFrame:
+    """Summary row (samples to stop, capped runs, errors) per (contest, k, learner) on the contest's top-``top_m``
+    captions, runs capped at ``max_pulls``; learners without top-k support are skipped at k > 1."""
     rows = []
     for ci, contest in enumerate(settings["contests"]):
         for qi, k in enumerate(settings["ks"]):
@@ -85,6 +87,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame) -> Figure:
+    """One panel per (contest, k): mean samples to stop per learner (log scale), with capped runs and errors marked."""
     import matplotlib.pyplot as plt
 
     panels = list(dict.fromkeys(zip(df["contest"], df["k"], strict=True)))

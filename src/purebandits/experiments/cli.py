@@ -10,6 +10,7 @@ HELP = "reproduce a table or figure of the papers (CSV, PNG and a Markdown verdi
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``purebandits reproduce``: experiments, scale, parallelism, seed, output, overrides, journal."""
     parser.add_argument("names", nargs="*", metavar="NAME", help="experiment name(s) (see --list)")
     parser.add_argument("--all", action="store_true", help="run every experiment")
     parser.add_argument("--list", action="store_true", help="list the experiments")
@@ -30,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the chosen experiments (or list them, or only rebuild REPORT.md); exit code 2 for a bad name or setting,
+    all checked before anything runs."""
     from purebandits.experiments.base import Context, all_experiments, get_experiment
     from purebandits.experiments.runner import collect_outputs, run_experiment, write_report
 

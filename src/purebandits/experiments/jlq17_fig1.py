@@ -85,11 +85,15 @@ def run_grid(ctx: Context, settings: dict, cells: list[tuple[str, str, Any]], ta
 
 
 def compute(ctx: Context, settings: dict) -> pd.DataFrame:
+    """The five best-K algorithms, faithful and heuristic, on 1-sparse and 0.3-exponential with K = 2 and K = N/2
+    for every N of ``settings["ns"]`` (seeds ``ctx.seed + 100000 + 1000 c + j``)."""
     cells = [(il, kl, (lambda n, f=f, g=g: f(n, g(n)))) for il, f in INSTANCES.items() for kl, g in K_RULES.items()]
     return run_grid(ctx, settings, cells, BEST_K, ctx.seed + 100000)
 
 
 def plot_grid(df: pd.DataFrame, panel_cols: list[str], labels: list[str], title: str) -> Figure:
+    """Mean samples vs N (log-log), one column per value of ``panel_cols``, faithful versions on top and heuristic
+    below; LUCB (one version) is drawn in both rows and x marks points with capped runs (JLQ17 Figs. 1-2)."""
     import matplotlib.pyplot as plt
 
     panels = list(dict.fromkeys(zip(*(df[c] for c in panel_cols), strict=True)))
@@ -122,6 +126,7 @@ def plot_grid(df: pd.DataFrame, panel_cols: list[str], labels: list[str], title:
 
 
 def plot(df: pd.DataFrame) -> Figure:
+    """JLQ17 Fig. 1: samples vs N per (instance, K rule), faithful row above heuristic row."""
     return plot_grid(df, ["instance", "K"], list(BEST_K), "JLQ17 Fig. 1: best-K, nu = 0.01")
 
 
@@ -156,6 +161,9 @@ def fewest_rows(df: pd.DataFrame, rivals: list[str], keys: list[str], min_n: int
 
 
 def assess(df: pd.DataFrame) -> Verdict:
+    """Five criteria: at K = 2 lil'RandLUCB uses the fewest samples (N >= 100) and its lead grows from the smallest
+    to the largest N; at K = N/2 (N >= 100) it beats LUCB and lil'CLUCB and is within [0.8, 1.25] of LUCB++; no run
+    answers wrongly."""
     min_n = 100
     rivals = [x for x in BEST_K if x != "lil'RandLUCB"]
     table = pd.DataFrame(fewest_rows(df, rivals, ["instance", "K"], min_n))

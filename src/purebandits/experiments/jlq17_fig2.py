@@ -32,15 +32,20 @@ INSTANCES = {
 
 
 def compute(ctx: Context, settings: dict) -> pd.DataFrame:
+    """JLQ17's five algorithms plus lil'UCB at K = 1, faithful and heuristic, on 1-sparse and lil-exponential
+    alpha = 0.3, 0.6 for every N of ``settings["ns"]`` (seeds ``ctx.seed + 200000 + 1000 c + j``)."""
     cells = [(label, "K=1", f) for label, f in INSTANCES.items()]
     return run_grid(ctx, settings, cells, BEST_1, ctx.seed + 200000)
 
 
 def plot(df: pd.DataFrame) -> Figure:
+    """JLQ17 Fig. 2: samples vs N per instance, faithful row above heuristic row."""
     return plot_grid(df, ["instance"], list(BEST_1), "JLQ17 Fig. 2: best-1, nu = 0.01")
 
 
 def assess(df: pd.DataFrame) -> Verdict:
+    """Six criteria at N >= 100: lil'RandLUCB fewest on 1-sparse and alpha = 0.3, within [0.8, 1.25] of LUCB++ at
+    alpha = 0.6; LUCB, lil'CLUCB and heuristic lil'LUCB >= 1.5x its samples, faithful lil'UCB >= 10x; no errors."""
     min_n = 100
     rivals = [x for x in BEST_1 if x != "lil'RandLUCB"]
     table = pd.DataFrame(fewest_rows(df, rivals, ["instance"], min_n))

@@ -88,6 +88,8 @@ def summary_row(res: Any, means: np.ndarray, base: dict[str, Any]) -> dict[str, 
 
 
 def compute(ctx: Context, settings: dict) -> pd.DataFrame:
+    """lil-KLUCB (N = 8) with the [KL], [SG1] and [SG2] bounds on the ascending Bernoulli alpha profiles: curve rows
+    at log-spaced checkpoints and one summary row per (alpha, bound) (seeds ``ctx.seed + 1000 i + j``)."""
     rows: list[dict[str, Any]] = []
     ckpts = log_grid(settings["n"], settings["max_pulls"], settings["points"])
     for i, alpha in enumerate(settings["alphas"]):
@@ -107,6 +109,8 @@ COLORS = {"KL": "C0", "SG1": "C3", "SG2": "k", "TH": "C4"}
 
 
 def plot_curves(df: pd.DataFrame, panel_col: str, title: str) -> Figure:
+    """P(best arm in top 5) vs total samples (log x) with Wilson bands, one panel per value of ``panel_col``
+    and one curve per algorithm (TNM17 Figs. 1-3)."""
     import matplotlib.pyplot as plt
 
     curves = df[df["kind"] == "curve"]
@@ -129,6 +133,7 @@ def plot_curves(df: pd.DataFrame, panel_col: str, title: str) -> Figure:
 
 
 def plot(df: pd.DataFrame) -> Figure:
+    """TNM17 Fig. 1: one panel per alpha, the KL, SG1 and SG2 curves."""
     return plot_curves(df, "alpha", f"TNM17 Fig. 1: mu_i = 1 - ((i-1)/n)^alpha, n = {int(df['n'].iloc[0])}")
 
 
@@ -138,6 +143,9 @@ TOL = 0.10  # "about": +- 10 percentage points
 
 
 def assess(df: pd.DataFrame) -> Verdict:
+    """Per alpha: KL beats the best SG bound in samples to P >= 0.9 and in mean stopping time; the KL/SG ratio
+    matches the paper's "about 20 % / 30 %" (+-10 points, either reading); KL's below-median share is 15 % / 25 %
+    (+-5 points)."""
     s = df[df["kind"] == "summary"].set_index(["alpha", "algorithm"])
     rows = []
     status_parts = []

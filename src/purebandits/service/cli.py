@@ -15,6 +15,7 @@ DEMO_NAME = "caption contest 559 (demo)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``purebandits serve``: database, address, workers, demo, migrations only, query expiry, logging."""
     parser.add_argument("--db", metavar="URL", default=None,
                         help="SQLAlchemy URL: default sqlite file purebandits.sqlite in the working directory "
                              "(WAL mode); postgresql://user@host/dbname for PostgreSQL "
@@ -58,6 +59,8 @@ def ensure_demo(study: Any) -> tuple[int, str, bool]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Migrate the database (and stop there with ``--upgrade-only``), optionally create the demo and print its
+    URLs, then serve with uvicorn; the workers build their app from the environment without migrating again."""
     import uvicorn
 
     from purebandits.service.settings import Settings

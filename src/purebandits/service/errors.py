@@ -26,30 +26,44 @@ class ServiceError(Exception):
 
 
 class BadRequest(ServiceError):
+    """The request is invalid (a bad spec, parameter, item or label): 422."""
+
     status_code = 422
 
 
 class Unauthorized(ServiceError):
+    """The owner or admin token is missing or wrong: 401."""
+
     status_code = 401
 
 
 class Forbidden(ServiceError):
+    """An unknown participant, or a query issued to another participant: 403."""
+
     status_code = 403
 
 
 class NotFound(ServiceError):
+    """No such experiment or query: 404."""
+
     status_code = 404
 
 
 class Conflict(ServiceError):
+    """The request contradicts the state (a query answered differently, a stopped experiment paused or resumed): 409."""
+
     status_code = 409
 
 
 class Gone(ServiceError):
+    """The query expired: 410."""
+
     status_code = 410
 
 
 class RateLimited(ServiceError):
+    """Too many requests; ``retry_after`` seconds become the Retry-After header: 429."""
+
     status_code = 429
 
     def __init__(self, message: str, retry_after: float) -> None:

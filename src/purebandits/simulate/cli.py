@@ -26,6 +26,8 @@ HELP = "simulate an algorithm on an instance (seeded repetitions, local or Dask)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``purebandits simulate``: algorithm and parameters, instance, repetitions, seed, executor, cap,
+    checkpoints, outputs and journal."""
     parser.add_argument("--algorithm", required=True, help="registered name (see `purebandits algorithms`)")
     parser.add_argument("--param", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                         help="learner parameter, e.g. --param delta=0.05 preset=faithful (repeatable)")
@@ -155,6 +157,7 @@ def plot_anytime(res: SimResult, path: str, top_m: int = 1) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Simulate, print the summary and write the requested CSV, NPZ and plot; exit code 2 for a bad argument."""
     from purebandits.instances import make_instance
     from purebandits.registry import get_learner_class, make_learner
     from purebandits.simulate.engine import simulate

@@ -20,11 +20,13 @@ HELP = "list the finished repetitions in a journal directory (of simulate/reprod
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``purebandits journal``."""
     parser.add_argument("directory", metavar="DIR", help="the --journal directory of simulate or reproduce")
     parser.add_argument("--json", action="store_true", help="one JSON object per task instead of a table")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print the journal's tasks, oldest first, with totals (or as JSON lines); exit code 2 if DIR is missing."""
     from purebandits.simulate.journal import Journal
 
     journal = Journal(args.directory)

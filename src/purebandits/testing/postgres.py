@@ -107,6 +107,7 @@ def create_database(admin_url: str, name: str | None = None) -> str:
 
 
 def drop_database(admin_url: str, url: str) -> None:
+    """Drop the database of ``url`` on the server at ``admin_url``, closing its open connections (FORCE)."""
     name = url.rpartition("/")[2]
     with _admin_connect(admin_url) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

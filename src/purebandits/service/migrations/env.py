@@ -11,6 +11,8 @@ config = context.config
 
 
 def run() -> None:
+    """Run the migrations on the connection ``storage.upgrade`` hands over (else on the configured URL), in batch
+    mode so that SQLite can alter tables."""
     conn = config.attributes.get("connection")
     if conn is not None:
         context.configure(connection=conn, target_metadata=metadata, render_as_batch=True)

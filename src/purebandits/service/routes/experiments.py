@@ -24,6 +24,7 @@ router = APIRouter(prefix="/api/experiments", tags=["owners"], responses=error_r
 
 
 def base_url(request: Request) -> str:
+    """The service's base URL as the client sees it (no trailing slash), for the links in responses."""
     return str(request.base_url).rstrip("/")
 
 
@@ -39,6 +40,8 @@ def create_experiment(body: ExperimentCreate, study: StudyDep, token: TokenDep, 
 
 @router.get("/{eid}", response_model=ExperimentInfo)
 def get_experiment(eid: EidPath, study: StudyDep, token: TokenDep) -> Any:
+    """The experiment's settings (algorithm, parameters, k, number of items, labels, seed, query expiry, creation
+    time) and its state (status, and version: the number of events applied to its learner)."""
     study.check_owner(eid, token)
     return study.experiment_info(eid)
 

@@ -15,6 +15,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Create the six tables with named keys and constraints, and the index for finding expired queries."""
     op.create_table(
         "experiments",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -99,5 +100,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop every table, dependents first."""
     for table in ("snapshots", "events", "queries", "participants", "items", "experiments"):
         op.drop_table(table)
