@@ -113,6 +113,8 @@ def test_tasks_list_what_each_task_has_done(tmp_path, capsys):
     assert tasks["non_adaptive"].reps == 6 and tasks["non_adaptive"].pulls == int(na.pulls.sum())
     assert tasks["lil_ucb"].about["instance"] == a.instance == b.instance
     assert tasks["lil_ucb"].about["seed"] == 11 and tasks["lil_ucb"].seconds > 0
+    assert tasks["lil_ucb"].stopped == int(a.stopped.sum())
+    assert tasks["lil_ucb"].wrong == int((a.stopped & ~a.correct).sum())
     # a task without its description (journalled by an older version) is still counted
     (tmp_path / tasks["lil_ucb"].key / "task.json").unlink()
     (tmp_path / tasks["lil_ucb"].key / "reps-000000099-000000099.npz").write_bytes(b"damaged")
@@ -122,3 +124,23 @@ def test_tasks_list_what_each_task_has_done(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "non_adaptive" in out and "2 tasks, 13 repetitions" in out
     assert main(["journal", str(tmp_path / "missing")]) == 2
+
+
+def test_tasks_count_stopped_and_wrong_runs_not_capped_ones(tmp_path):
+    """A near-tie at a loose delta with a small cap: some runs stop wrongly, some hit the cap (a
+    capped run's wrong recommendation is not a wrong stop), and a repetition journalled twice
+    (two overlapping chunk sets) counts once."""
+    kw = dict(seed=11, progress=False, jobs=1, max_pulls=300, journal=tmp_path / "a")
+    lrn, inst = LilUCB(delta=0.9, preset="heuristic"), Gaussian([0.5, 0.45, 0.3], 1.0)
+    r = simulate(lrn, inst, reps=12, chunk_size=5, **kw)
+    capped_wrong = int((~r.stopped & ~r.correct).sum())
+    assert 0 < r.stopped.sum() < 12 and (r.stopped & ~r.correct).any() and capped_wrong > 0
+    (task,) = Journal(tmp_path / "a").tasks()
+    assert (task.reps, task.stopped, task.wrong) == (12, int(r.stopped.sum()), int((r.stopped & ~r.correct).sum()))
+    # a second chunking of the same repetitions (a resumed run with other chunks) adds no count
+    simulate(lrn, inst, reps=12, chunk_size=4, **{**kw, "journal": tmp_path / "b"})
+    for f in (tmp_path / "b").glob("*/reps-*.npz"):
+        f.rename(tmp_path / "a" / task.key / f.name)
+    assert len(list((tmp_path / "a" / task.key).glob("reps-*.npz"))) == 3 + 3
+    (again,) = Journal(tmp_path / "a").tasks()
+    assert (again.reps, again.stopped, again.wrong) == (task.reps, task.stopped, task.wrong)

@@ -116,6 +116,10 @@ class JournalTask:
     pulls: int
     seconds: float
     modified: float
+    #: repetitions that stopped by themselves (the others reached the cap), and those of them
+    #: whose recommendation is wrong: a long run's error rate can be followed before it ends
+    stopped: int = 0
+    wrong: int = 0
 
 
 class Journal:
@@ -174,7 +178,7 @@ class Journal:
         return path
 
     def tasks(self) -> list[JournalTask]:
-        """Every task in the journal with its finished repetitions, pulls and worker seconds.
+        """Every task in the journal with its finished repetitions, pulls, worker seconds, stopped and wrong runs.
 
         Oldest change first. ``about`` is the description written by :meth:`save` (empty for a
         task journalled before descriptions were kept); unreadable chunk files are skipped, as in
@@ -191,12 +195,15 @@ class Journal:
             except (OSError, ValueError):
                 about = {}
             reps: set[int] = set()
-            pulls, seconds, modified = 0, 0.0, 0.0
-            for path, r, arrays, secs in _read_chunks(d, ("pulls",)):
+            pulls, seconds, modified, stopped, wrong = 0, 0.0, 0.0, 0, 0
+            for path, r, arrays, secs in _read_chunks(d, ("pulls", "stopped", "correct")):
                 new = ~np.isin(r, list(reps))
                 pulls += int(arrays["pulls"][new].sum())
+                done = arrays["stopped"][new].astype(bool)
+                stopped += int(done.sum())
+                wrong += int((done & ~arrays["correct"][new].astype(bool)).sum())
                 seconds += secs
                 reps.update(int(x) for x in r)
                 modified = max(modified, path.stat().st_mtime)
-            found.append(JournalTask(d.name, about, len(reps), pulls, seconds, modified))
+            found.append(JournalTask(d.name, about, len(reps), pulls, seconds, modified, stopped, wrong))
         return sorted(found, key=lambda t: t.modified)
