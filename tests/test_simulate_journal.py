@@ -129,7 +129,7 @@ def test_tasks_list_what_each_task_has_done(tmp_path, capsys):
 def test_tasks_count_stopped_and_wrong_runs_not_capped_ones(tmp_path):
     """A near-tie at a loose delta with a small cap: some runs stop wrongly, some hit the cap (a
     capped run's wrong recommendation is not a wrong stop), and a repetition journalled twice
-    (two overlapping chunk sets) counts once."""
+    (two overlapping chunk sets) counts once, its worker seconds included."""
     kw = dict(seed=11, progress=False, jobs=1, max_pulls=300, journal=tmp_path / "a")
     lrn, inst = LilUCB(delta=0.9, preset="heuristic"), Gaussian([0.5, 0.45, 0.3], 1.0)
     r = simulate(lrn, inst, reps=12, chunk_size=5, **kw)
@@ -143,4 +143,11 @@ def test_tasks_count_stopped_and_wrong_runs_not_capped_ones(tmp_path):
         f.rename(tmp_path / "a" / task.key / f.name)
     assert len(list((tmp_path / "a" / task.key).glob("reps-*.npz"))) == 3 + 3
     (again,) = Journal(tmp_path / "a").tasks()
-    assert (again.reps, again.stopped, again.wrong) == (task.reps, task.stopped, task.wrong)
+    assert (again.reps, again.pulls, again.stopped, again.wrong) == (task.reps, task.pulls, task.stopped, task.wrong)
+    # with every repetition costing one worker second, each is counted once: 12 s, not 12 + 12
+    for f in (tmp_path / "a" / task.key).glob("reps-*.npz"):
+        with np.load(f) as data:
+            arrays = {k: data[k] for k in data.files}
+        np.savez(f, **{**arrays, "seconds": np.float64(arrays["reps"].size)})
+    (timed,) = Journal(tmp_path / "a").tasks()
+    assert timed.seconds == pytest.approx(12.0)

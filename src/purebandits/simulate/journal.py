@@ -118,8 +118,8 @@ class JournalTask:
     modified: float
     #: repetitions that stopped by themselves (the others reached the cap), and those of them
     #: whose recommendation is wrong: a long run's error rate can be followed before it ends
-    stopped: int = 0
-    wrong: int = 0
+    stopped: int
+    wrong: int
 
 
 class Journal:
@@ -202,7 +202,8 @@ class Journal:
                 done = arrays["stopped"][new].astype(bool)
                 stopped += int(done.sum())
                 wrong += int((done & ~arrays["correct"][new].astype(bool)).sum())
-                seconds += secs
+                # pro rata, as in load(): a chunk overlapping another chunking adds only its new share
+                seconds += secs * float(new.mean())
                 reps.update(int(x) for x in r)
                 modified = max(modified, path.stat().st_mtime)
             found.append(JournalTask(d.name, about, len(reps), pulls, seconds, modified, stopped, wrong))
