@@ -88,22 +88,29 @@ def _write_atomic(path: Path, write: Callable[[Any], None]) -> None:
 
 
 def _read_chunks(d: Path, fields: tuple[str, ...], first_below: int | None = None
-                 ) -> Iterator[tuple[Path, np.ndarray, dict[str, np.ndarray], float]]:
-    """(path, rep indices, ``fields``, seconds) of each readable chunk file in ``d``, in name order.
+                 ) -> Iterator[tuple[Path, np.ndarray, np.ndarray, dict[str, np.ndarray], float]]:
+    """(path, rep indices, fresh, ``fields``, seconds) of each readable chunk file in ``d``, in name order.
 
-    Files whose first repetition is ``>= first_below`` are not opened; files that cannot be read
-    (a damaged disk: a chunk cut short by a crash never gets its final name) are skipped.
+    ``fresh`` marks the repetitions no earlier chunk held: a run resumed with another chunking
+    leaves overlapping chunks, and each repetition must count once. Files whose first repetition
+    is ``>= first_below`` are not opened; files that cannot be read (a damaged disk: a chunk cut
+    short by a crash never gets its final name) are skipped.
     """
+    seen = np.zeros(0, dtype=bool)
     for path in sorted(d.iterdir()):
         m = _CHUNK_FILE.match(path.name)
         if not m or (first_below is not None and int(m.group(1)) >= first_below):
             continue
         try:
             with np.load(path, allow_pickle=False) as data:
-                chunk = (path, data["reps"].astype(np.int64), {f: data[f] for f in fields}, float(data["seconds"]))
+                r, arrays, secs = data["reps"].astype(np.int64), {f: data[f] for f in fields}, float(data["seconds"])
         except _UNREADABLE:
             continue
-        yield chunk
+        if r.size and r.max() >= seen.size:
+            seen = np.concatenate([seen, np.zeros(int(r.max()) + 1 - seen.size, dtype=bool)])
+        fresh = ~seen[r]
+        seen[r] = True
+        yield path, r, fresh, arrays, secs
 
 
 @dataclass
@@ -142,15 +149,13 @@ class Journal:
         rows: dict[str, list[np.ndarray]] = {f: [] for f in JOURNAL_FIELDS}
         idx: list[np.ndarray] = []
         seconds = 0.0
-        seen = np.zeros(reps, dtype=bool)
         d = self._dir(task)
         if not d.is_dir():
             return {}, np.zeros(0, dtype=np.int64), 0.0
-        for _, r, arrays, secs in _read_chunks(d, JOURNAL_FIELDS, first_below=reps):
-            keep = (r < reps) & ~seen[np.minimum(r, reps - 1)]
+        for _, r, fresh, arrays, secs in _read_chunks(d, JOURNAL_FIELDS, first_below=reps):
+            keep = fresh & (r < reps)
             if not keep.any():
                 continue
-            seen[r[keep]] = True
             idx.append(r[keep])
             for f in JOURNAL_FIELDS:
                 rows[f].append(arrays[f][keep])
@@ -194,17 +199,14 @@ class Journal:
                 about = json.loads((d / "task.json").read_text())
             except (OSError, ValueError):
                 about = {}
-            reps: set[int] = set()
-            pulls, seconds, modified, stopped, wrong = 0, 0.0, 0.0, 0, 0
-            for path, r, arrays, secs in _read_chunks(d, ("pulls", "stopped", "correct")):
-                new = ~np.isin(r, list(reps))
-                pulls += int(arrays["pulls"][new].sum())
-                done = arrays["stopped"][new].astype(bool)
+            n, pulls, seconds, modified, stopped, wrong = 0, 0, 0.0, 0.0, 0, 0
+            for path, _, fresh, arrays, secs in _read_chunks(d, ("pulls", "stopped", "correct")):
+                n += int(fresh.sum())
+                pulls += int(arrays["pulls"][fresh].sum())
+                done = arrays["stopped"][fresh].astype(bool)
                 stopped += int(done.sum())
-                wrong += int((done & ~arrays["correct"][new].astype(bool)).sum())
-                # pro rata, as in load(): a chunk overlapping another chunking adds only its new share
-                seconds += secs * float(new.mean())
-                reps.update(int(x) for x in r)
+                wrong += int((done & ~arrays["correct"][fresh].astype(bool)).sum())
+                seconds += secs * float(fresh.mean())  # pro rata, as in load()
                 modified = max(modified, path.stat().st_mtime)
-            found.append(JournalTask(d.name, about, len(reps), pulls, seconds, modified, stopped, wrong))
+            found.append(JournalTask(d.name, about, n, pulls, seconds, modified, stopped, wrong))
         return sorted(found, key=lambda t: t.modified)
