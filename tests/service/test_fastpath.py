@@ -194,7 +194,7 @@ def test_loop_connection_is_reused_and_recovers(sqlite_url: str) -> None:
         study.close()
         assert study._hot is None
         # the log replays to the learner the loop connection's transactions built
-        assert study.replay(eid).state_json() == study._cache[eid].learner.state_json()
+        assert study.replay(eid).state_json() == study._cache[(eid, 0)].learner.state_json()
 
     asyncio.run(main())
     engine.dispose()

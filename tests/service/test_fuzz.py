@@ -109,10 +109,11 @@ def world(db_url):
         eid, token = r.json()["id"], r.json()["owner_token"]
         pid = c.post("/api/participants").json()["participant_id"]
         other = c.post("/api/participants").json()["participant_id"]
-        q1 = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+        # answered first: a participant with a pending query is handed that query again
         q2 = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
         assert c.post(f"/api/queries/{q2['query_id']}/answer",
                       json={"participant_id": pid, "label": "funny"}).status_code == 200
+        q1 = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
         yield {"c": c, "eid": eid, "auth": {"Authorization": f"Bearer {token}"}, "pid": pid, "other": other,
                "pending": q1["query_id"], "answered": q2["query_id"], "url": db_url, "clock": clock}
 

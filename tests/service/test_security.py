@@ -14,7 +14,8 @@ from purebandits.service.settings import Settings, normalize_url
 
 ITEMS = [{"id": f"c{i}", "text": f"caption {i}"} for i in range(5)]
 OWNER_ROUTES = [("GET", ""), ("GET", "/results"), ("GET", "/state"), ("GET", "/answers.csv"),
-                ("GET", "/summary.csv"), ("POST", "/pause"), ("POST", "/resume"), ("POST", "/stop")]
+                ("GET", "/summary.csv"), ("GET", "/participants.csv"), ("GET", "/comparison"), ("POST", "/pause"),
+                ("POST", "/resume"), ("POST", "/stop"), ("POST", "/archive"), ("DELETE", "")]
 
 
 def _setup(c: TestClient, n: int = 2):
@@ -105,9 +106,10 @@ def test_participants_cannot_reach_results_exports_or_other_experiments(db_url):
         (e1, _t1), (e2, _t2) = _setup(c)[0]
         pid = c.post("/api/participants").json()["participant_id"]
         other = c.post("/api/participants").json()["participant_id"]
-        # the participant's only view of an experiment: name, labels, status — no counts, no items
+        # the participant's only view of an experiment: name, labels, status, the organizer's
+        # instructions and context image — no counts, no items
         pub = c.get(f"/api/experiments/{e1}/public").json()
-        assert set(pub) == {"id", "name", "labels", "status"}
+        assert set(pub) == {"id", "name", "labels", "status", "instructions", "image_url", "answers_per_participant"}
         for method, suffix in OWNER_ROUTES:
             assert c.request(method, f"/api/experiments/{e1}{suffix}").status_code == 401
             assert c.request(method, f"/api/experiments/{e1}{suffix}",
@@ -122,7 +124,7 @@ def test_participants_cannot_reach_results_exports_or_other_experiments(db_url):
         assert "caption 0" not in html and "funny" not in html.replace("funny:", "")
         # a query response reveals only the item to rate
         q1 = c.post(f"/api/experiments/{e1}/queries", json={"participant_id": pid}).json()
-        assert set(q1) <= {"state", "query_id", "experiment_id", "item", "labels", "expires_at"}
+        assert set(q1) <= {"state", "query_id", "experiment_id", "item", "labels", "expires_at", "n_answered"}
         assert set(q1["item"]) <= {"id", "text", "image_url"}
 
 
@@ -140,9 +142,9 @@ def test_asks_are_rate_limited_per_participant(sqlite_url, rate, burst):
         assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1 and "slow down" in r.json()["detail"]
         # another participant has its own bucket
         assert c.post(f"/api/experiments/{eid}/queries", json={"participant_id": b}).status_code == 200
-        # refused asks issue nothing
+        # refused asks issue nothing, and a participant's repeated asks get its one pending query
         res = c.app.state.study.results(eid)
-        assert res["n_pending"] == burst + 1
+        assert res["n_pending"] == 2
 
 
 def test_rate_limit_is_configurable_from_the_environment(sqlite_url):

@@ -10,29 +10,13 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from study_support import Clock, open_study
 
 from purebandits.instances.real import _data_path, caption_contest
 from purebandits.registry import all_learners
 from purebandits.service.errors import BadRequest, Conflict, Forbidden, Gone, NotFound, Unauthorized
 from purebandits.service.models import experiments, metadata, snapshots
-from purebandits.service.settings import Settings
-from purebandits.service.storage import make_engine, upgrade
-from purebandits.service.study import Study, summary_rows
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.ms = 1_700_000_000_000
-
-    def __call__(self) -> int:
-        return self.ms
-
-
-def open_study(url: str, clock=None, **kw) -> Study:
-    settings = Settings(database_url=url, **kw)
-    engine = make_engine(settings.url)
-    upgrade(engine)
-    return Study(engine, settings, clock=clock)
+from purebandits.service.study import summary_rows
 
 
 def spec(n=6, **kw):
@@ -50,7 +34,8 @@ def test_migrations_match_models(db_url):
 def test_ask_answer_replay_and_idempotence(db_url):
     clock = Clock()
     study = open_study(db_url, clock=clock, snapshot_every=7)
-    eid, token = study.create_experiment(spec(n=8))
+    # 4 participants x 8 items: with repeats="never" they would run out of unseen items
+    eid, token = study.create_experiment(spec(n=8, repeats="not_consecutive"))
     study.check_owner(eid, token)
     with pytest.raises(Unauthorized):
         study.check_owner(eid, token + "x")

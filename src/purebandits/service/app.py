@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 
 from purebandits import __version__
@@ -67,7 +68,10 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
             study.close()
             engine.dispose()
 
-    app = FastAPI(
+    # /docs and /redoc with their JavaScript and CSS from the installed fastapi-offline package
+    # (FastAPI's own pages load them from a CDN: blank on a machine without internet)
+    app = FastAPIOffline(
+        favicon_url="/static/favicon.svg",
         title="purebandits service",
         version=__version__,
         description="Crowdsourcing with pure-exploration bandits: owners create experiments, participants "

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
+from pathlib import Path
 from typing import Any
 
-__all__ = ["HELP", "add_arguments", "run", "ensure_demo", "DEMO_NAME"]
+__all__ = ["HELP", "add_arguments", "run", "ensure_demo", "demo_token", "DEMO_NAME", "DEMO_INSTRUCTIONS"]
 
 HELP = "run the crowdsourcing service (rating page, owner dashboard, JSON API)"
 
 DEMO_NAME = "caption contest 559 (demo)"
+DEMO_INSTRUCTIONS = ("How funny is this caption? The captions were written for the New Yorker's cartoon caption "
+                     "contest 559; rate each one on its own.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "consistent learner per experiment through row locks")
     parser.add_argument("--demo", action="store_true",
                         help="create the caption-contest-559 demo experiment if absent and print its "
-                             "participant URL, dashboard URL and (new) owner token")
+                             "participant URL, dashboard URL and owner token (the same across restarts: "
+                             "kept in a 0600 file next to the database, or PUREBANDITS_DEMO_TOKEN)")
     parser.add_argument("--upgrade-only", action="store_true",
                         help="apply the database migrations and exit")
     parser.add_argument("--query-expiry", type=float, default=None, metavar="SECONDS",
@@ -36,26 +41,65 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
 
-def ensure_demo(study: Any) -> tuple[int, str, bool]:
-    """Create the demo experiment unless it exists; return (id, owner token, created).
+def ensure_demo(study: Any) -> tuple[int, str | None, bool]:
+    """Create the demo experiment unless it exists; return (id, owner token or None, created).
 
-    The owner token is stored hashed, so for an existing demo a new token is issued.
+    The owner token is stored hashed, so for an existing demo it is None here (see
+    :func:`demo_token`, which keeps one across restarts).
     """
     from purebandits.instances.real import caption_contest
 
     eid = study.find_experiment(DEMO_NAME)
     if eid is not None:
-        return int(eid), study.rotate_token(eid), False
+        return int(eid), None, False
     cc = caption_contest("559")
     spec = {
         "name": DEMO_NAME,
         "items": [{"id": f"559-{i + 1}", "text": text} for i, text in enumerate(cc.captions)],
-        "algorithm": "lil_ucb",
-        "params": {"delta": 0.05, "preset": "heuristic"},
+        "instructions": DEMO_INSTRUCTIONS,
         "seed": 559,
     }
     eid, token = study.create_experiment(spec)
     return eid, token, True
+
+
+def demo_token(study: Any, eid: int, token: str | None, path: Path) -> str:
+    """The demo's owner token, the same across restarts, while the database keeps only its hash.
+
+    ``PUREBANDITS_DEMO_TOKEN`` wins if set. Otherwise the token lives in ``path``, a file
+    readable by its owner only (mode 0600, as ssh keeps keys): read it if present, else write
+    the new token (or a fresh one) there. Either way the experiment's stored hash is set to it.
+    """
+    env = os.environ.get("PUREBANDITS_DEMO_TOKEN")
+    if env:
+        study.set_token(eid, env)
+        return env
+    if path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            print(f"warning: {path} was readable by others (mode {mode:o}); set to 0600", file=sys.stderr)
+            path.chmod(0o600)
+        saved = path.read_text(encoding="utf-8").strip()
+        if saved:
+            if not study.token_matches(eid, saved):
+                study.set_token(eid, saved)
+            return saved
+    if token is None:
+        token = study.rotate_token(eid)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(token + "\n")
+    path.chmod(0o600)
+    return token
+
+
+def _demo_token_path(url: str) -> Path:
+    """Next to the SQLite file (``<db>.demo-token``), else ``.purebandits-demo-token`` in the working directory."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and url[len(prefix):] not in ("", ":memory:"):
+        db = Path(url[len(prefix):])
+        return db.with_name(db.name + ".demo-token")
+    return Path.cwd() / ".purebandits-demo-token"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,12 +121,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"database at revision {current_revision(engine)} ({engine.url.render_as_string()})")
             return 0
         if args.demo:
-            eid, token, created = ensure_demo(Study(engine, settings))
+            study = Study(engine, settings)
+            eid, token, created = ensure_demo(study)
+            token_path = _demo_token_path(settings.url)
+            token = demo_token(study, eid, token, token_path)
             base = settings.public_url
             print(f"purebandits demo: {DEMO_NAME} ({'created' if created else 'existing'}, experiment {eid})")
             print(f"  participant URL: {base}/rate/{eid}")
             print(f"  dashboard URL:   {base}/dashboard/{eid}#token={token}")
             print(f"  owner token:     {token}")
+            print(f"                   (kept in {token_path}, mode 0600, so this link survives restarts; "
+                  "PUREBANDITS_DEMO_TOKEN overrides it)")
             print(f"  API docs:        {base}/docs")
             print("  data: New Yorker Caption Contest dataset (Jain et al. 2020), CC BY 4.0, not for commercial use")
             sys.stdout.flush()

@@ -43,7 +43,8 @@ _QUERIES_PREFIX, _QUERIES_SUFFIX = "/api/experiments/", "/queries"
 _ANSWER_PREFIX, _ANSWER_SUFFIX = "/api/queries/", "/answer"
 _MAX_EID_DIGITS = len(str(MAX_ID))
 #: the order of QueryOut's and ItemOut's fields, for the same key order as the response models
-_QUERY_KEYS = ("state", "query_id", "experiment_id", "item", "labels", "expires_at", "retry_after")
+_QUERY_KEYS = ("state", "query_id", "experiment_id", "item", "labels", "expires_at", "retry_after", "n_answered",
+               "completion_code")
 _ITEM_KEYS = ("id", "text", "image_url")
 
 
@@ -153,7 +154,7 @@ def _parse(body: bytes, keys: tuple[str, ...]) -> dict[str, str] | None:
     """
     try:
         data = json.loads(body)
-    except ValueError:  # includes UnicodeDecodeError
+    except (ValueError, RecursionError):  # includes UnicodeDecodeError; RecursionError: absurdly nested JSON
         return None
     if not isinstance(data, dict) or len(data) != len(keys):
         return None

@@ -1,10 +1,11 @@
 """Database tables (SQLAlchemy Core), the same schema on SQLite and PostgreSQL.
 
 The ``events`` table is the append-only log and the source of truth: every ``ask`` (a query
-issued), ``answer`` (a label received, with its reward) and ``cancel`` (a query expired) of an
-experiment, numbered ``seq = 1, 2, ...`` in the order they were applied to the learner. The
-learner's state is a function of the experiment's seed and this log; ``experiments.version``
-is the last ``seq`` and ``snapshots`` holds a cached ``state_dict`` at some version.
+issued, or a candidate the participant had already seen), ``answer`` (a label received, with
+its reward) and ``cancel`` (a query expired, or a candidate passed over) of each learner of an
+experiment, numbered ``seq = 1, 2, ...`` per learner in the order they were applied to it. A
+learner's state is a function of its seed and its log; ``learners.version`` is the last
+``seq`` and ``snapshots`` holds a cached ``state_dict`` per learner at some version.
 ``queries`` holds each issued query's current status for fast look-ups.
 
 Times are integer epoch milliseconds (portable arithmetic for the dashboard's time buckets).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-__all__ = ["metadata", "experiments", "items", "participants", "queries", "events", "snapshots"]
+__all__ = ["metadata", "experiments", "learners", "items", "images", "participants", "queries", "events", "snapshots"]
 
 metadata = sa.MetaData(
     naming_convention={
@@ -31,17 +32,43 @@ experiments = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("name", sa.String(200), nullable=False),
-    sa.Column("algorithm", sa.String(64), nullable=False),
-    sa.Column("params", sa.JSON, nullable=False),
     sa.Column("k", sa.Integer, nullable=False),
     sa.Column("n_arms", sa.Integer, nullable=False),
     sa.Column("labels", sa.JSON, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # active / paused / stopped / archived
     sa.Column("owner_token_hash", sa.String(64), nullable=False),
-    sa.Column("seed", sa.BigInteger, nullable=False),
-    sa.Column("version", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("query_expiry_seconds", sa.Float, nullable=True),
     sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("instructions", sa.Text, nullable=True),
+    sa.Column("repeats", sa.String(16), nullable=False, server_default="never"),
+    sa.Column("answers_per_participant", sa.Integer, nullable=True),
+    sa.Column("code_secret", sa.String(64), nullable=True),  # keys the completion codes (HMAC)
+)
+
+# One learner of an experiment (several run side by side, each with its own event log):
+# participants are assigned to one by ``share``; ``version`` is the last ``seq`` of its log.
+learners = sa.Table(
+    "learners",
+    metadata,
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("label", sa.String(40), nullable=False),
+    sa.Column("algorithm", sa.String(64), nullable=False),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("share", sa.Float, nullable=False),
+    sa.Column("seed", sa.BigInteger, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("done_ms", sa.BigInteger, nullable=True),  # when its stopping rule fired
+    sa.Column("done_answers", sa.BigInteger, nullable=True),  # after how many of its answers
+    sa.UniqueConstraint("experiment_id", "label", name="uq_learners_experiment_label"),
+)
+
+images = sa.Table(
+    "images",
+    metadata,
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("content_type", sa.String(32), nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),
 )
 
 items = sa.Table(
@@ -68,6 +95,7 @@ queries = sa.Table(
     sa.Column("id", sa.String(36), primary_key=True),
     sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id", ondelete="CASCADE"), nullable=False),
     sa.Column("participant_id", sa.String(36), sa.ForeignKey("participants.id"), nullable=False),
+    sa.Column("learner", sa.Integer, nullable=False, server_default="0"),
     sa.Column("arm", sa.Integer, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),  # pending / answered / expired
     sa.Column("created_ms", sa.BigInteger, nullable=False),
@@ -78,12 +106,14 @@ queries = sa.Table(
     sa.Column("ask_seq", sa.BigInteger, nullable=False),
     sa.Column("end_seq", sa.BigInteger, nullable=True),
     sa.Index("ix_queries_experiment_status_expires", "experiment_id", "status", "expires_ms"),
+    sa.Index("ix_queries_experiment_participant", "experiment_id", "participant_id"),
 )
 
 events = sa.Table(
     "events",
     metadata,
     sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("learner", sa.Integer, primary_key=True, server_default="0"),
     sa.Column("seq", sa.BigInteger, primary_key=True),
     sa.Column("kind", sa.String(8), nullable=False),  # ask / answer / cancel
     sa.Column("query_id", sa.String(36), nullable=False),
@@ -99,6 +129,7 @@ snapshots = sa.Table(
     "snapshots",
     metadata,
     sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("learner", sa.Integer, primary_key=True, server_default="0"),
     sa.Column("version", sa.BigInteger, nullable=False),
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("created_ms", sa.BigInteger, nullable=False),

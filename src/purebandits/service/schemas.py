@@ -24,8 +24,27 @@ class LabelIn(BaseModel):
     reward: float | None = Field(None, description="reward the learner receives for this label (required)")
 
 
+class LearnerIn(BaseModel):
+    """One of several learners run side by side on the same items; participants are split by share."""
+
+    model_config = ConfigDict(extra="forbid")
+    label: str | None = Field(None, description="unique name, [A-Za-z0-9_.-]{1,40} (default: the class name)")
+    algorithm: str = Field(..., description="registry name of the learner (see `purebandits algorithms`)")
+    params: dict[str, Any] = Field(default_factory=dict, description="learner parameters")
+    share: float = Field(1.0, description="relative share of participants assigned to it (> 0)")
+    seed: int | None = Field(None, description="its seed (default: the experiment's seed + its position)")
+
+
+class ImageIn(BaseModel):
+    """A context image shown above every item (for example the cartoon of a caption contest)."""
+
+    model_config = ConfigDict(extra="forbid")
+    content_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+    data: str = Field(..., description="the file, base64-encoded (at most 2 MB decoded)")
+
+
 class ExperimentCreate(BaseModel):
-    """A new experiment: items (JSON list or CSV text), labels with rewards, algorithm and parameters."""
+    """A new experiment: items (JSON list or CSV text), labels with rewards, learners, context and policies."""
 
     model_config = ConfigDict(extra="forbid")
     name: str | None = Field(None, max_length=200)
@@ -33,13 +52,23 @@ class ExperimentCreate(BaseModel):
     items_csv: str | None = Field(None, description="CSV text with header text (or caption)[,id][,image_url]")
     labels: list[LabelIn] | None = Field(
         None, description="label set with rewards; default unfunny / somewhat funny / funny = 0 / 0.5 / 1")
-    algorithm: str = Field("lil_ucb", description="registry name of the learner (see `purebandits algorithms`)")
-    params: dict[str, Any] = Field(default_factory=dict, description="learner parameters")
+    algorithm: str | None = Field(None, description="registry name of the one learner (see `purebandits "
+                                  "algorithms`); default: the service's default learner (docs/service.md)")
+    params: dict[str, Any] | None = Field(None, description="parameters of the one learner")
+    algorithms: list[LearnerIn] | None = Field(
+        None, description="several learners side by side (instead of algorithm / params)")
     k: int | None = Field(None, description="size of the top set (shortcut for params.k)")
     delta: float | None = Field(None, description="error probability (shortcut for params.delta)")
     budget: int | None = Field(None, description="fixed budget (shortcut for params.budget)")
     seed: int | None = Field(None, description="learner seed (random if absent); with the log it fixes the state")
     query_expiry_seconds: float | None = Field(None, description="pending queries expire after this (server default)")
+    instructions: str | None = Field(None, description="plain text shown above the item (at most 2000 characters)")
+    image: ImageIn | None = Field(None, description="context image shown above every item")
+    repeats: Literal["never", "not_consecutive"] | None = Field(
+        None, description="'never' (default): an item at most once per participant while unseen items remain; "
+        "'not_consecutive': never the same item twice in a row")
+    answers_per_participant: int | None = Field(
+        None, description="after this many answers a participant is thanked with a completion code")
 
     def to_spec(self) -> dict[str, Any]:
         """The request as the plain dict :meth:`Study.create_experiment` takes (unset fields left out)."""
@@ -48,6 +77,8 @@ class ExperimentCreate(BaseModel):
             spec["items"] = [it if isinstance(it, str) else it.model_dump() for it in self.items]
         if self.labels is not None:
             spec["labels"] = [lab.model_dump() for lab in self.labels]
+        if self.algorithms is not None:
+            spec["algorithms"] = [a.model_dump(exclude_none=True) for a in self.algorithms]
         return spec
 
 
@@ -94,9 +125,23 @@ class ExperimentCreated(BaseModel):
     dashboard_url: str
 
 
+class LearnerInfo(BaseModel):
+    """One learner of an experiment: its settings, version (events in its log) and whether it stopped."""
+
+    label: str
+    algorithm: str
+    params: dict[str, Any]
+    share: float
+    seed: int
+    version: int
+    done: bool
+    stopped_at_answers: int | None = None
+
+
 class ExperimentInfo(BaseModel):
     """An experiment's settings and state, for its owner: ``version`` counts the events (queries
-    handed out, answers, cancellations) applied to its learner; ``created_at`` is Unix seconds."""
+    handed out, answers, cancellations) applied to its learners; ``created_at`` is Unix seconds;
+    ``algorithm``, ``params`` and ``seed`` are the first learner's."""
 
     id: int
     name: str
@@ -110,15 +155,50 @@ class ExperimentInfo(BaseModel):
     seed: int
     query_expiry_seconds: float
     created_at: float
+    instructions: str | None = None
+    has_image: bool = False
+    repeats: str = "never"
+    answers_per_participant: int | None = None
+    algorithms: list[LearnerInfo] = Field(default_factory=list)
+
+
+class ExperimentSummary(BaseModel):
+    """One experiment in the admin's list."""
+
+    id: int
+    name: str
+    status: str
+    n_items: int
+    n_answers: int
+    algorithms: list[str]
+    created_at: float
+    participant_url: str
+    dashboard_url: str = Field(..., description="without the owner token (the owner adds #token=...)")
+
+
+class ExperimentList(BaseModel):
+    """Every experiment, oldest first."""
+
+    experiments: list[ExperimentSummary]
+
+
+class Deleted(BaseModel):
+    """The experiment and all its rows are gone."""
+
+    id: int
+    deleted: bool
 
 
 class ExperimentPublic(BaseModel):
-    """What a participant may see of an experiment: its name, labels and status."""
+    """What a participant may see of an experiment: name, labels, status, instructions, context image."""
 
     id: int
     name: str
     labels: list[str]
     status: str
+    instructions: str | None = None
+    image_url: str | None = Field(None, description="the context image, or null")
+    answers_per_participant: int | None = None
 
 
 class StatusOut(BaseModel):
@@ -126,6 +206,13 @@ class StatusOut(BaseModel):
 
     id: int
     status: str
+
+
+class ParticipantIn(BaseModel):
+    """Register a participant id of your own (a crowd platform's worker id); leave out for a random one."""
+
+    model_config = ConfigDict(extra="forbid")
+    participant_id: str | None = Field(None, max_length=36, description="1..36 printable characters")
 
 
 class ParticipantOut(BaseModel):
@@ -152,14 +239,18 @@ class ItemOut(BaseModel):
 class QueryOut(BaseModel):
     """The next item to rate with the labels to choose from, or why there is none right now."""
 
-    state: Literal["ok", "waiting", "done", "paused", "stopped"] = Field(
-        ..., description="'ok' with a query; otherwise why there is none now (retry after retry_after seconds)")
+    state: Literal["ok", "waiting", "done", "paused", "stopped", "archived", "exhausted", "complete"] = Field(
+        ..., description="'ok' with a query; otherwise why there is none now (retry after retry_after seconds): "
+        "'exhausted' = every item the learner wants now is one this participant has seen; 'complete' = "
+        "answers_per_participant reached (see completion_code)")
     query_id: str | None = None
     experiment_id: int | None = None
     item: ItemOut | None = None
     labels: list[str] | None = None
     expires_at: float | None = None
     retry_after: float | None = None
+    n_answered: int | None = Field(None, description="this participant's answers in this experiment")
+    completion_code: str | None = Field(None, description="with state 'complete': the code to show the organizer")
 
 
 class AnswerRequest(BaseModel):
@@ -180,7 +271,7 @@ class AnswerOut(BaseModel):
 
 
 class LearnerState(BaseModel):
-    """The learner's full state (``state_dict``) at the experiment's ``version``."""
+    """A learner's full state (``state_dict``) at its ``version``."""
 
     version: int
     state: dict[str, Any]

@@ -1,26 +1,35 @@
-"""Owner endpoints: create, inspect, pause / resume / stop, results, exports (owner token required)."""
+"""Owner endpoints: create, list, inspect, pause / resume / stop / archive, delete, results, exports.
+
+Every endpoint but create and list needs the experiment's owner token (or the admin token);
+create and list need the admin token when the server has one.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from purebandits.service.deps import EidPath, StudyDep, TokenDep
 from purebandits.service.schemas import (
+    Deleted,
     ExperimentCreate,
     ExperimentCreated,
     ExperimentInfo,
+    ExperimentList,
     LearnerState,
     StatusOut,
     error_responses,
 )
 
 router = APIRouter(prefix="/api/experiments", tags=["owners"], responses=error_responses(400, 401, 404, 413, 422, 503))
+
+#: which learner of the experiment (its label); default the first
+LearnerQuery = Annotated[str | None, Query(max_length=40, description="a learner's label (default: the first)")]
 
 
 def base_url(request: Request) -> str:
@@ -31,19 +40,43 @@ def base_url(request: Request) -> str:
 @router.post("", status_code=201, response_model=ExperimentCreated)
 def create_experiment(body: ExperimentCreate, study: StudyDep, token: TokenDep, request: Request) -> Any:
     """Create an experiment; the response holds the owner token (shown only once)."""
-    study.check_admin(token)
+    study.check_admin(token, "creating experiments")
     eid, owner_token = study.create_experiment(body.to_spec())
     base = base_url(request)
     return {"id": eid, "owner_token": owner_token, "participant_url": f"{base}/rate/{eid}",
             "dashboard_url": f"{base}/dashboard/{eid}#token={owner_token}"}
 
 
+@router.get("", response_model=ExperimentList)
+def list_experiments(study: StudyDep, token: TokenDep, request: Request) -> Any:
+    """Every experiment with its status, items, answers and learners (the admin token when the server has one)."""
+    study.check_admin(token, "listing experiments")
+    base = base_url(request)
+    return {"experiments": [{**e, "participant_url": f"{base}/rate/{e['id']}",
+                             "dashboard_url": f"{base}/dashboard/{e['id']}"} for e in study.list_experiments()]}
+
+
 @router.get("/{eid}", response_model=ExperimentInfo)
 def get_experiment(eid: EidPath, study: StudyDep, token: TokenDep) -> Any:
-    """The experiment's settings (algorithm, parameters, k, number of items, labels, seed, query expiry, creation
-    time) and its state (status, and version: the number of events applied to its learner)."""
+    """The experiment's settings (learners with their parameters and shares, k, number of items, labels,
+    instructions, repeat policy, query expiry, creation time) and its state (status, versions)."""
     study.check_owner(eid, token)
     return study.experiment_info(eid)
+
+
+@router.delete("/{eid}", response_model=Deleted)
+def delete_experiment(eid: EidPath, study: StudyDep, token: TokenDep) -> Any:
+    """Delete the experiment and every row of it (answers included); there is no undo. Archive keeps them."""
+    study.check_owner(eid, token)
+    return study.delete_experiment(eid)
+
+
+_STATUS_DOC = {
+    "pause": "Stop handing out queries (answers to issued queries still count).",
+    "resume": "Hand out queries again after a pause.",
+    "stop": "End the experiment for good (answers to issued queries still count).",
+    "archive": "Make the experiment read-only: no queries, no answers, hidden from the home page; its data stays.",
+}
 
 
 def _status_route(name: str, status: str) -> None:
@@ -52,29 +85,36 @@ def _status_route(name: str, status: str) -> None:
         return study.set_status(eid, status)
 
     handler.__name__ = f"{name}_experiment"
-    handler.__doc__ = {"pause": "Stop handing out queries (answers to issued queries still count).",
-                       "resume": "Hand out queries again after a pause.",
-                       "stop": "End the experiment for good (answers to issued queries still count)."}[name]
+    handler.__doc__ = _STATUS_DOC[name]
     router.add_api_route(f"/{{eid}}/{name}", handler, methods=["POST"], response_model=StatusOut,
                          responses=error_responses(409))
 
 
-for _name, _status in (("pause", "paused"), ("resume", "active"), ("stop", "stopped")):
+for _name, _status in (("pause", "paused"), ("resume", "active"), ("stop", "stopped"), ("archive", "archived")):
     _status_route(_name, _status)
 
 
 @router.get("/{eid}/results")
-def get_results(eid: EidPath, study: StudyDep, token: TokenDep, timeline: bool = True) -> dict[str, Any]:
-    """Ranking with the learner's intervals, counts per label, stopping progress, recommendation."""
+def get_results(eid: EidPath, study: StudyDep, token: TokenDep, timeline: bool = True,
+                algorithm: LearnerQuery = None) -> dict[str, Any]:
+    """One learner's ranking with its intervals, counts per label, stopping progress and recommendation."""
     study.check_owner(eid, token)
-    return study.results(eid, timeline=timeline)
+    return study.results(eid, timeline=timeline, learner=algorithm)
+
+
+@router.get("/{eid}/comparison")
+def get_comparison(eid: EidPath, study: StudyDep, token: TokenDep) -> dict[str, Any]:
+    """Every learner side by side: answers, participants, whether and after how many answers it stopped, its
+    top items with intervals, and the pairwise overlap of their recommended sets."""
+    study.check_owner(eid, token)
+    return study.comparison(eid)
 
 
 @router.get("/{eid}/state", response_model=LearnerState)
-def get_state(eid: EidPath, study: StudyDep, token: TokenDep) -> Any:
-    """The learner's ``state_dict`` and the event-log version it reflects."""
+def get_state(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: LearnerQuery = None) -> Any:
+    """A learner's ``state_dict`` and the event-log version it reflects."""
     study.check_owner(eid, token)
-    return study.learner_state(eid)
+    return study.learner_state(eid, learner=algorithm)
 
 
 def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
@@ -86,13 +126,22 @@ def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
 
 @router.get("/{eid}/answers.csv", response_class=Response)
 def export_answers(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
-    """Every answer in the order it was applied (seq), with participant, item, label and times."""
+    """Every answer in the order it was applied, with participant, learner, item, label and times."""
     study.check_owner(eid, token)
     return _csv(study.export_answers(eid), f"experiment-{eid}-answers.csv")
 
 
 @router.get("/{eid}/summary.csv", response_class=Response)
-def export_summary(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
-    """Per-item summary with the columns of the public caption-contest summaries."""
+def export_summary(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: LearnerQuery = None) -> Response:
+    """One learner's per-item summary with the columns of the public caption-contest summaries
+    (file ``<id>_summary_<label>.csv``, as NEXT named them)."""
     study.check_owner(eid, token)
-    return _csv(study.export_summary(eid), f"experiment-{eid}-summary.csv")
+    label = study.meta(eid).learners[study.meta(eid).learner_index(algorithm)].label
+    return _csv(study.export_summary(eid, learner=algorithm), f"{eid}_summary_{label}.csv")
+
+
+@router.get("/{eid}/participants.csv", response_class=Response)
+def export_participants(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
+    """Per participant: learner, answers, first and last answer, and the completion code once earned."""
+    study.check_owner(eid, token)
+    return _csv(study.export_participants(eid), f"experiment-{eid}-participants.csv")

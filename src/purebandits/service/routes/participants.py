@@ -13,12 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.responses import Response
 
 from purebandits.service.deps import EidPath, QueryIdPath, StudyDep
 from purebandits.service.schemas import (
     AnswerOut,
     AnswerRequest,
     ExperimentPublic,
+    ParticipantIn,
     ParticipantOut,
     QueryOut,
     QueryRequest,
@@ -29,17 +31,28 @@ router = APIRouter(prefix="/api", tags=["participants"], responses=error_respons
 
 
 @router.post("/participants", status_code=201, response_model=ParticipantOut)
-async def new_participant(study: StudyDep) -> Any:
-    """A new anonymous participant id (keep it; send it with every query and answer)."""
-    return {"participant_id": study.new_participant()}
+async def new_participant(study: StudyDep, body: ParticipantIn | None = None) -> Any:
+    """A new anonymous participant id (keep it; send it with every query and answer), or register an id of
+    your own, such as the worker id a crowd-work platform passes in the link (registering it again is fine)."""
+    return {"participant_id": study.new_participant(body.participant_id if body else None)}
 
 
 @router.get("/experiments/{eid}/public", response_model=ExperimentPublic, responses=error_responses(404))
 def public_info(eid: EidPath, study: StudyDep) -> Any:
-    """What a participant needs to know: name, label names, status."""
+    """What a participant needs to know: name, label names, status, instructions and the context image."""
     info = study.experiment_info(eid)
     return {"id": eid, "name": info["name"], "labels": [lab["name"] for lab in info["labels"]],
-            "status": info["status"]}
+            "status": info["status"], "instructions": info["instructions"],
+            "image_url": f"/api/experiments/{eid}/image" if info["has_image"] else None,
+            "answers_per_participant": info["answers_per_participant"]}
+
+
+@router.get("/experiments/{eid}/image", response_class=Response, responses=error_responses(404))
+def context_image(eid: EidPath, study: StudyDep) -> Response:
+    """The experiment's context image (the organizer's upload), shown above every item."""
+    content_type, data = study.image(eid)
+    return Response(data, media_type=content_type, headers={"Cache-Control": "public, max-age=3600",
+                                                            "X-Content-Type-Options": "nosniff"})
 
 
 @router.post("/experiments/{eid}/queries", response_model=QueryOut, response_model_exclude_none=True,

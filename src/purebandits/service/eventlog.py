@@ -1,0 +1,185 @@
+"""The event log: every learner's ``ask`` / ``answer`` / ``cancel`` events, their replay, and snapshots.
+
+A learner's state is a pure function of (algorithm, parameters, n_arms, seed, event log):
+replaying its ``ask`` (which must return the stored arm), ``answer`` (``tell``) and ``cancel``
+events in ``seq`` order into a fresh learner reproduces it. Each learner of an experiment has
+its own log (``events`` rows with its ``learner`` index, ``seq = 1, 2, ...``) and its own
+snapshot (``state_dict`` every ``snapshot_every`` events), a cache that
+:meth:`purebandits.service.study.Study.verify` checks against the replay.
+
+The hot statements (the few an ask or an answer runs) go straight to the DBAPI cursor through
+:class:`HotStatements`: they skip SQLAlchemy's statement compilation and result proxies, which
+dominated the cost per answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import namedtuple
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from purebandits.base import Learner
+from purebandits.registry import make_learner
+from purebandits.service.errors import ReplayError
+from purebandits.service.models import events, snapshots
+
+__all__ = ["HotStatements", "Rows", "LogTx", "apply_event", "apply_log", "read_snapshot", "write_snapshot",
+           "learner_from_snapshot"]
+
+# qmark placeholders, converted per driver
+_HOT_SQL = {
+    "lock_learner": "SELECT l.version, l.done_ms, e.status FROM learners l JOIN experiments e "
+                    "ON e.id = l.experiment_id WHERE l.experiment_id = ? AND l.idx = ?",
+    "upd_version": "UPDATE learners SET version = ? WHERE experiment_id = ? AND idx = ?",
+    "upd_done": "UPDATE learners SET done_ms = ?, done_answers = ? WHERE experiment_id = ? AND idx = ?",
+    "ins_event": "INSERT INTO events (experiment_id, learner, seq, kind, query_id, arm, label, reward, created_ms) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "ins_query": "INSERT INTO queries (id, experiment_id, participant_id, learner, arm, status, created_ms, "
+                 "expires_ms, ask_seq) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+    "sel_query_owner": "SELECT experiment_id, participant_id, learner FROM queries WHERE id = ?",
+    "sel_query": "SELECT status, label, reward, arm, expires_ms FROM queries WHERE id = ?",
+    "sel_seen": "SELECT id, arm, status, expires_ms FROM queries WHERE experiment_id = ? AND participant_id = ? "
+                "ORDER BY created_ms, ask_seq",
+    "upd_answered": "UPDATE queries SET status = 'answered', answered_ms = ?, label = ?, reward = ?, end_seq = ? "
+                    "WHERE id = ?",
+    "sel_participant": "SELECT id FROM participants WHERE id = ?",
+}
+
+
+class Rows:
+    """Fetched rows of a hot-path statement, with the two accessors the protocol uses."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+
+    def one(self) -> Any:
+        if len(self.rows) != 1:
+            raise sa.exc.NoResultFound("expected exactly one row") if not self.rows else \
+                sa.exc.MultipleResultsFound("expected exactly one row")
+        return self.rows[0]
+
+    def first(self) -> Any:
+        return self.rows[0] if self.rows else None
+
+
+class HotStatements:
+    """The protocol's hot statements for one engine, run on the connection's DBAPI cursor."""
+
+    def __init__(self, engine: Engine) -> None:
+        pg = engine.dialect.paramstyle in ("format", "pyformat")
+        self.sql = {k: v.replace("?", "%s") if pg else v for k, v in _HOT_SQL.items()}
+        # PostgreSQL: lock the learner's row (writers of one learner take turns); SQLite: BEGIN
+        # IMMEDIATE already holds the database's single write lock
+        self.sql["lock_learner_update"] = self.sql["lock_learner"] + (" FOR UPDATE OF l" if pg else "")
+        self._row_cls: dict[str, Any] = {}
+
+    def __call__(self, conn: Connection, name: str, *params: Any) -> Rows:
+        """Run statement ``name`` in the connection's transaction.
+
+        A driver error is wrapped exactly as SQLAlchemy would (``OperationalError`` -> 503) and
+        a broken connection is invalidated.
+        """
+        sql = self.sql[name]
+        fairy = conn.connection
+        cur = fairy.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cur.execute(sql, params)
+            desc = cur.description
+            rows = cur.fetchall() if desc is not None else []
+        except Exception as exc:
+            dbapi = conn.dialect.loaded_dbapi
+            if not isinstance(exc, dbapi.Error):
+                raise
+            gone = conn.dialect.is_disconnect(exc, fairy.dbapi_connection, cur)
+            if gone:
+                conn.invalidate(exc)
+            raise sa.exc.DBAPIError.instance(sql, params, exc, dbapi.Error, connection_invalidated=gone,
+                                             dialect=conn.dialect) from exc
+        finally:
+            cur.close()
+        if not rows:
+            return Rows(rows)
+        cls = self._row_cls.get(name)
+        if cls is None:
+            cls = self._row_cls[name] = namedtuple(f"Row_{name}", [d[0] for d in desc])  # type: ignore
+        return Rows([cls(*r) for r in rows])
+
+
+class LogTx:
+    """One locked transaction on one learner: applies events to it and appends them with consecutive ``seq``."""
+
+    def __init__(self, hot: HotStatements, conn: Connection, eid: int, idx: int, version: int,
+                 learner: Learner) -> None:
+        self.hot, self.conn, self.eid, self.idx, self.version, self.learner = hot, conn, eid, idx, version, learner
+        self.start_version = version
+        #: set when the learner was changed without logging (candidates asked, none served):
+        #: the transaction writes nothing and the process's cached learner is dropped
+        self.discard = False
+
+    def append(self, kind: str, query_id: str, arm: int, label: str | None, reward: float | None, now: int) -> int:
+        """Apply ``answer`` (tell) or ``cancel`` to the learner (an ``ask`` was applied by the caller) and log it."""
+        if kind == "answer":
+            self.learner.tell(arm, reward)
+        elif kind == "cancel":
+            self.learner.cancel(arm)
+        self.version += 1
+        self.hot(self.conn, "ins_event", self.eid, self.idx, self.version, kind, query_id, arm, label, reward, now)
+        return self.version
+
+
+def apply_event(learner: Learner, kind: str, arm: int, reward: float | None, *, eid: int = 0, seq: int = 0) -> None:
+    """Apply one logged event to ``learner``; an ``ask`` must reproduce the stored arm."""
+    if kind == "ask":
+        got = learner.ask(1)
+        if got != [arm]:
+            raise ReplayError(f"experiment {eid}, seq {seq}: replayed ask gave {got}, the log says [{arm}] "
+                              f"(is the learner deterministic given its seed?)")
+    elif kind == "answer":
+        learner.tell(arm, float(reward))  # type: ignore[arg-type]
+    elif kind == "cancel":
+        learner.cancel(arm)
+    else:
+        raise ReplayError(f"experiment {eid}, seq {seq}: unknown event kind {kind!r}")
+
+
+def apply_log(conn: Connection, eid: int, idx: int, learner: Learner, after: int, upto: int) -> None:
+    """Replay learner ``idx``'s events ``after < seq <= upto`` into ``learner``; ReplayError on a gap."""
+    rows = conn.execute(
+        sa.select(events.c.seq, events.c.kind, events.c.arm, events.c.reward)
+        .where(events.c.experiment_id == eid, events.c.learner == idx, events.c.seq > after, events.c.seq <= upto)
+        .order_by(events.c.seq)
+    ).all()
+    expect = after + 1
+    for ev in rows:
+        if ev.seq != expect:
+            raise ReplayError(f"experiment {eid}, learner {idx}: event log has a gap at seq {expect}")
+        apply_event(learner, ev.kind, int(ev.arm), ev.reward, eid=eid, seq=int(ev.seq))
+        expect += 1
+    if expect != upto + 1:
+        raise ReplayError(f"experiment {eid}, learner {idx}: event log ends at seq {expect - 1}, version is {upto}")
+
+
+def read_snapshot(conn: Connection, eid: int, idx: int) -> tuple[int, str] | None:
+    """(version, state JSON) of learner ``idx``'s stored snapshot, or None."""
+    snap = conn.execute(sa.select(snapshots.c.version, snapshots.c.state)
+                        .where(snapshots.c.experiment_id == eid, snapshots.c.learner == idx)).first()
+    return None if snap is None else (int(snap.version), snap.state)
+
+
+def write_snapshot(conn: Connection, eid: int, idx: int, version: int, learner: Learner, now: int) -> None:
+    """Store ``learner``'s state as learner ``idx``'s snapshot at ``version`` (replacing the previous one)."""
+    values = {"version": version, "state": learner.state_json(), "created_ms": now}
+    res = conn.execute(snapshots.update().where(snapshots.c.experiment_id == eid, snapshots.c.learner == idx)
+                       .values(**values))
+    if res.rowcount == 0:
+        conn.execute(snapshots.insert().values(experiment_id=eid, learner=idx, **values))
+
+
+def learner_from_snapshot(algorithm: str, params: dict[str, Any], state: str) -> Learner:
+    """A learner restored from a snapshot's state JSON."""
+    return make_learner(algorithm, **params).load_state_dict(json.loads(state))

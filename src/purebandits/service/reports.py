@@ -1,0 +1,216 @@
+"""What owners read: rankings with intervals, stopping progress, comparisons of learners, CSV exports.
+
+Pure functions of the learner (a live object synced by the protocol) and of counts read from
+the database; the protocol (:mod:`purebandits.service.study`) takes the locks and calls them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from purebandits.base import Learner
+
+__all__ = ["SUMMARY_COLUMNS", "stopping_progress", "summary_rows", "label_counts", "ranking_rows", "timeline",
+           "answers_rows", "participants_rows", "agreement", "iso_time", "learner_intervals"]
+
+#: columns of the public caption-contest summaries (nextml/caption-contest-data)
+SUMMARY_COLUMNS = ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest", "caption"]
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def iso_time(ms: int | None) -> str:
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds ('' for None)."""
+    if ms is None:
+        return ""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{int(ms) % 1000:03d}Z"
+
+
+def label_counts(conn: Connection, eid: int, idx: int | None, n_arms: int, labels: list[str]) -> np.ndarray:
+    """Answered queries per (arm, label) of learner ``idx`` (all learners if None), counted in the database."""
+    from purebandits.service.models import queries
+
+    out = np.zeros((n_arms, len(labels)), dtype=np.int64)
+    col = {name: j for j, name in enumerate(labels)}
+    where = [queries.c.experiment_id == eid, queries.c.status == "answered"]
+    if idx is not None:
+        where.append(queries.c.learner == idx)
+    for arm, label, c in conn.execute(
+        sa.select(queries.c.arm, queries.c.label, sa.func.count()).where(*where)
+        .group_by(queries.c.arm, queries.c.label)
+    ):
+        out[arm, col[label]] = c
+    return out
+
+
+def stopping_progress(learner: Learner, params: dict[str, Any], lo: np.ndarray, hi: np.ndarray,
+                      rec: list[int]) -> dict[str, Any]:
+    """How close the learner is to stopping, for any learner.
+
+    ``fraction`` in [0, 1] is 1 once ``done``; for a budgeted learner it is pulls / budget;
+    otherwise it is the share of non-recommended arms whose upper bound is already below
+    the lowest lower bound of the recommended set (all separated = the intervals alone would
+    stop). A learner may add its own figures with an optional ``stopping_progress()`` method.
+    """
+    n = learner.n_pulls
+    out: dict[str, Any] = {"done": bool(learner.done), "kind": learner.kind, "n_pulls": n}
+    budget = params.get("budget", getattr(learner, "budget", None))
+    rec_set = set(rec)
+    others = [a for a in range(len(lo)) if a not in rec_set]
+    threshold = min(lo[a] for a in rec) if rec else -np.inf
+    separated = int(sum(1 for a in others if hi[a] < threshold))
+    out["separated"] = separated
+    out["separated_fraction"] = separated / len(others) if others else 1.0
+    out["margin"] = _finite_or_none(threshold - max((hi[a] for a in others), default=-np.inf))
+    if isinstance(budget, int | float) and not isinstance(budget, bool) and budget > 0:
+        out["budget"] = budget
+        out["budget_fraction"] = min(1.0, n / budget)
+        fraction = out["budget_fraction"]
+    else:
+        fraction = out["separated_fraction"]
+    out["fraction"] = 1.0 if out["done"] else float(fraction)
+    hook = getattr(learner, "stopping_progress", None)
+    if callable(hook):
+        out["learner"] = hook()
+    return out
+
+
+def learner_intervals(learner: Learner, n_arms: int) -> tuple[np.ndarray, np.ndarray]:
+    """The learner's (lower, upper) per arm, or (-inf, inf) for learners without intervals."""
+    try:
+        return learner.intervals()
+    except NotImplementedError:
+        return np.full(n_arms, -np.inf), np.full(n_arms, np.inf)
+
+
+def ranking_rows(learner: Learner, items: list[dict[str, Any]], counts: np.ndarray, names: list[str],
+                 lo: np.ndarray, hi: np.ndarray, rec: list[int], limit: int | None = None) -> list[dict[str, Any]]:
+    """Items ranked as the owner reads them: the recommendation first, then by empirical mean."""
+    means = learner.means()
+    lcounts, pend = learner.counts_, learner.pending_
+    rec_set = set(rec)
+    n = len(items)
+    order = sorted(range(n), key=lambda a: (a not in rec_set, -means[a] if lcounts[a] else math.inf, a))
+    if limit is not None:
+        order = order[:limit]
+    out = []
+    for rank, a in enumerate(order, 1):
+        it = items[a]
+        out.append({
+            "rank": rank, "arm": a, "id": it["id"], "text": it["text"],
+            "mean": float(means[a]) if lcounts[a] else None,
+            "lower": _finite_or_none(lo[a]), "upper": _finite_or_none(hi[a]),
+            "count": int(lcounts[a]), "pending": int(pend[a]),
+            "labels": {nm: int(counts[a, j]) for j, nm in enumerate(names)},
+            "recommended": a in rec_set,
+        })
+    return out
+
+
+def timeline(conn: Connection, eid: int, idx: int | None, created_ms: int, now: int) -> dict[str, Any]:
+    """Answers per time bucket (at most ~120 buckets since the experiment began)."""
+    from purebandits.service.models import events
+
+    span = max(1, now - created_ms)
+    width = 1000
+    for w in (1000, 5000, 10_000, 30_000, 60_000, 300_000, 900_000, 3_600_000, 21_600_000, 86_400_000):
+        width = w
+        if span / w <= 120:
+            break
+    bucket = (events.c.created_ms // width).label("b")
+    where = [events.c.experiment_id == eid, events.c.kind == "answer"]
+    if idx is not None:
+        where.append(events.c.learner == idx)
+    rows = conn.execute(sa.select(bucket, sa.func.count()).where(*where).group_by(bucket).order_by(bucket)).all()
+    return {"bucket_seconds": width / 1000.0, "buckets": [[int(b) * width / 1000.0, int(c)] for b, c in rows]}
+
+
+def answers_rows(conn: Connection, eid: int, items: list[dict[str, Any]], labels_of: dict[int, str]) -> Iterator[list]:
+    """CSV rows (with header) of every answer, in the order they were applied."""
+    from purebandits.service.models import queries
+
+    yield ["seq", "query_id", "participant_id", "algorithm", "arm", "item_id", "label", "reward", "asked_at",
+           "answered_at"]
+    rows = conn.execute(
+        sa.select(queries).where(queries.c.experiment_id == eid, queries.c.status == "answered")
+        .order_by(queries.c.answered_ms, queries.c.learner, queries.c.end_seq)
+    ).all()
+    for q in rows:
+        yield [q.end_seq, q.id, q.participant_id, labels_of.get(q.learner, str(q.learner)), q.arm,
+               items[q.arm]["id"], q.label, q.reward, iso_time(q.created_ms), iso_time(q.answered_ms)]
+
+
+def participants_rows(conn: Connection, eid: int, labels_of: dict[int, str], quota: int | None,
+                      code: Any) -> list[list[Any]]:
+    """CSV rows (with header): per participant, learner, answers, first and last answer, completion code."""
+    from purebandits.service.models import queries
+
+    rows = conn.execute(
+        sa.select(queries.c.participant_id, queries.c.learner, sa.func.count(),
+                  sa.func.min(queries.c.answered_ms), sa.func.max(queries.c.answered_ms))
+        .where(queries.c.experiment_id == eid, queries.c.status == "answered")
+        .group_by(queries.c.participant_id, queries.c.learner).order_by(sa.func.min(queries.c.answered_ms))
+    ).all()
+    out: list[list[Any]] = [["participant_id", "algorithm", "answers", "first_answer_at", "last_answer_at",
+                             "completion_code"]]
+    for pid, idx, n, first, last in rows:
+        reached = quota is not None and n >= quota
+        out.append([pid, labels_of.get(idx, str(idx)), int(n), iso_time(first), iso_time(last),
+                    code(pid) if reached else ""])
+    return out
+
+
+def agreement(recs: dict[str, list[int]]) -> list[dict[str, Any]]:
+    """Pairwise overlap and Jaccard index of the learners' recommended sets."""
+    labels = list(recs)
+    out = []
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            sa_, sb = set(recs[a]), set(recs[b])
+            union = sa_ | sb
+            both = len(sa_ & sb)
+            out.append({"a": a, "b": b, "overlap": both, "jaccard": both / len(union) if union else 1.0})
+    return out
+
+
+def summary_rows(counts: np.ndarray, rewards: list[float], texts: list[str], contest: str) -> list[list[Any]]:
+    """Summary CSV rows with the columns of the public caption-contest summaries.
+
+    For the default labels this is exactly the public format: ``funny / somewhat_funny /
+    unfunny`` are the label counts, ``score`` is the mean on the 1 (unfunny) .. 3 (funny)
+    scale and ``precision`` the standard error of that mean (sample std / sqrt(count)).
+    Other label sets: ``funny`` counts the labels with the highest reward, ``unfunny`` those
+    with the lowest, ``somewhat_funny`` all others, and ``score = 1 + 2 (r - r_min) /
+    (r_max - r_min)`` averaged over answers (so the scale is still 1..3).
+    """
+    r = np.asarray(rewards, dtype=float)
+    lo_r, hi_r = float(r.min()), float(r.max())
+    spread = hi_r - lo_r if hi_r > lo_r else 1.0
+    s = 1.0 + 2.0 * (r - lo_r) / spread  # score of each label
+    top, bottom = r == hi_r, r == lo_r
+    mid = ~(top | bottom)
+    rows = []
+    for a in range(counts.shape[0]):
+        c = counts[a]
+        n = int(c.sum())
+        if n:
+            score = float(c @ s) / n
+            var = float(c @ (s - score) ** 2) / (n - 1) if n > 1 else 0.0
+            prec = math.sqrt(var) / math.sqrt(n)
+        else:
+            score = prec = math.nan
+        rows.append([int(c[top].sum()), int(c[mid].sum()), int(c[bottom].sum()), n, score, prec, a])
+    rows.sort(key=lambda x: (x[3] == 0, -x[4] if x[3] else 0.0, x[6]))
+    out = [list(SUMMARY_COLUMNS)]
+    for rank, (f, sf, u, n, score, prec, a) in enumerate(rows, 1):
+        out.append([rank, f, sf, u, n, "" if n == 0 else repr(score), "" if n == 0 else repr(prec), contest, texts[a]])
+    return out

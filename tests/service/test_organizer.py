@@ -1,0 +1,315 @@
+"""Organizer features of the protocol over SQLite and PostgreSQL: several learners per experiment, the
+repeat policy, completion codes, worker ids, context, archive and delete, and the 0001 -> 0002 migration."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from study_support import Clock, open_study
+
+from purebandits.service.errors import BadRequest, Conflict, NotFound
+from purebandits.service.models import events, experiments, queries
+from purebandits.service.settings import Settings
+from purebandits.service.storage import make_engine, upgrade
+from purebandits.service.study import Study
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+
+def items(n):
+    return [{"id": f"i{i}", "text": f"item {i}"} for i in range(n)]
+
+
+def two_learners(**kw):
+    spec = {"name": "side by side", "items": items(10), "seed": 7, "delta": 0.1,
+            "algorithms": [{"label": "LilUCB", "algorithm": "lil_ucb", "share": 1},
+                           {"label": "RandomSampling", "algorithm": "random_sampling", "share": 1}]}
+    spec.update(kw)
+    return spec
+
+
+def test_several_learners_each_with_its_own_log_sticky_participants(db_url):
+    clock = Clock()
+    study = open_study(db_url, clock=clock, snapshot_every=5)
+    eid, _ = study.create_experiment(two_learners(repeats="not_consecutive"))
+    meta = study.meta(eid)
+    assert [ls.label for ls in meta.learners] == ["LilUCB", "RandomSampling"]
+    assert [ls.share for ls in meta.learners] == [0.5, 0.5]
+    assert meta.learners[0].params == {"delta": 0.1} and meta.learners[1].params == {"delta": 0.1}
+    pids = [study.new_participant() for _ in range(40)]
+    assigned = [meta.assign(p) for p in pids]
+    # sticky and by share: 40 participants at 50/50 put at least 8 on each side (binomial, P(fail) < 1e-3)
+    assert assigned == [meta.assign(p) for p in pids] and 8 <= sum(assigned) <= 32
+    rng = np.random.default_rng(3)
+    means = np.linspace(0.05, 0.95, 10)
+    labels = ["unfunny", "funny"]
+    served = {0: 0, 1: 0}
+    for step in range(400):
+        p = pids[step % len(pids)]
+        q = study.next_query(eid, p)
+        if q["state"] != "ok":
+            continue
+        arm = int(q["item"]["id"][1:])
+        study.answer(q["query_id"], p, labels[int(rng.random() < means[arm])])
+        served[meta.assign(p)] += 1
+        clock.ms += 50
+    for idx, ls in enumerate(meta.learners):
+        res = study.results(eid, learner=ls.label)
+        assert res["algorithm_label"] == ls.label and res["n_answers"] == served[idx] == res["n_told"]
+        live = study.learner_state(eid, learner=ls.label)
+        assert json.loads(study.replay(eid, learner=idx).state_json()) == live["state"]
+    with study.engine.connect() as conn:
+        per = dict(conn.execute(sa.select(queries.c.learner, sa.func.count()).where(queries.c.status == "answered")
+                                .group_by(queries.c.learner)).all())
+    assert per == {0: served[0], 1: served[1]}
+    assert open_study(db_url, clock=clock).verify(eid)["snapshot_matches"] is True
+    comp = study.comparison(eid)
+    assert [a["label"] for a in comp["algorithms"]] == ["LilUCB", "RandomSampling"]
+    assert [a["n_answers"] for a in comp["algorithms"]] == [served[0], served[1]]
+    assert comp["agreement"][0]["a"] == "LilUCB" and 0 <= comp["agreement"][0]["overlap"] <= 1
+    # the random-sampling learner never stops: the unbiased baseline keeps collecting
+    assert comp["algorithms"][1]["done"] is False and comp["algorithms"][1]["stopped_at_answers"] is None
+    for idx, ls in enumerate(meta.learners):
+        rows = study.export_summary(eid, learner=ls.label)
+        assert sum(int(r[4]) for r in rows[1:]) == served[idx]
+    answers = list(study.export_answers(eid))
+    assert answers[0][3] == "algorithm" and {r[3] for r in answers[1:]} == {"LilUCB", "RandomSampling"}
+    with pytest.raises(NotFound, match="no learner 'Nope'"):
+        study.results(eid, learner="Nope")
+
+
+def test_learner_stop_is_recorded_once_with_its_answer_count(sqlite_url):
+    clock = Clock()
+    study = open_study(sqlite_url, clock=clock)
+    eid, _ = study.create_experiment({"items": items(2), "algorithm": "lil_ucb", "params": {"delta": 0.1},
+                                      "repeats": "not_consecutive", "seed": 1})
+    n = 0
+    while True:
+        p = study.new_participant()  # a crowd of one-off participants: no repeat constraint binds
+        q = study.next_query(eid, p)
+        if q["state"] == "done":
+            break
+        assert q["state"] == "ok"
+        study.answer(q["query_id"], p, "funny" if q["item"]["id"] == "i0" else "unfunny")
+        n += 1
+        clock.ms += 10
+    info = study.experiment_info(eid)["algorithms"][0]
+    assert info["done"] is True and info["stopped_at_answers"] == n
+    assert study.comparison(eid)["algorithms"][0]["stopped_at"] is not None
+
+
+@pytest.mark.parametrize("policy", ["never", "not_consecutive"])
+def test_repeat_policy_and_replay(db_url, policy):
+    """No item twice in a row; with "never", no item twice while unseen items remain; the log still replays."""
+    clock = Clock()
+    study = open_study(db_url, clock=clock, snapshot_every=7)
+    eid, _ = study.create_experiment({"items": items(8), "seed": 2, "repeats": policy,
+                                      "algorithm": "lil_ucb", "params": {"delta": 0.1}})
+    pids = [study.new_participant() for _ in range(3)]
+    shown = {p: [] for p in pids}
+    states = []
+    rng = np.random.default_rng(0)
+    for step in range(90):
+        p = pids[step % 3]
+        q = study.next_query(eid, p)
+        states.append(q["state"])
+        if q["state"] != "ok":
+            continue
+        shown[p].append(q["item"]["id"])
+        study.answer(q["query_id"], p, ["unfunny", "somewhat funny", "funny"][int(rng.integers(3))])
+        clock.ms += 10
+    for seq in shown.values():
+        assert all(a != b for a, b in zip(seq, seq[1:], strict=False))
+        if policy == "never":
+            first8 = seq[:8]
+            assert len(set(first8)) == len(first8)
+    assert json.loads(study.replay(eid).state_json()) == study.learner_state(eid)["state"]
+    assert open_study(db_url, clock=clock).verify(eid)["snapshot_matches"] is not False
+    if policy == "never":
+        assert "exhausted" in states or all(len(set(s)) == len(s) for s in shown.values())
+
+
+def test_exhausted_participant_changes_nothing(sqlite_url):
+    """A participant who has seen every item the learner wants gets 'exhausted'; nothing is logged."""
+    study = open_study(sqlite_url)
+    eid, _ = study.create_experiment({"items": items(3), "seed": 4, "algorithm": "lil_ucb",
+                                      "params": {"delta": 0.1}})
+    p = study.new_participant()
+    got = []
+    for _ in range(3):
+        q = study.next_query(eid, p)
+        assert q["state"] == "ok"
+        got.append(q["item"]["id"])
+        study.answer(q["query_id"], p, "funny")
+    assert sorted(got) == ["i0", "i1", "i2"]
+    # every item seen: repeats are allowed again, but never the last one
+    q = study.next_query(eid, p)
+    assert q["state"] == "ok" and q["item"]["id"] != got[-1] and q["n_answered"] == 3
+
+
+def test_exhausted_state_logs_nothing(sqlite_url):
+    study = open_study(sqlite_url)
+    eid, _ = study.create_experiment({"items": items(6), "seed": 4, "algorithm": "successive_elimination",
+                                      "params": {"delta": 0.1}})
+    p = study.new_participant()
+    states = []
+    for _ in range(8):
+        q = study.next_query(eid, p)
+        states.append(q["state"])
+        if q["state"] == "ok":
+            study.answer(q["query_id"], p, "funny")
+    with study.engine.connect() as conn:
+        before = conn.execute(sa.select(sa.func.count()).select_from(events)).scalar_one()
+    q = study.next_query(eid, p)
+    with study.engine.connect() as conn:
+        after = conn.execute(sa.select(sa.func.count()).select_from(events)).scalar_one()
+    if q["state"] != "ok":
+        assert after == before
+    assert json.loads(study.replay(eid).state_json()) == study.learner_state(eid)["state"]
+
+
+def test_pending_query_is_served_again(sqlite_url):
+    study = open_study(sqlite_url)
+    eid, _ = study.create_experiment({"items": items(4), "seed": 4})
+    p = study.new_participant()
+    q1 = study.next_query(eid, p)
+    q2 = study.next_query(eid, p)
+    assert q1 == q2 and study.results(eid)["n_pending"] == 1
+
+
+def test_worker_ids_completion_codes_and_participants_export(db_url):
+    study = open_study(db_url)
+    eid, _ = study.create_experiment({"items": items(6), "seed": 1, "answers_per_participant": 3})
+    assert study.new_participant("A1B2C3") == "A1B2C3"
+    assert study.new_participant("A1B2C3") == "A1B2C3"  # the same worker coming back
+    for bad in ("", " x", "x" * 37, "a\x00b", "\ud800", "tab\there"):
+        with pytest.raises(BadRequest):
+            study.new_participant(bad)
+    for _ in range(3):
+        q = study.next_query(eid, "A1B2C3")
+        study.answer(q["query_id"], "A1B2C3", "funny")
+    done = study.next_query(eid, "A1B2C3")
+    assert done["state"] == "complete" and done["n_answered"] == 3 and len(done["completion_code"]) == 12
+    other = study.new_participant()
+    q = study.next_query(eid, other)
+    study.answer(q["query_id"], other, "unfunny")
+    rows = study.export_participants(eid)
+    assert rows[0] == ["participant_id", "algorithm", "answers", "first_answer_at", "last_answer_at",
+                       "completion_code"]
+    by_id = {r[0]: r for r in rows[1:]}
+    assert by_id["A1B2C3"][2] == 3 and by_id["A1B2C3"][5] == done["completion_code"]
+    assert by_id[other][2] == 1 and by_id[other][5] == ""
+    assert "A1B2C3" in {r[2] for r in list(study.export_answers(eid))[1:]}
+    # codes differ per participant and per experiment
+    eid2, _ = study.create_experiment({"items": items(6), "seed": 1, "answers_per_participant": 3})
+    assert study.meta(eid2).completion_code("A1B2C3") != done["completion_code"]
+
+
+def test_context_image_instructions_and_bad_specs(db_url):
+    study = open_study(db_url)
+    eid, _ = study.create_experiment({"items": items(3), "instructions": "  How funny is this caption?  ",
+                                      "image": {"content_type": "image/png",
+                                                "data": base64.b64encode(PNG).decode()}})
+    info = study.experiment_info(eid)
+    assert info["instructions"] == "How funny is this caption?" and info["has_image"] is True
+    assert study.image(eid) == ("image/png", PNG)
+    eid2, _ = study.create_experiment({"items": items(3)})
+    with pytest.raises(NotFound):
+        study.image(eid2)
+    bad = [
+        ({"image": {"content_type": "image/png", "data": base64.b64encode(b"GIF89a").decode()}}, "not a image/png"),
+        ({"image": {"content_type": "text/html", "data": "PGI+"}}, "content_type must be one of"),
+        ({"image": {"content_type": "image/png", "data": "***"}}, "not valid base64"),
+        ({"instructions": "x" * 2001}, "at most 2000"),
+        ({"repeats": "sometimes"}, "repeats must be one of"),
+        ({"answers_per_participant": 0}, "answers_per_participant"),
+        ({"algorithms": []}, "1..10 learners"),
+        ({"algorithms": [{"algorithm": "lil_ucb"}, {"algorithm": "lil_ucb"}]}, "labels must be unique"),
+        ({"algorithms": [{"algorithm": "lil_ucb", "share": 0}]}, "share must be a positive"),
+        ({"algorithms": [{"algorithm": "lil_ucb", "label": "bad label!"}]}, "label must be"),
+        ({"algorithms": [{"algorithm": "lil_ucb"}], "algorithm": "lil_ucb"}, "not both"),
+        ({"algorithms": [{"algorithm": "lucb1", "label": "a", "params": {"k": 2}},
+                         {"algorithm": "lucb1", "label": "b", "params": {"k": 1}}]}, "same number of items k"),
+        ({"name": "bad \ud800 name"}, "lone surrogate"),
+    ]
+    for extra, message in bad:
+        with pytest.raises(BadRequest, match=message):
+            study.create_experiment({"items": items(3), **extra})
+    with study.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(experiments)).scalar_one() == 2
+
+
+def test_archive_is_read_only_and_delete_removes_every_row(db_url):
+    study = open_study(db_url)
+    eid, _ = study.create_experiment(two_learners())
+    keep, _ = study.create_experiment({"items": items(3), "seed": 1})
+    p = study.new_participant()
+    q = study.next_query(eid, p)
+    q2 = study.next_query(keep, p)
+    study.answer(q2["query_id"], p, "funny")
+    assert study.set_status(eid, "archived")["status"] == "archived"
+    assert study.next_query(eid, study.new_participant())["state"] == "archived"
+    with pytest.raises(Conflict, match="archived"):
+        study.answer(q["query_id"], p, "funny")
+    for status in ("active", "paused", "stopped"):
+        with pytest.raises(Conflict):
+            study.set_status(eid, status)
+    listed = {e["id"]: e for e in study.list_experiments()}
+    assert listed[eid]["status"] == "archived" and listed[eid]["algorithms"] == ["LilUCB", "RandomSampling"]
+    assert listed[keep]["n_answers"] == 1
+    assert study.delete_experiment(eid) == {"id": eid, "deleted": True}
+    with pytest.raises(NotFound):
+        study.experiment_info(eid)
+    with study.engine.connect() as conn:
+        for table in ("experiments", "learners", "items", "queries", "events", "snapshots", "images"):
+            n = conn.execute(sa.text(f"SELECT count(*) FROM {table} WHERE "
+                                     f"{'id' if table == 'experiments' else 'experiment_id'} = :e"), {"e": eid})
+            assert n.scalar_one() == 0, table
+    # another process that still caches the deleted experiment answers 404, not 500
+    assert study.results(keep)["n_answers"] == 1
+
+
+def test_upgrade_from_0001_keeps_experiments_replayable(tmp_path):
+    """A database made by revision 0001, with answers in it, upgrades and still replays exactly."""
+    from purebandits.registry import make_learner
+
+    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
+    engine = make_engine(url)
+    upgrade(engine, "0001")
+    learner = make_learner("lil_ucb", delta=0.1).start(4, seed=9)
+    log = []
+    for _ in range(6):
+        arm = learner.ask(1)[0]
+        log.append(("ask", arm, None))
+        learner.tell(arm, 1.0 if arm == 0 else 0.0)
+        log.append(("answer", arm, 1.0 if arm == 0 else 0.0))
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO experiments (id, name, algorithm, params, k, n_arms, labels, status, owner_token_hash, "
+            "seed, version, created_ms) VALUES (1, 'old', 'lil_ucb', '{\"delta\": 0.1}', 1, 4, "
+            "'[{\"name\": \"unfunny\", \"reward\": 0.0}, {\"name\": \"funny\", \"reward\": 1.0}]', 'active', "
+            f"'{'0' * 64}', 9, {len(log)}, 0)")
+        for a in range(4):
+            conn.exec_driver_sql(f"INSERT INTO items VALUES (1, {a}, 'i{a}', 'item {a}', NULL)")
+        conn.exec_driver_sql("INSERT INTO participants VALUES ('p', 0)")
+        for seq, (kind, arm, reward) in enumerate(log, 1):
+            qid = f"q{(seq + 1) // 2}"
+            conn.exec_driver_sql("INSERT INTO events VALUES (1, ?, ?, ?, ?, ?, ?, 0)",
+                                 (seq, kind, qid, arm, None if reward is None else "funny" if reward else "unfunny",
+                                  reward))
+            if kind == "answer":
+                conn.exec_driver_sql("INSERT INTO queries VALUES (?, 1, 'p', ?, 'answered', 0, 1, 0, ?, ?, ?, ?)",
+                                     (qid, arm, "funny" if reward else "unfunny", reward, seq - 1, seq))
+    upgrade(engine)
+    study = Study(engine, Settings(database_url=url))
+    info = study.experiment_info(1)
+    assert info["algorithms"][0]["label"] == "LilUCB" and info["algorithms"][0]["version"] == len(log)
+    assert study.replay(1).state_json() == learner.state_json()
+    assert study.verify(1)["snapshot_matches"] is None  # 0001 had no snapshot for it
+    assert study.results(1)["n_answers"] == 6
+    q = study.next_query(1, "p")
+    assert q["state"] == "ok"
