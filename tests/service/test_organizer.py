@@ -313,3 +313,31 @@ def test_upgrade_from_0001_keeps_experiments_replayable(tmp_path):
     assert study.results(1)["n_answers"] == 6
     q = study.next_query(1, "p")
     assert q["state"] == "ok"
+
+
+def test_demo_token_survives_restarts_and_stays_hashed(sqlite_url, tmp_path, monkeypatch):
+    from purebandits.service.cli import demo_token, ensure_demo
+    from purebandits.service.study import hash_token
+
+    monkeypatch.delenv("PUREBANDITS_DEMO_TOKEN", raising=False)
+    path = tmp_path / "demo-token"
+    study = open_study(sqlite_url)
+    eid, token, created = ensure_demo(study)
+    assert created and study.experiment_info(eid)["instructions"]
+    first = demo_token(study, eid, token, path)
+    assert first == token and path.stat().st_mode & 0o777 == 0o600
+    # a restart: the demo exists, no token from creation; the file's token still opens it
+    again = open_study(sqlite_url)
+    eid2, token2, created2 = ensure_demo(again)
+    assert (eid2, token2, created2) == (eid, None, False)
+    assert demo_token(again, eid, None, path) == first
+    again.check_owner(eid, first)
+    with again.engine.connect() as conn:  # only the hash is in the database
+        stored = conn.execute(sa.select(experiments.c.owner_token_hash)).scalar_one()
+    assert stored == hash_token(first) and first not in stored
+    # a file others could read is tightened; the environment variable wins over the file
+    path.chmod(0o644)
+    assert demo_token(again, eid, None, path) == first and path.stat().st_mode & 0o777 == 0o600
+    monkeypatch.setenv("PUREBANDITS_DEMO_TOKEN", "from-the-environment")
+    assert demo_token(again, eid, None, path) == "from-the-environment"
+    again.check_owner(eid, "from-the-environment")
