@@ -341,3 +341,18 @@ def test_demo_token_survives_restarts_and_stays_hashed(sqlite_url, tmp_path, mon
     monkeypatch.setenv("PUREBANDITS_DEMO_TOKEN", "from-the-environment")
     assert demo_token(again, eid, None, path) == "from-the-environment"
     again.check_owner(eid, "from-the-environment")
+
+
+def test_caches_are_bounded_and_a_miss_reloads_from_the_database(sqlite_url):
+    study = open_study(sqlite_url, cache_experiments=2)
+    eids = [study.create_experiment({"items": items(4), "seed": s, "repeats": "not_consecutive"})[0]
+            for s in range(5)]
+    p = study.new_participant()
+    for _ in range(3):
+        for eid in eids:
+            q = study.next_query(eid, p)
+            study.answer(q["query_id"], p, "funny")
+    assert len(study._meta) <= 2 and len(study._cache) <= 2
+    for eid in eids:
+        assert study.results(eid)["n_answers"] == 3
+        assert json.loads(study.replay(eid).state_json()) == study.learner_state(eid)["state"]

@@ -50,6 +50,10 @@ class Settings:
     snapshot_every : int, default=200
         Store the learner's state snapshot every this many events (it is a cache: the event
         log is the source of truth).
+    cache_experiments : int, default=64
+        Experiments (settings and items) and learners each process keeps in memory, least
+        recently used first out; the others are reloaded from the database (learners from
+        their snapshot and log) when next used.
     admin_token : str or None
         If set, creating experiments needs ``Authorization: Bearer <admin_token>``; the admin
         token also opens every experiment's owner endpoints.
@@ -70,6 +74,7 @@ class Settings:
     ask_burst: float = 30.0
     max_body_bytes: int = 5_000_000
     snapshot_every: int = 200
+    cache_experiments: int = 64
     admin_token: str | None = None
     auto_migrate: bool = True
     verify_on_start: bool = True

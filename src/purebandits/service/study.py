@@ -73,6 +73,7 @@ from purebandits.service.eventlog import (
     read_snapshot,
     write_snapshot,
 )
+from purebandits.service.lru import LRU
 from purebandits.service.models import events, experiments, images, items, learners, participants, queries, snapshots
 from purebandits.service.reports import (
     SUMMARY_COLUMNS,
@@ -107,6 +108,8 @@ STATUSES = ("active", "paused", "stopped", "archived")
 LAZY_EXPIRE_EVERY_MS = 1000
 #: how many of the learner's candidates an ask looks through for one the participant may see
 MAX_CANDIDATES = 16
+#: participant ids a process remembers as registered (others are looked up in the database)
+MAX_KNOWN_PARTICIPANTS = 100_000
 
 
 def hash_token(token: str) -> str:
@@ -194,11 +197,12 @@ class Study:
         self.settings = settings
         self.clock = clock or _now_ms
         self._sqlite = is_sqlite(engine)
-        self._meta: dict[int, _Meta] = {}
-        self._cache: dict[tuple[int, int], _Cached] = {}
+        # bounded: a miss only costs a reload from the database (settings.cache_experiments)
+        self._meta: LRU = LRU(max(1, int(settings.cache_experiments)))
+        self._cache: LRU = LRU(max(1, int(settings.cache_experiments)))
         self._locks: dict[tuple[int, int], threading.Lock] = {}
         self._global = threading.Lock()
-        self._known_participants: set[str] = set()
+        self._known_participants: LRU = LRU(MAX_KNOWN_PARTICIPANTS)
         self._last_expire: dict[tuple[int, int], int] = {}
         # pending queries issued here: id -> (eid, pid, learner); entries leave on answer / expiry,
         # so the map stays as large as the pending set (memory must not grow with the answers)
