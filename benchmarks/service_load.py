@@ -16,6 +16,18 @@ participant speaks HTTP/1.1 over one keep-alive connection with a minimal hand-w
 (``--client raw``, on uvloop when installed): httpx needed ~3 ms of CPU per request and, at
 100 participants, saturated a core by itself long before the server did. ``--client httpx``
 keeps the old client for comparison.
+
+Participants come and go as on a real contest: after ``--churn`` answers (default 30) a
+simulated participant registers a new id and goes on as a new visitor, so the repeat policy
+(an item at most once per participant while unseen items remain) holds without running them
+out of captions. ``--learners 2`` runs lil'UCB and random sampling side by side at 50/50.
+``--src DIR`` serves from another source tree (for example a ``git worktree`` of the
+previous commit), to compare with the previous code in the same run; only fields that code
+knows are sent (``--learners 1 --repeats ''``).
+
+    PYTHONPATH=src python benchmarks/service_load.py --participants 100 --learners 2
+    git worktree add /tmp/prev 6b96d6e
+    PYTHONPATH=src python benchmarks/service_load.py --src /tmp/prev/src --repeats ''
 """
 
 from __future__ import annotations
@@ -50,9 +62,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(db_url: str, workers: int) -> tuple[subprocess.Popen, str]:
+def start_server(db_url: str, workers: int, src: Path | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    env = {**os.environ, "PYTHONPATH": str(src or ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "PUREBANDITS_ASK_RATE_PER_SECOND": "0", "PUREBANDITS_QUERY_EXPIRY_SECONDS": "600"}
     proc = subprocess.Popen([sys.executable, "-m", "purebandits.cli", "serve", "--db", db_url, "--port", str(port),
                              "--workers", str(workers), "--no-access-log", "--log-level", "warning"], env=env)
@@ -165,16 +177,24 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, pace: float = 0.0,
-                   server_pid: int | None = None, client_kind: str = "raw") -> dict:
+                   server_pid: int | None = None, client_kind: str = "raw", learners: int = 1,
+                   repeats: str = "never", churn: int = 30) -> dict:
     """Closed loop (pace = 0: each participant asks again as soon as it answered) or paced
     (each participant starts one ask+answer every 1/pace seconds, with a random phase; so the
     offered load is n * pace answers per second)."""
     cc = caption_contest("559")
     probs = cc.votes / cc.votes.sum(axis=1, keepdims=True)  # columns unfunny, somewhat, funny
     async with httpx.AsyncClient(base_url=url, timeout=30, verify=False) as client:
-        r = await client.post("/api/experiments", json={
-            "name": "load test", "items": [{"id": str(i), "text": t} for i, t in enumerate(cc.captions)],
-            "algorithm": "lil_ucb", "params": {"delta": 0.05}, "seed": seed})
+        spec: dict[str, Any] = {"name": "load test", "seed": seed,
+                                "items": [{"id": str(i), "text": t} for i, t in enumerate(cc.captions)]}
+        if learners == 1:
+            spec.update(algorithm="lil_ucb", params={"delta": 0.05})
+        else:
+            spec["algorithms"] = [{"label": "LilUCB", "algorithm": "lil_ucb", "params": {"delta": 0.05}},
+                                  {"label": "RandomSampling", "algorithm": "random_sampling"}]
+        if repeats:
+            spec["repeats"] = repeats
+        r = await client.post("/api/experiments", json=spec)
         r.raise_for_status()
         eid = r.json()["id"]
         index = {str(i): i for i in range(cc.n_arms)}
@@ -188,6 +208,7 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
         factory = RawClient if client_kind == "raw" else HttpxClient
         clients: list[Poster] = [factory(url) for _ in range(n)]
         pids = [(await c.post("/api/participants"))[1]["participant_id"] for c in clients]
+        visitors = n
         t_start = time.perf_counter()
         t_measure = t_start + warmup
         t_end = t_measure + seconds
@@ -202,8 +223,9 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
             cpu["end"], cpu["client_end"] = process_cpu_seconds(server_pid), time.process_time()
 
         async def participant(k: int) -> None:
-            nonlocal answered, errors
+            nonlocal answered, errors, visitors
             client, pid = clients[k], pids[k]
+            mine = 0
             rng = np.random.default_rng(seed * 1000 + k)
             next_start = t_start + (rng.random() / pace if pace > 0 else 0.0)
             while True:
@@ -233,6 +255,14 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
                     ask_lat.append(t1 - t0)
                     ans_lat.append(t2 - t1)
                     answered += 1
+                mine += 1
+                if churn and mine >= churn:  # this visitor leaves; a new one arrives
+                    status, body = await client.post("/api/participants")
+                    if status != 201:
+                        errors += 1
+                        continue
+                    pid, mine = body["participant_id"], 0
+                    visitors += 1
 
         await asyncio.gather(sample_cpu(), *(participant(k) for k in range(n)))
         for c in clients:
@@ -240,6 +270,7 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
     ask = np.array(ask_lat) * 1000
     ans = np.array(ans_lat) * 1000
     return {
+        "visitors": visitors,
         "answers_per_s": answered / seconds,
         "answered": answered,
         "errors": errors,
@@ -277,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="load generator: minimal keep-alive HTTP/1.1 client on uvloop (default) or httpx")
     p.add_argument("--pace", type=float, default=0.0,
                    help="answers per second per participant (0: closed loop, as fast as possible)")
+    p.add_argument("--learners", type=int, choices=[1, 2], default=1,
+                   help="1: lil'UCB; 2: lil'UCB and random sampling side by side at 50/50")
+    p.add_argument("--repeats", default="never",
+                   help="the experiment's repeat policy (never, not_consecutive; '' to send none, for older code)")
+    p.add_argument("--churn", type=int, default=30, help="answers per visitor before a new one arrives (0: never)")
+    p.add_argument("--src", type=Path, default=None, help="serve from this source tree (default: this checkout)")
     args = p.parse_args(argv)
     rows = []
     with ExitStack() as stack:
@@ -291,17 +328,20 @@ def main(argv: list[str] | None = None) -> int:
                 db = create_database(admin)
             else:
                 raise SystemExit(f"unknown backend {backend!r}")
-            proc, url = start_server(db, args.workers)
+            proc, url = start_server(db, args.workers, args.src)
             try:
                 res = run(run_load(url, args.participants, args.seconds, args.warmup, args.seed, args.pace,
-                                   server_pid=proc.pid, client_kind=args.client))
+                                   server_pid=proc.pid, client_kind=args.client, learners=args.learners,
+                                   repeats=args.repeats, churn=args.churn))
             finally:
                 stop_server(proc)
             rows.append((backend, res))
             print(f"{backend}: {res}", file=sys.stderr)
     mode = f"paced at {args.pace:g} answers/s each" if args.pace > 0 else "closed loop"
     load = os.getloadavg()[0]
-    print(f"\n{args.participants} participants ({mode}), {args.workers} worker(s), {args.client} client, "
+    print(f"\n{args.participants} participants ({mode}, a new visitor every {args.churn} answers), "
+          f"{args.learners} learner(s), repeats={args.repeats or 'unset'}, source {args.src or ROOT / 'src'}, "
+          f"{args.workers} worker(s), {args.client} client, "
           f"{args.seconds:g} s measured after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs, load average "
           f"{load:.1f} at the end, Python {platform.python_version()}\n")
     print("| backend | answers/s | ask p50 (ms) | ask p99 (ms) | answer p50 (ms) | answer p99 (ms) | errors "
