@@ -1,8 +1,9 @@
 """The event log: every learner's ``ask`` / ``answer`` / ``cancel`` events, their replay, and snapshots.
 
 A learner's state is a pure function of (algorithm, parameters, n_arms, seed, event log):
-replaying its ``ask`` (which must return the stored arm), ``answer`` (``tell``) and ``cancel``
-events in ``seq`` order into a fresh learner reproduces it. Each learner of an experiment has
+replaying its ``ask`` (which must return the stored arm, after the candidates it passed over
+for this participant, listed in ``passed``, which are then cancelled), ``answer`` (``tell``)
+and ``cancel`` events in ``seq`` order into a fresh learner reproduces it. Each learner of an experiment has
 its own log (``events`` rows with its ``learner`` index, ``seq = 1, 2, ...``) and its own
 snapshot (``state_dict`` every ``snapshot_every`` events), a cache that
 :meth:`purebandits.service.study.Study.verify` checks against the replay.
@@ -26,7 +27,7 @@ from purebandits.registry import make_learner
 from purebandits.service.errors import ReplayError
 from purebandits.service.models import events, snapshots
 
-__all__ = ["HotStatements", "Rows", "LogTx", "apply_event", "apply_log", "read_snapshot", "write_snapshot",
+__all__ = ["HotStatements", "Rows", "LogTx", "apply_event", "apply_log", "encode_passed", "read_snapshot", "write_snapshot",
            "learner_from_snapshot"]
 
 # qmark placeholders, converted per driver
@@ -35,8 +36,8 @@ _HOT_SQL = {
                     "ON e.id = l.experiment_id WHERE l.experiment_id = ? AND l.idx = ?",
     "upd_version": "UPDATE learners SET version = ? WHERE experiment_id = ? AND idx = ?",
     "upd_done": "UPDATE learners SET done_ms = ?, done_answers = ? WHERE experiment_id = ? AND idx = ?",
-    "ins_event": "INSERT INTO events (experiment_id, learner, seq, kind, query_id, arm, label, reward, created_ms) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "ins_event": "INSERT INTO events (experiment_id, learner, seq, kind, query_id, arm, label, reward, created_ms, "
+                 "passed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "ins_query": "INSERT INTO queries (id, experiment_id, participant_id, learner, arm, status, created_ms, "
                  "expires_ms, ask_seq) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
     "sel_query_owner": "SELECT experiment_id, participant_id, learner FROM queries WHERE id = ?",
@@ -121,24 +122,41 @@ class LogTx:
         #: the transaction writes nothing and the process's cached learner is dropped
         self.discard = False
 
-    def append(self, kind: str, query_id: str, arm: int, label: str | None, reward: float | None, now: int) -> int:
-        """Apply ``answer`` (tell) or ``cancel`` to the learner (an ``ask`` was applied by the caller) and log it."""
+    def append(self, kind: str, query_id: str, arm: int, label: str | None, reward: float | None, now: int,
+               passed: list[int] | None = None) -> int:
+        """Log one event and apply it: ``answer`` tells, ``cancel`` cancels; an ``ask`` was applied by the
+        caller (it chose the arm), and its ``passed`` candidates (asked before it, in that order, and
+        not served) are cancelled here."""
         if kind == "answer":
             self.learner.tell(arm, reward)
         elif kind == "cancel":
             self.learner.cancel(arm)
         self.version += 1
-        self.hot(self.conn, "ins_event", self.eid, self.idx, self.version, kind, query_id, arm, label, reward, now)
+        self.hot(self.conn, "ins_event", self.eid, self.idx, self.version, kind, query_id, arm, label, reward, now,
+                 encode_passed(passed))
+        if passed:
+            for cand in passed:
+                self.learner.cancel(cand)
         return self.version
 
 
-def apply_event(learner: Learner, kind: str, arm: int, reward: float | None, *, eid: int = 0, seq: int = 0) -> None:
-    """Apply one logged event to ``learner``; an ``ask`` must reproduce the stored arm."""
+def encode_passed(passed: list[int] | None) -> str | None:
+    """The candidates an ask passed over, as stored in ``events.passed`` (``"3,5,3"``), or None."""
+    return ",".join(map(str, passed)) if passed else None
+
+
+def apply_event(learner: Learner, kind: str, arm: int, reward: float | None, *, eid: int = 0, seq: int = 0,
+                passed: str | None = None) -> None:
+    """Apply one logged event to ``learner``; an ``ask`` must reproduce its passed-over candidates and its arm."""
     if kind == "ask":
-        got = learner.ask(1)
-        if got != [arm]:
-            raise ReplayError(f"experiment {eid}, seq {seq}: replayed ask gave {got}, the log says [{arm}] "
-                              f"(is the learner deterministic given its seed?)")
+        skipped = [int(a) for a in passed.split(",")] if passed else []
+        for want in [*skipped, arm]:
+            got = learner.ask(1)
+            if got != [want]:
+                raise ReplayError(f"experiment {eid}, seq {seq}: replayed ask gave {got}, the log says [{want}] "
+                                  f"(is the learner deterministic given its seed?)")
+        for cand in skipped:
+            learner.cancel(cand)
     elif kind == "answer":
         learner.tell(arm, float(reward))  # type: ignore[arg-type]
     elif kind == "cancel":
@@ -150,7 +168,7 @@ def apply_event(learner: Learner, kind: str, arm: int, reward: float | None, *, 
 def apply_log(conn: Connection, eid: int, idx: int, learner: Learner, after: int, upto: int) -> None:
     """Replay learner ``idx``'s events ``after < seq <= upto`` into ``learner``; ReplayError on a gap."""
     rows = conn.execute(
-        sa.select(events.c.seq, events.c.kind, events.c.arm, events.c.reward)
+        sa.select(events.c.seq, events.c.kind, events.c.arm, events.c.reward, events.c.passed)
         .where(events.c.experiment_id == eid, events.c.learner == idx, events.c.seq > after, events.c.seq <= upto)
         .order_by(events.c.seq)
     ).all()
@@ -158,7 +176,7 @@ def apply_log(conn: Connection, eid: int, idx: int, learner: Learner, after: int
     for ev in rows:
         if ev.seq != expect:
             raise ReplayError(f"experiment {eid}, learner {idx}: event log has a gap at seq {expect}")
-        apply_event(learner, ev.kind, int(ev.arm), ev.reward, eid=eid, seq=int(ev.seq))
+        apply_event(learner, ev.kind, int(ev.arm), ev.reward, eid=eid, seq=int(ev.seq), passed=ev.passed)
         expect += 1
     if expect != upto + 1:
         raise ReplayError(f"experiment {eid}, learner {idx}: event log ends at seq {expect - 1}, version is {upto}")

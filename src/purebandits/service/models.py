@@ -1,9 +1,8 @@
 """Database tables (SQLAlchemy Core), the same schema on SQLite and PostgreSQL.
 
 The ``events`` table is the append-only log and the source of truth: every ``ask`` (a query
-issued, or a candidate the participant had already seen), ``answer`` (a label received, with
-its reward) and ``cancel`` (a query expired, or a candidate passed over) of each learner of an
-experiment, numbered ``seq = 1, 2, ...`` per learner in the order they were applied to it. A
+issued, with the candidates passed over for its participant), ``answer`` (a label received,
+with its reward) and ``cancel`` (a query expired) of each learner of an experiment, numbered ``seq = 1, 2, ...`` per learner in the order they were applied to it. A
 learner's state is a function of its seed and its log; ``learners.version`` is the last
 ``seq`` and ``snapshots`` holds a cached ``state_dict`` per learner at some version.
 ``queries`` holds each issued query's current status for fast look-ups.
@@ -121,6 +120,8 @@ events = sa.Table(
     sa.Column("label", sa.String(100), nullable=True),
     sa.Column("reward", sa.Float, nullable=True),
     sa.Column("created_ms", sa.BigInteger, nullable=False),
+    # an ask's candidates passed over for its participant ("3,5"), asked before it and then cancelled
+    sa.Column("passed", sa.Text, nullable=True),
     # a query is asked once and ends (answer or cancel) at most once per kind
     sa.UniqueConstraint("query_id", "kind", name="uq_events_query_kind"),
 )

@@ -27,10 +27,12 @@ Repeats
 -------
 A participant is never handed the same item twice in a row and, with the default policy
 ``repeats="never"``, at most once per experiment while items they have not seen remain. The
-learner still decides: the protocol asks it for up to :data:`MAX_CANDIDATES` candidates one
-by one, serves the first this participant may see and cancels the others through the
-contract (a cancelled pull is as if never asked, so the decision rule's guarantee holds).
-Candidates passed over are logged as ``ask`` + ``cancel`` events, so replay stays exact. A
+learner still decides: the protocol asks it for candidates one by one (with ``never``, up to
+as many as the participant has seen plus :data:`CANDIDATES_BEYOND_SEEN`, at most
+:data:`MAX_CANDIDATES_NEVER`; else :data:`MAX_CANDIDATES`), serves the first this participant
+may see and cancels the others through the contract (a cancelled pull is as if never asked,
+so the decision rule's guarantee holds). The candidates passed over are stored with the
+ask's event (``events.passed``), so replay asks and cancels them again and stays exact. A
 participant with a pending query gets that query again rather than a second one.
 """
 
@@ -99,15 +101,19 @@ from purebandits.service.validation import (
 )
 
 __all__ = ["Study", "DEFAULT_LABELS", "parse_items_csv", "hash_token", "SUMMARY_COLUMNS", "summary_rows",
-           "MAX_CANDIDATES"]
+           "MAX_CANDIDATES", "MAX_CANDIDATES_NEVER", "CANDIDATES_BEYOND_SEEN"]
 
 log = logging.getLogger("purebandits.service")
 
 STATUSES = ("active", "paused", "stopped", "archived")
 #: lazy expiry on ask runs at most this often per learner and process (the sweep also runs)
 LAZY_EXPIRE_EVERY_MS = 1000
-#: how many of the learner's candidates an ask looks through for one the participant may see
-MAX_CANDIDATES = 16
+#: how many of the learner's candidates an ask looks through for one the participant may see:
+#: with ``repeats="never"`` as many as the participant has seen plus this many (a learner may
+#: want every seen item again first, as lil'UCB does in its first sweeps), else this many
+CANDIDATES_BEYOND_SEEN = MAX_CANDIDATES = 16
+#: the bound on candidates per ask with ``repeats="never"`` (each is one ``ask`` of the learner, under its lock)
+MAX_CANDIDATES_NEVER = 256
 #: participant ids a process remembers as registered (others are looked up in the database)
 MAX_KNOWN_PARTICIPANTS = 100_000
 
@@ -648,7 +654,8 @@ class Study:
                 return self._query_response(meta, pending.id, pending.arm, pending.expires_ms, n_answered)
             strict = meta.repeats == "never" and len(seen) < meta.n_arms
             arm, passed = -1, []
-            for _ in range(MAX_CANDIDATES):
+            tries = min(len(seen) + CANDIDATES_BEYOND_SEEN, MAX_CANDIDATES_NEVER) if strict else MAX_CANDIDATES
+            for _ in range(tries):
                 got = tx.learner.ask(1)
                 if not got:
                     break
@@ -666,14 +673,11 @@ class Study:
                 if passed:
                     return {"state": "exhausted", "retry_after": 30.0, "n_answered": n_answered}
                 return {"state": "waiting", "retry_after": 1.0, "n_answered": n_answered}
-            for cand in passed:  # logged in the order the learner saw them, so replay asks them again
-                tx.append("ask", str(uuid.uuid4()), cand, None, None, now)
             qid = str(uuid.uuid4())
             expires = now + int(meta.expiry_s * 1000)
-            seq = tx.append("ask", qid, arm, None, None, now)
+            # one event: the passed-over candidates go back to the learner (cancelled) right after
+            seq = tx.append("ask", qid, arm, None, None, now, passed=passed)
             self._x(conn, "ins_query", qid, eid, pid, idx, arm, now, expires, seq)
-            for cand in passed:  # candidates this participant may not see go back to the learner
-                tx.append("cancel", str(uuid.uuid4()), cand, None, None, now)
         if len(self._query_owner) > 100_000:  # pending queries of other processes' lifetimes: a bound
             self._query_owner.clear()
         self._query_owner[qid] = (eid, pid, idx)

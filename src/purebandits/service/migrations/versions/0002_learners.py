@@ -3,7 +3,8 @@
 Moves an experiment's algorithm, parameters, seed and version into ``learners`` (one row,
 ``idx = 0``, for every existing experiment), numbers events and snapshots per learner, tags
 queries with their learner, and adds the organizer's settings (instructions, repeat policy,
-answers per participant, the completion-code key) and the ``images`` table.
+answers per participant, the completion-code key), ``events.passed`` (the candidates an ask
+passed over for its participant) and the ``images`` table.
 
 ``experiments`` keeps its rows in place (its columns are dropped with ``ALTER TABLE ... DROP
 COLUMN``, which SQLite has since 3.35): rebuilding it would, with SQLite's foreign keys on,
@@ -93,11 +94,15 @@ def upgrade() -> None:
         for table, pk in (("events", ["experiment_id", "learner", "seq"]), ("snapshots", ["experiment_id", "learner"])):
             with op.batch_alter_table(table, recreate="always") as batch:
                 batch.add_column(learner_col(), insert_after="experiment_id")
+                if table == "events":
+                    batch.add_column(sa.Column("passed", sa.Text, nullable=True))
                 batch.drop_constraint(f"pk_{table}", type_="primary")
                 batch.create_primary_key(f"pk_{table}", pk)
     else:
         for table, pk in (("events", ["experiment_id", "learner", "seq"]), ("snapshots", ["experiment_id", "learner"])):
             op.add_column(table, learner_col())
+            if table == "events":
+                op.add_column(table, sa.Column("passed", sa.Text, nullable=True))
             op.drop_constraint(f"pk_{table}", table, type_="primary")
             op.create_primary_key(f"pk_{table}", table, pk)
     op.add_column("queries", learner_col())
