@@ -27,8 +27,8 @@ from purebandits.registry import make_learner
 from purebandits.service.errors import ReplayError
 from purebandits.service.models import events, snapshots
 
-__all__ = ["HotStatements", "Rows", "LogTx", "apply_event", "apply_log", "encode_passed", "read_snapshot", "write_snapshot",
-           "learner_from_snapshot"]
+__all__ = ["HotStatements", "Rows", "LogTx", "apply_event", "apply_log", "encode_passed", "read_snapshot",
+           "write_snapshot", "learner_from_snapshot"]
 
 # qmark placeholders, converted per driver
 _HOT_SQL = {

@@ -2,8 +2,9 @@
 
 The ``events`` table is the append-only log and the source of truth: every ``ask`` (a query
 issued, with the candidates passed over for its participant), ``answer`` (a label received,
-with its reward) and ``cancel`` (a query expired) of each learner of an experiment, numbered ``seq = 1, 2, ...`` per learner in the order they were applied to it. A
-learner's state is a function of its seed and its log; ``learners.version`` is the last
+with its reward) and ``cancel`` (a query expired) of each learner of an experiment,
+numbered ``seq = 1, 2, ...`` per learner in the order they were applied to it. A learner's
+state is a function of its seed and its log; ``learners.version`` is the last
 ``seq`` and ``snapshots`` holds a cached ``state_dict`` per learner at some version.
 ``queries`` holds each issued query's current status for fast look-ups.
 
