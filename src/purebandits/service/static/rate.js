@@ -1,95 +1,452 @@
-// Rating page: one item at a time, one button per label, next item after each answer.
-// Item text is set with textContent (never innerHTML), so it is shown, not interpreted.
+// Rating page: one item at a time, one button per label (keys 1, 2, 3, ... pick them), the next
+// item after each answer.
+//
+// Every text that comes from the server (item text, instructions, messages) is set with
+// textContent, never innerHTML, so it is shown, not interpreted.
+//
+// No answer is lost silently: an answer that fails on a network error, a timeout, a 5xx or a 429
+// is sent again for the same query and label (the API counts a repeat once) with exponential
+// backoff, at once when the browser comes back online; one that is finally refused or given up
+// is counted in a notice that stays on the page. Asks are retried the same way.
 (function () {
   "use strict";
   const cfg = JSON.parse(document.getElementById("config").textContent);
   const eid = cfg.experiment_id;
   const $ = (id) => document.getElementById(id);
-  const KEY = "purebandits.participant";
+
+  const ANON_KEY = "purebandits.participant";            // anonymous id, shared by experiments
+  const WORKER_KEY = "purebandits.participant.e" + eid;  // crowd-work id from ?participant=, per experiment
+  const BACKOFF_MIN_MS = 500;
+  const BACKOFF_MAX_MS = 8000;
+  const tuning = window.__purebanditsRate || {};  // tests shorten the give-up time
+  const ANSWER_GIVE_UP_MS = tuning.answerGiveUpMs || 120000;  // an answer still failing after this is reported lost
+  const REQUEST_TIMEOUT_MS = 30000;  // a request hanging this long counts as a network error
+  const ARM_MS = 250;                // a new item's buttons ignore clicks this long (double clicks)
+  const EXHAUSTED_POLL_S = 30;
+  const MAX_KEYS = 9;
+
+  const urlWorker = (new URLSearchParams(location.search).get("participant") || "").trim() || null;
   let participant = null;
-  let current = null;
+  let labels = [];
+  let current = null;  // the query on screen, until it is answered
+  let armed = false;   // its buttons take clicks (ARM_MS after it appeared)
+  let saving = false;  // an answer is on its way
   let rated = 0;
+  let lost = 0;
+  let askGen = 0;      // a newer ask makes an older retry loop stop
+  let pollTimer = null;
+  let forbidden = 0;   // asks refused with 403 in a row (unknown participant id)
+  const wakers = new Set();
+  let onlineEpoch = 0;  // counts `online` events: backoff starts over after each
 
-  async function post(url, body) {
-    const r = await fetch(url, {method: "POST", headers: {"Content-Type": "application/json"},
-                                body: JSON.stringify(body || {})});
-    let data = null;
-    try { data = await r.json(); } catch (e) { data = null; }
-    return {status: r.status, data: data, retry: Number(r.headers.get("Retry-After") || 1)};
+  // ---------------------------------------------------------------- small helpers
+  function storageGet(key) { try { return localStorage.getItem(key); } catch (e) { return null; } }
+  function storageSet(key, value) { try { localStorage.setItem(key, value); } catch (e) { /* private mode */ } }
+
+  function message(text, kind) {
+    const m = $("message");
+    m.textContent = text || "";
+    m.className = "message" + (kind ? " " + kind : "");
   }
 
-  async function ensureParticipant(force) {
-    participant = force ? null : localStorage.getItem(KEY);
-    if (!participant) {
-      const r = await post("/api/participants");
-      if (r.status !== 201) throw new Error("could not register");
-      participant = r.data.participant_id;
-      localStorage.setItem(KEY, participant);
+  // a wait that the `online` event cuts short
+  function sleep(ms) {
+    return new Promise((resolve) => {
+      const wake = () => { clearTimeout(timer); wakers.delete(wake); resolve(); };
+      const timer = setTimeout(wake, ms);
+      wakers.add(wake);
+    });
+  }
+
+  window.addEventListener("online", () => {
+    onlineEpoch += 1;
+    Array.from(wakers).forEach((wake) => wake());
+    if ($("message").dataset.offline) { delete $("message").dataset.offline; message(""); }
+  });
+  window.addEventListener("offline", () => {
+    if (!$("message").textContent) {
+      message("You are offline: your answers will be sent when the connection is back.", "warn");
+      $("message").dataset.offline = "1";
+    }
+  });
+
+  // 0.5 s doubling up to 8 s, each wait drawn in [d/2, d] so that many pages do not retry in step
+  function backoff(attempt) {
+    const d = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * Math.pow(2, attempt));
+    return d / 2 + Math.random() * d / 2;
+  }
+
+  // one request: {status, data, retryAfter}; throws on a network error or a timeout
+  async function request(url, body) {
+    const ctl = typeof AbortController === "function" ? new AbortController() : null;
+    const timer = ctl ? setTimeout(() => ctl.abort(), REQUEST_TIMEOUT_MS) : null;
+    try {
+      const init = {method: body === undefined ? "GET" : "POST", cache: "no-store", signal: ctl ? ctl.signal : undefined};
+      if (body !== undefined && body !== null) {
+        init.headers = {"Content-Type": "application/json"};
+        init.body = JSON.stringify(body);
+      }
+      const r = await fetch(url, init);
+      let data = null;
+      try { data = await r.json(); } catch (e) { data = null; }
+      const ra = Number(r.headers.get("Retry-After"));
+      return {status: r.status, data: data, retryAfter: Number.isFinite(ra) && ra > 0 ? ra : 0};
+    } finally {
+      if (timer) clearTimeout(timer);
     }
   }
 
-  function message(text) { $("message").textContent = text || ""; }
+  function retryable(r) { return r === null || r.status === 429 || r.status >= 500; }
 
-  function setButtons(labels, enabled) {
+  // `request` until a response worth acting on: network errors, timeouts, 429 and 5xx are retried
+  // with backoff (at least Retry-After). opts.giveUpMs: return the last failure (status 0 for a
+  // network error) after that long; opts.stale(): return null once the caller lost interest.
+  async function send(url, body, opts) {
+    opts = opts || {};
+    const deadline = opts.giveUpMs ? Date.now() + opts.giveUpMs : Infinity;
+    let epoch = onlineEpoch;
+    let failed = false;
+    for (let attempt = 0; ; attempt++) {
+      let r = null;
+      try { r = await request(url, body); } catch (e) { r = null; }
+      if (opts.stale && opts.stale()) return null;
+      if (!retryable(r)) {
+        if (failed) message("");
+        return r;
+      }
+      if (Date.now() >= deadline) return r || {status: 0, data: null, retryAfter: 0};
+      failed = true;
+      delete $("message").dataset.offline;
+      message(r === null ? "Connection lost, retrying…" : "The server is busy, retrying…", "warn");
+      // just back online (the network may need a moment more): short waits again
+      if (epoch !== onlineEpoch) { epoch = onlineEpoch; attempt = 0; }
+      let wait = backoff(attempt);
+      if (r && r.retryAfter) wait = Math.max(wait, Math.min(1000 * r.retryAfter, 30000));
+      await sleep(Math.max(0, Math.min(wait, deadline - Date.now())));
+      if (opts.stale && opts.stale()) return null;
+    }
+  }
+
+  function detail(r) { return (r && r.data && typeof r.data.detail === "string") ? r.data.detail : ""; }
+
+  // ---------------------------------------------------------------- participant id
+  function setParticipant(pid) {
+    participant = pid;
+    $("participant-id").textContent = pid;
+  }
+
+  async function registerAnonymous(force) {
+    let pid = force ? null : storageGet(ANON_KEY);
+    if (!pid) {
+      const r = await send("/api/participants", null);
+      if (r.status !== 201 || !r.data || !r.data.participant_id) {
+        throw new Error(detail(r) || "could not get a participant id (" + r.status + ")");
+      }
+      pid = r.data.participant_id;
+      storageSet(ANON_KEY, pid);
+    }
+    setParticipant(pid);
+  }
+
+  // the link's ?participant= id (registered, idempotent), else the one this experiment remembers,
+  // else an anonymous id; `force` registers again (after a 403: the server does not know the id)
+  async function register(force) {
+    const worker = urlWorker || storageGet(WORKER_KEY);
+    if (worker) {
+      if (!urlWorker && !force) { setParticipant(worker); return; }
+      const r = await send("/api/participants", {participant_id: worker});
+      if ((r.status === 201 || r.status === 200) && r.data && r.data.participant_id) {
+        storageSet(WORKER_KEY, r.data.participant_id);
+        setParticipant(r.data.participant_id);
+        return;
+      }
+      // say why the link's id is not used (the answers cannot be credited to it)
+      const note = $("id-note") || document.createElement("p");
+      note.id = "id-note";
+      note.className = "notice error";
+      note.textContent = "The participant id in this link was not accepted (" + (detail(r) || r.status) +
+        "); an anonymous id is used instead.";
+      $("lost").after(note);
+    }
+    await registerAnonymous(force);
+  }
+
+  // ---------------------------------------------------------------- buttons and keys
+  function buildButtons(names) {
     const box = $("buttons");
-    if (box.dataset.labels !== JSON.stringify(labels)) {
-      box.textContent = "";
-      labels.forEach((label) => {
-        const b = document.createElement("button");
-        b.type = "button";
-        b.className = "label";
-        b.dataset.label = label;
-        b.textContent = label;
-        b.addEventListener("click", () => answer(label));
-        box.appendChild(b);
-      });
-      box.dataset.labels = JSON.stringify(labels);
+    if (JSON.stringify(names) === JSON.stringify(labels) && box.children.length) return;
+    labels = names.slice();
+    box.textContent = "";
+    labels.forEach((label, i) => {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "label";
+      b.dataset.label = label;
+      if (i < MAX_KEYS) {
+        const key = document.createElement("span");
+        key.className = "key";
+        key.setAttribute("aria-hidden", "true");
+        key.textContent = String(i + 1);
+        b.appendChild(key);
+        b.setAttribute("aria-keyshortcuts", String(i + 1));
+      }
+      const name = document.createElement("span");
+      name.className = "name";
+      name.textContent = label;
+      b.appendChild(name);
+      b.disabled = true;
+      b.addEventListener("click", () => pick(label));
+      box.appendChild(b);
+    });
+    box.dataset.labels = JSON.stringify(labels);
+    const n = Math.min(labels.length, MAX_KEYS);
+    $("keys-last").textContent = String(n);
+    $("keys-hint").hidden = n < 2;
+  }
+
+  function setButtons(enabled, opts) {
+    opts = opts || {};
+    const box = $("buttons");
+    box.hidden = !!opts.hide;
+    box.classList.toggle("arming", !!opts.arming);
+    box.querySelectorAll("button").forEach((b) => {
+      b.disabled = !enabled;
+      if (!opts.keepChosen) b.classList.remove("chosen");
+    });
+  }
+
+  function blurButtons() {
+    const a = document.activeElement;
+    if (a && a !== document.body && typeof a.blur === "function" && $("buttons").contains(a)) a.blur();
+  }
+
+  document.addEventListener("keydown", (ev) => {
+    if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    // the digit key itself, also where it needs Shift (AZERTY) or is on the numeric keypad
+    const m = /^[1-9]$/.test(ev.key) ? [ev.key, ev.key] : /^(?:Digit|Numpad)([1-9])$/.exec(ev.code || "");
+    if (!m) return;
+    const t = ev.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    const n = Number(m[1]);
+    if (n > labels.length) return;
+    ev.preventDefault();
+    if (ev.repeat) return;  // a held key answers once
+    pick(labels[n - 1]);
+  });
+
+  // ---------------------------------------------------------------- answers
+  function showLost(reason) {
+    const el = $("lost");
+    lost += 1;
+    el.textContent = lost === 1 ? "1 answer could not be saved" : lost + " answers could not be saved";
+    if (reason) el.textContent += " (the last one: " + reason + ")";
+    el.textContent += ".";
+    el.hidden = false;
+  }
+
+  function lostReason(r) {
+    switch (r.status) {
+      case 0: return "the connection was lost";
+      case 410: return "the item had expired";
+      case 409: return detail(r) || "it conflicts with an earlier answer";
+      case 403: return "it belongs to another participant id";
+      case 404: return "the item is no longer known";
+      default: return (r.status >= 500 || r.status === 429) ? "the server was unavailable" : (detail(r) || "error " + r.status);
     }
-    box.querySelectorAll("button").forEach((b) => { b.disabled = !enabled; });
   }
 
-  function show(q) {
-    current = q;
-    $("item-text").textContent = q.item.text;
-    const img = $("item-image");
-    if (q.item.image_url) { img.src = q.item.image_url; img.hidden = false; } else { img.hidden = true; img.removeAttribute("src"); }
-    $("card").dataset.queryId = q.query_id;
-    setButtons(q.labels, true);
-    message("");
+  function setRated(n) {
+    rated = n;
+    $("n-rated").textContent = String(n);
   }
 
-  async function next() {
-    current = null;
-    setButtons(JSON.parse($("buttons").dataset.labels || "[]"), false);
-    const r = await post(`/api/experiments/${eid}/queries`, {participant_id: participant});
-    if (r.status === 403) { await ensureParticipant(true); return next(); }
-    if (r.status === 429 || r.status === 503) { message("Busy, retrying…"); return setTimeout(next, 1000 * r.retry); }
-    if (r.status !== 200) { message((r.data && r.data.detail) || "Something went wrong."); return setTimeout(next, 3000); }
-    const q = r.data;
-    if (q.state === "ok") return show(q);
-    const why = {waiting: "Waiting for other answers…", done: "This experiment has found its answer. Thank you!",
-                 paused: "This experiment is paused.", stopped: "This experiment has ended. Thank you!"}[q.state];
-    $("item-text").textContent = why || q.state;
-    message("");
-    if (q.state !== "stopped") setTimeout(next, 1000 * (q.retry_after || 2));
-  }
-
-  async function answer(label) {
-    if (!current) return;
+  function pick(label) {
+    if (!current || saving || !armed || labels.indexOf(label) < 0) return;
     const q = current;
     current = null;
-    setButtons(q.labels, false);
-    const r = await post(`/api/queries/${encodeURIComponent(q.query_id)}/answer`, {participant_id: participant, label: label});
-    if (r.status === 200) {
-      rated += 1;
-      $("n-rated").textContent = String(rated);
-    } else if (r.status === 503) {
-      current = q; setButtons(q.labels, true); message("Server busy, please try again."); return;
-    } else if (r.status !== 410) {
-      message((r.data && r.data.detail) || "Could not save the answer.");
-    }
-    next();
+    saving = true;
+    blurButtons();
+    setButtons(false);
+    const b = $("buttons").querySelector(`button[data-label="${CSS.escape(label)}"]`);
+    if (b) b.classList.add("chosen");
+    run(saveAnswer(q, label).finally(() => { saving = false; return ask(); }));
   }
 
-  ensureParticipant(false).then(next).catch((e) => message(String(e)));
+  async function saveAnswer(q, label) {
+    const r = await send(`/api/queries/${encodeURIComponent(q.query_id)}/answer`,
+                         {participant_id: participant, label: label}, {giveUpMs: ANSWER_GIVE_UP_MS});
+    if (r.status === 200) {
+      setRated(rated + 1);
+      return;
+    }
+    message("");
+    showLost(lostReason(r));
+  }
+
+  // ---------------------------------------------------------------- items and states
+  function show(q) {
+    current = q;
+    const card = $("card");
+    card.dataset.queryId = q.query_id;
+    card.dataset.shown = String(Number(card.dataset.shown || 0) + 1);  // items shown so far (a repeat counts)
+    card.classList.remove("state");
+    card.hidden = false;
+    $("complete").hidden = true;
+    document.querySelector("main").classList.remove("idle");
+    $("item-text").textContent = q.item.text;
+    const img = $("item-image");
+    if (q.item.image_url) {
+      img.src = q.item.image_url;
+      img.hidden = false;
+    } else {
+      img.hidden = true;
+      img.removeAttribute("src");
+    }
+    if (Array.isArray(q.labels)) buildButtons(q.labels);
+    blurButtons();
+    armed = false;
+    setButtons(false, {arming: true});
+    setTimeout(() => {
+      if (current !== q) return;
+      armed = true;
+      setButtons(true);
+    }, ARM_MS);
+  }
+
+  // no item to show: `text` says why; opts.idle (no item for a while, or for good) hides the buttons
+  // and the task's instructions and picture
+  function showState(text, opts) {
+    opts = opts || {};
+    current = null;
+    const card = $("card");
+    delete card.dataset.queryId;
+    card.classList.add("state");
+    $("item-text").textContent = text;
+    const img = $("item-image");
+    img.hidden = true;
+    img.removeAttribute("src");
+    document.querySelector("main").classList.toggle("idle", !!opts.idle);
+    setButtons(false, {hide: !!opts.idle});
+  }
+
+  function showComplete(code) {
+    showState("Thank you! You have rated all the items we asked of you.", {idle: true});
+    if (code) {
+      $("completion-code").textContent = code;
+      $("complete").hidden = false;
+      $("card").hidden = true;
+    }
+  }
+
+  function schedule(seconds) {
+    clearTimeout(pollTimer);
+    pollTimer = setTimeout(() => run(ask()), 1000 * seconds);
+  }
+
+  function run(promise) {
+    promise.catch((e) => {
+      message("Something went wrong (" + (e && e.message ? e.message : e) + "), retrying…", "warn");
+      schedule(10);
+    });
+  }
+
+  async function ask() {
+    const gen = ++askGen;
+    clearTimeout(pollTimer);
+    pollTimer = null;
+    current = null;
+    setButtons(false, {keepChosen: true, hide: $("buttons").hidden});
+    const r = await send(`/api/experiments/${eid}/queries`, {participant_id: participant},
+                         {stale: () => gen !== askGen});
+    if (r === null) return;
+    if (r.status === 403) {
+      forbidden += 1;
+      if (forbidden > 3) {
+        message(detail(r) || "This participant id is not accepted.", "warn");
+        return schedule(30);
+      }
+      await register(true);
+      return ask();
+    }
+    forbidden = 0;
+    if (r.status === 404) return showState(detail(r) || "There is no such experiment.", {idle: true});
+    if (r.status !== 200 || !r.data) {
+      message(detail(r) || "Something went wrong (" + r.status + "), retrying…", "warn");
+      return schedule(10);
+    }
+    const q = r.data;
+    if (typeof q.n_answered === "number") setRated(q.n_answered);
+    const later = (fallback) => schedule(q.retry_after > 0 ? q.retry_after : fallback);
+    switch (q.state) {
+      case "ok":
+        message("");
+        return show(q);
+      case "waiting":
+        showState("Waiting for other answers…");
+        return later(2);
+      case "paused":
+        showState("This experiment is paused. Please come back later.", {idle: true});
+        return later(10);
+      case "exhausted":
+        showState("Thank you! You have rated every item we need from you right now.", {idle: true});
+        message("This page checks for new items every " + EXHAUSTED_POLL_S + " seconds.");
+        return schedule(EXHAUSTED_POLL_S);
+      case "complete":
+        message("");
+        return showComplete(q.completion_code);
+      case "done":
+        message("");
+        return showState("This experiment has found its answer. Thank you!", {idle: true});
+      case "stopped":
+      case "archived":
+        message("");
+        return showState("This experiment has ended. Thank you!", {idle: true});
+      default:
+        showState(String(q.state));
+        return later(10);
+    }
+  }
+
+  // ---------------------------------------------------------------- context and start
+  async function loadContext() {
+    const r = await send(`/api/experiments/${eid}/public`);
+    if (r.status !== 200 || !r.data) return;  // the ask says what is wrong
+    const p = r.data;
+    if (typeof p.instructions === "string" && p.instructions.trim()) {
+      $("instructions").textContent = p.instructions;
+      $("instructions").hidden = false;
+    }
+    if (typeof p.image_url === "string" && p.image_url) {
+      const img = $("context-image");
+      img.addEventListener("error", () => { $("context").hidden = true; }, {once: true});
+      img.src = p.image_url;
+      $("context").hidden = false;
+    }
+    if (Number.isInteger(p.answers_per_participant) && p.answers_per_participant > 0) {
+      $("n-target").textContent = " of " + p.answers_per_participant;
+    }
+    if (Array.isArray(p.labels) && p.labels.length && !labels.length) buildButtons(p.labels);
+  }
+
+  $("copy-code").addEventListener("click", () => {
+    const code = $("completion-code").textContent;
+    const done = (ok) => {
+      const sel = window.getSelection();
+      const range = document.createRange();
+      range.selectNodeContents($("completion-code"));
+      sel.removeAllRanges();
+      sel.addRange(range);
+      if (!ok) {
+        try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+      }
+      $("copy-status").textContent = ok ? "Copied." : "Select the code and copy it.";
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(code).then(() => done(true), () => done(false));
+    } else {
+      done(false);
+    }
+  });
+
+  run(Promise.all([loadContext(), register(false)]).then(ask));
 })();
