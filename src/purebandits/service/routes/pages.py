@@ -1,4 +1,4 @@
-"""Web pages: index, rating page, dashboard (server-rendered HTML; data comes from the JSON API)."""
+"""Web pages: home, rating page, dashboard, new experiment, admin (server-rendered; data comes from the JSON API)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from purebandits.registry import all_learners
 from purebandits.service.deps import EidPath, StudyDep
+from purebandits.service.validation import DEFAULT_ALGORITHM, DEFAULT_LABELS
 
 router = APIRouter(tags=["pages"], include_in_schema=False)
 # Jinja2 autoescapes .html templates: item text is never inserted as markup
@@ -35,3 +37,26 @@ def dashboard(request: Request, eid: EidPath) -> HTMLResponse:
     # no data here: the page's script reads the owner token from the URL fragment (never sent
     # to the server in the page request) and polls the owner API with it
     return templates.TemplateResponse(request, "dashboard.html", {"eid": eid})
+
+
+KIND_TITLES = {"fixed_confidence": "fixed confidence (stops when sure)",
+               "fixed_budget": "fixed budget (needs budget=N)", "anytime": "anytime"}
+
+
+@router.get("/new", response_class=HTMLResponse)
+def new_experiment(request: Request) -> HTMLResponse:
+    """Form to create an experiment (the script posts it to ``POST /api/experiments``)."""
+    learners = [{"name": name, "kind": cls.kind, "paper": cls.paper, "params": cls._param_names()}
+                for name, cls in all_learners().items()]
+    order = list(KIND_TITLES)
+    kinds = sorted({lr["kind"] for lr in learners}, key=lambda k: (order.index(k) if k in order else len(order), k))
+    groups = [(kind, KIND_TITLES.get(kind, kind), [lr for lr in learners if lr["kind"] == kind]) for kind in kinds]
+    return templates.TemplateResponse(request, "new.html", {"groups": groups, "labels": DEFAULT_LABELS,
+                                                            "default_algorithm": DEFAULT_ALGORITHM})
+
+
+@router.get("/admin", response_class=HTMLResponse)
+def admin(request: Request) -> HTMLResponse:
+    """Every experiment with archive / delete (the script lists them with the admin token)."""
+    # no data here: the script calls GET /api/experiments with the admin token from sessionStorage
+    return templates.TemplateResponse(request, "admin.html", {})

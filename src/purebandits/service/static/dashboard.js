@@ -6,8 +6,12 @@
   const cfg = JSON.parse(document.getElementById("config").textContent);
   const eid = cfg.experiment_id;
   const $ = (id) => document.getElementById(id);
-  let token = new URLSearchParams(location.hash.slice(1)).get("token") || sessionStorage.getItem("pb.token." + eid);
+  // the fragment's owner token, else one typed here before, else the admin token of /admin in this tab
+  let token = new URLSearchParams(location.hash.slice(1)).get("token") || sessionStorage.getItem("pb.token." + eid) ||
+    sessionStorage.getItem("purebandits.admin_token");
   let timer = null;
+  // several learners side by side: `learners` lists their labels, `learner` is the one shown
+  let learners = [], learner = null, seq = 0;
 
   function auth() { return {Authorization: "Bearer " + token}; }
 
@@ -42,7 +46,12 @@
     setTimeout(() => URL.revokeObjectURL(url), 1000);
   }
   $("export-answers").addEventListener("click", () => download("answers.csv", `experiment-${eid}-answers.csv`));
-  $("export-summary").addEventListener("click", () => download("summary.csv", `experiment-${eid}-summary.csv`));
+  function downloadSummary(label) {
+    if (!label) return download("summary.csv", `experiment-${eid}-summary.csv`);
+    return download(`summary.csv?algorithm=${encodeURIComponent(label)}`, `${eid}_summary_${label}.csv`);
+  }
+  // the header's button: the learner shown (the only one, or the selected tab)
+  $("export-summary").addEventListener("click", () => downloadSummary(learner || learners[0] || null));
 
   function fmt(x, d) { return x === null || x === undefined ? "–" : Number(x).toFixed(d === undefined ? 3 : d); }
 
@@ -127,6 +136,68 @@
     ctx.lineTo(x(t1), y(cum)); ctx.stroke();
   }
 
+  // ---- several learners: tabs choose whose results are shown; the comparison table lists all of them
+  function drawTabs() {
+    const box = $("learner-tabs"), multi = learners.length > 1;
+    box.hidden = !multi; $("learner-heading").hidden = !multi; $("comparison").hidden = !multi;
+    $("export-summary").textContent = multi ? `Summary CSV (${learner})` : "Summary CSV";
+    if (!multi) { box.textContent = ""; return; }
+    if (box.dataset.labels !== JSON.stringify(learners)) {
+      box.textContent = "";
+      learners.forEach((label) => {
+        const b = document.createElement("button");
+        b.type = "button"; b.className = "tab"; b.dataset.label = label; b.textContent = label;
+        b.setAttribute("role", "tab");
+        b.addEventListener("click", () => { if (label !== learner) { learner = label; drawTabs(); poll(); } });
+        box.appendChild(b);
+      });
+      box.dataset.labels = JSON.stringify(learners);
+    }
+    box.querySelectorAll("button").forEach((b) => b.setAttribute("aria-selected", String(b.dataset.label === learner)));
+  }
+
+  function drawComparison(cmp) {
+    const tbody = $("comparison-table").querySelector("tbody");
+    tbody.textContent = "";
+    const total = cmp.algorithms.reduce((s, a) => s + (a.share || 0), 0) || 1;
+    cmp.algorithms.forEach((a) => {
+      const tr = document.createElement("tr");
+      tr.dataset.label = a.label;
+      if (a.label === learner) tr.className = "selected";
+      const name = document.createElement("span");
+      const b = document.createElement("b"); b.textContent = a.label;
+      const alg = document.createElement("span"); alg.className = "muted";
+      alg.textContent = ` ${a.algorithm} ${JSON.stringify(a.params)}`;
+      name.append(b, alg);
+      const stop = a.stopped_at_answers === null || a.stopped_at_answers === undefined ? "?" : a.stopped_at_answers;
+      const btn = document.createElement("button");
+      btn.type = "button"; btn.className = "export-summary-learner"; btn.dataset.label = a.label;
+      btn.textContent = "Summary CSV";
+      btn.addEventListener("click", () => downloadSummary(a.label));
+      cell(tr, name, "learner");
+      cell(tr, `${Math.round(100 * a.share / total)}%`);
+      cell(tr, String(a.n_answers), "n-answers");
+      cell(tr, String(a.n_participants));
+      cell(tr, a.done ? `done: stopped at ${stop} answers` : "running", a.done ? "state done" : "state");
+      cell(tr, a.recommendation.map((r) => r.text).join(" | "), "text");
+      cell(tr, btn, "export");
+      // the column names, for the one-card-per-learner layout of narrow screens
+      ["learner", "share", "answers", "participants", "state", "recommendation", ""].forEach((h, i) => {
+        tr.children[i].dataset.label = h;
+      });
+      tbody.appendChild(tr);
+    });
+    $("agreement").textContent = (cmp.agreement || []).length
+      ? `Agreement of the recommended top-${cmp.k} sets: ` + cmp.agreement.map((g) =>
+        `${g.a} vs ${g.b}: ${g.overlap} of ${cmp.k} in common (Jaccard ${fmt(g.jaccard, 2)})`).join(" · ")
+      : "";
+  }
+
+  async function pollComparison(mine) {
+    const r = await fetch(`/api/experiments/${eid}/comparison`, {headers: auth()});
+    if (r.ok && mine === seq) drawComparison(await r.json());
+  }
+
   function render(res) {
     const rewards = res.labels.map((l) => l.reward);
     rmin = Math.min(...rewards); rmax = Math.max(...rewards);
@@ -135,7 +206,7 @@
     $("n-answers").textContent = String(res.n_answers);
     $("n-pending").textContent = String(res.n_pending);
     $("n-items").textContent = String(res.ranking.length);
-    $("algorithm").textContent = `${res.algorithm} ${JSON.stringify(res.params)}`;
+    $("algorithm").textContent = `${learners.length > 1 ? res.algorithm_label + ": " : ""}${res.algorithm} ${JSON.stringify(res.params)}`;
     $("recommendation").textContent = res.recommendation.map((r) => r.text).join(" | ");
     const s = res.stopping;
     $("progress-bar").style.width = `${Math.round(100 * s.fraction)}%`;
@@ -151,12 +222,25 @@
   async function poll() {
     clearTimeout(timer);
     if (!token) { askToken("Enter the owner token to open this dashboard."); return; }
+    const mine = ++seq;  // a tab switch starts a new poll: older answers are dropped
     try {
-      const r = await fetch(`/api/experiments/${eid}/results`, {headers: auth()});
+      const q = learner ? `?algorithm=${encodeURIComponent(learner)}` : "";
+      const r = await fetch(`/api/experiments/${eid}/results${q}`, {headers: auth()});
       if (r.status === 401) { askToken("Invalid owner token."); return; }
+      if (mine !== seq) return;
       if (!r.ok) { $("error").textContent = `results: ${r.status}`; }
-      else { $("error").textContent = ""; render(await r.json()); }
+      else {
+        const res = await r.json();
+        if (mine !== seq) return;
+        $("error").textContent = "";
+        learners = res.algorithms || [];
+        if (learners.length > 1 && !learner) learner = res.algorithm_label;
+        drawTabs();
+        render(res);
+        if (learners.length > 1) await pollComparison(mine);
+      }
     } catch (e) { $("error").textContent = "connection lost, retrying…"; }
+    if (mine !== seq) return;
     timer = setTimeout(poll, 1000);
   }
   poll();
