@@ -119,3 +119,21 @@ class Server:
 def server_cls():
     """The :class:`Server` class (a ``purebandits serve`` subprocess)."""
     return Server
+
+
+# ---------------------------------------------------------------- headless Chromium
+CHROMIUM = os.environ.get("PUREBANDITS_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """The system Chromium (never a downloaded browser) driven by Playwright; skips if either is missing."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()

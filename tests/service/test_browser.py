@@ -9,23 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-CHROMIUM = os.environ.get("PUREBANDITS_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
 
 
 def test_rate_20_items_then_dashboard_updates(browser, server_cls, tmp_path):

@@ -15,9 +15,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-CHROMIUM = os.environ.get("PUREBANDITS_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 ADMIN = "organizer-admin-token-0123456789"
 SUMMARY_COLUMNS = ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest", "caption"]
@@ -43,17 +40,6 @@ CAPTIONS = [
 TRUTH = {text: label for _, text, label in CAPTIONS}
 TOP2 = {text for _, text, label in CAPTIONS if label == "funny"}
 SHOTS = ("organizer-new.png", "organizer-token.png", "organizer-admin.png", "dashboard-two-learners.png")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
 
 
 def write_captions_csv(path: Path) -> None:

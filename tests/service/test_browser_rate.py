@@ -18,9 +18,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-CHROMIUM = os.environ.get("PUREBANDITS_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 LABELS = ["unfunny", "somewhat funny", "funny"]  # the default label set, in button order
 CAPTIONS = [
@@ -59,17 +56,6 @@ READY = """() => {
   window.__waited = n;
   return true;
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
 
 
 class Exp:
