@@ -16,6 +16,7 @@ __all__ = ["main"]
 #: sub-command -> module implementing it
 COMMANDS = {
     "serve": "purebandits.service.cli",
+    "experiment": "purebandits.service.cli_experiment",
     "simulate": "purebandits.simulate.cli",
     "reproduce": "purebandits.experiments.cli",
     "journal": "purebandits.simulate.journal_cli",

@@ -123,6 +123,15 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def new_token() -> str:
+    """A random owner token (32 URL-safe characters) that does not start with '-' (a command line would read
+    ``--token -x...`` as an option)."""
+    while True:
+        token = new_token()
+        if token[0].isalnum():
+            return token
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -455,7 +464,7 @@ class Study:
         """Validate ``spec`` (see :func:`~purebandits.service.validation.validate_spec`) and create the
         experiment; returns (id, owner token). Nothing is created when the spec is refused."""
         s = validate_spec(spec)
-        token = secrets.token_urlsafe(24)
+        token = new_token()
         now = self.clock()
         with self._connect(True) as conn:
             eid = conn.execute(experiments.insert().values(
@@ -480,7 +489,7 @@ class Study:
 
     def rotate_token(self, eid: int) -> str:
         """A new owner token for ``eid`` (the old one stops working): token recovery for whoever runs the server."""
-        token = secrets.token_urlsafe(24)
+        token = new_token()
         self.set_token(eid, token)
         return token
 
