@@ -127,7 +127,7 @@ def new_token() -> str:
     """A random owner token (32 URL-safe characters) that does not start with '-' (a command line would read
     ``--token -x...`` as an option)."""
     while True:
-        token = new_token()
+        token = secrets.token_urlsafe(24)
         if token[0].isalnum():
             return token
 
