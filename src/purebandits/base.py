@@ -143,6 +143,10 @@ class Learner:
     tags: ClassVar[dict[str, Any]] = {}
     #: short citation of the paper (and equation) the learner follows, for docs/algorithms.md
     paper: ClassVar[str] = ""
+    #: the proven error probability is at most ``error_per_delta * delta`` (2 for learners whose
+    #: ``delta`` is the confidence of each of two families of bounds, as lil-KLUCB's); the service
+    #: divides an owner's target error probability by it
+    error_per_delta: ClassVar[float] = 1.0
 
     # ------------------------------------------------------------------ parameters
     @classmethod

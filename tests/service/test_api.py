@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from purebandits.service.app import create_app
 from purebandits.service.models import experiments
 from purebandits.service.settings import Settings
+from purebandits.service.validation import DEFAULT_ALGORITHM
 
 
 class Clock:
@@ -70,7 +71,7 @@ def test_full_flow(db_url):
             if row["count"]:
                 assert row["lower"] <= row["mean"] <= row["upper"]
         info = c.get(f"/api/experiments/{eid}", headers=auth).json()
-        assert info["algorithm"] == "lil_ucb" and info["n_items"] == 5
+        assert info["algorithm"] == DEFAULT_ALGORITHM and info["n_items"] == 5
         # an ask and an answer per rating, plus an ask and a cancel per candidate passed over
         # because this one participant had just seen it (the repeat policy)
         assert info["version"] >= 2 * n and (info["version"] - 2 * n) % 2 == 0

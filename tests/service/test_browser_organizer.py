@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from purebandits.service.validation import DEFAULT_ALGORITHM
+
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 ADMIN = "organizer-admin-token-0123456789"
 SUMMARY_COLUMNS = ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest", "caption"]
@@ -409,7 +411,7 @@ def test_new_form_errors_stay_next_to_the_form(browser, server_cls, tmp_path):
         token = page.text_content("#owner-token")
         eid = int(page.text_content("#created-id"))
         info = httpx.get(f"{srv.url}/api/experiments/{eid}", headers={"Authorization": f"Bearer {token}"}).json()
-        assert info["algorithm"] == "lil_ucb" and len(info["algorithms"]) == 1 and info["n_items"] == 12
+        assert info["algorithm"] == DEFAULT_ALGORITHM and len(info["algorithms"]) == 1 and info["n_items"] == 12
         ctx.close()
 
 

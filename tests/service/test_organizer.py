@@ -356,3 +356,29 @@ def test_caches_are_bounded_and_a_miss_reloads_from_the_database(sqlite_url):
     for eid in eids:
         assert study.results(eid)["n_answers"] == 3
         assert json.loads(study.replay(eid).state_json()) == study.learner_state(eid)["state"]
+
+
+def test_default_learner_and_delta_is_the_target_error_probability(sqlite_url):
+    """New experiments default to KL-RandLUCB; ``delta`` is the error probability the owner asks for, so a learner
+    proven to err at most 2 delta (the lil-KLUCB bounds) gets delta / 2."""
+    from purebandits.registry import get_learner_class
+    from purebandits.service.validation import DEFAULT_ALGORITHM, DEFAULT_DELTA
+
+    study = open_study(sqlite_url)
+    assert get_learner_class(DEFAULT_ALGORITHM).error_per_delta == 2.0
+    eid, _ = study.create_experiment({"items": items(4)})
+    (ls,) = study.meta(eid).learners
+    assert ls.algorithm == DEFAULT_ALGORITHM and ls.params == {"delta": DEFAULT_DELTA / 2}
+    eid, _ = study.create_experiment({"items": items(4), "delta": 0.1, "algorithms": [
+        {"algorithm": "lil_ucb"}, {"algorithm": "kl_rand_lucb"}, {"algorithm": "lil_kl_ucb"},
+        {"algorithm": "random_sampling", "label": "Uniform"}]})
+    got = {ls.label: ls.params.get("delta") for ls in study.meta(eid).learners}
+    assert got == {"LilUCB": 0.1, "KLRandLUCB": 0.05, "LilKLUCB": 0.05, "Uniform": 0.1}
+    # a learner's own parameter is taken as it is; contradicting the shortcut is refused
+    eid, _ = study.create_experiment({"items": items(4), "algorithm": "kl_rand_lucb", "params": {"delta": 0.3}})
+    assert study.meta(eid).learners[0].params == {"delta": 0.3}
+    with pytest.raises(BadRequest, match="given twice"):
+        study.create_experiment({"items": items(4), "algorithm": "kl_rand_lucb", "params": {"delta": 0.3},
+                                 "delta": 0.1})
+    with pytest.raises(BadRequest, match="target error probability"):
+        study.create_experiment({"items": items(4), "delta": 1.5})

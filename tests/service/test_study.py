@@ -150,9 +150,19 @@ def test_bad_input_creates_nothing(sqlite_url, bad, message):
 def test_items_from_csv(sqlite_url):
     study = open_study(sqlite_url)
     eid, _ = study.create_experiment({"items_csv": "id,text,image_url\na,first,https://x/a.png\nb,second,\n"})
-    its = study.meta(eid).items
-    assert [(i["id"], i["text"], i["image_url"]) for i in its] == [("a", "first", "https://x/a.png"),
-                                                                   ("b", "second", None)]
+    its = study.meta(eid).items  # in the seeded order the learners see them, not the file's
+    assert sorted((i["id"], i["text"], i["image_url"]) for i in its) == [("a", "first", "https://x/a.png"),
+                                                                         ("b", "second", None)]
+
+
+def test_learners_see_items_in_a_seeded_order_not_the_files(sqlite_url):
+    study = open_study(sqlite_url)
+    file_order = [f"i{j}" for j in range(50)]
+    eid, _ = study.create_experiment({"items": file_order, "seed": 3})
+    again, _ = study.create_experiment({"items": file_order, "seed": 3})
+    ids = [it["text"] for it in study.meta(eid).items]
+    assert sorted(ids) == sorted(file_order) and ids != file_order
+    assert ids == [it["text"] for it in study.meta(again).items]  # the seed fixes it
 
 
 def _learner_cases():

@@ -439,6 +439,10 @@ def _lil_kl_split(delta: float, n: int, k: int) -> tuple[float, float]:
 class _LilKLBase(_LUCBFamily):
     """Shared setup of the lil-KLUCB bounds (TNM17 Theorem 2)."""
 
+    #: TNM17 Thm 1: the top arms' lower bounds and the others' upper bounds each fail with
+    #: probability at most delta, so the error is at most 2 delta
+    error_per_delta = 2.0
+
     def _validate_lil_kl(self) -> None:
         check_param("N", self.N, low=1, integer=True)
         if self.N & (self.N - 1):

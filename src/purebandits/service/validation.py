@@ -17,12 +17,15 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from purebandits.base import Learner
 from purebandits.registry import get_learner_class, make_learner
 from purebandits.service.errors import BadRequest
 
 __all__ = [
-    "DEFAULT_LABELS", "DEFAULT_ALGORITHM", "DEFAULT_PARAMS", "REPEAT_POLICIES", "MAX_ITEMS", "MAX_PARTICIPANT_ID",
+    "DEFAULT_LABELS", "DEFAULT_ALGORITHM", "DEFAULT_PARAMS", "DEFAULT_DELTA", "REPEAT_POLICIES", "MAX_ITEMS",
+    "MAX_PARTICIPANT_ID",
     "ExperimentSpec", "LearnerSpec", "validate_spec", "parse_items_csv", "has_control", "check_text",
     "check_participant_id",
 ]
@@ -33,9 +36,13 @@ DEFAULT_LABELS = [
     {"name": "somewhat funny", "reward": 0.5},
     {"name": "funny", "reward": 1.0},
 ]
-#: the learner of a new experiment when the spec names none (see docs/service.md, "Default learner")
-DEFAULT_ALGORITHM = "lil_ucb"
+#: the learner of a new experiment when the spec names none: KL-RandLUCB, delta-correct and the
+#: fewest answers to stop on the bundled contests (docs/default_learner.md, "Default learner" in
+#: docs/service.md)
+DEFAULT_ALGORITHM = "kl_rand_lucb"
 DEFAULT_PARAMS: dict[str, Any] = {}
+#: the error probability a learner that takes ``delta`` targets when the spec gives none
+DEFAULT_DELTA = 0.05
 #: "never": an item at most once per participant while unseen items remain; "not_consecutive":
 #: never the same item twice in a row
 REPEAT_POLICIES = ("never", "not_consecutive")
@@ -246,6 +253,15 @@ def _validate_learner(i: int, entry: dict[str, Any], shortcuts: dict[str, Any], 
     if not isinstance(params, dict):
         raise BadRequest(f"{where}: 'params' must be an object")
     accepted = cls._param_names()
+    shortcuts = dict(shortcuts)
+    if "delta" in accepted and "delta" not in params and "delta" not in shortcuts:
+        shortcuts["delta"] = DEFAULT_DELTA
+    target = shortcuts.get("delta")
+    if isinstance(target, int | float) and not isinstance(target, bool):
+        if not 0 < target < 1:
+            raise BadRequest(f"delta must be in (0, 1): it is the target error probability, got {target!r}")
+        # the shortcut is the error probability; learners proven to err at most 2 delta get delta / 2
+        shortcuts["delta"] = shortcuts["delta"] / cls.error_per_delta
     for key, value in shortcuts.items():
         if key not in accepted:
             continue  # e.g. budget for a fixed-confidence learner, delta for uniform sampling
@@ -279,8 +295,10 @@ def validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
     text), ``labels`` (list of {name, reward}; default the caption contest's), one learner as
     ``algorithm`` + ``params`` or several as ``algorithms`` (list of {label, algorithm, params,
     share, seed}), the shortcuts ``k``, ``delta``, ``budget`` (merged into every learner that
-    takes them), ``seed``, ``query_expiry_seconds``, ``instructions``, ``image`` ({content_type,
-    data (base64)}), ``repeats`` (``never`` or ``not_consecutive``), ``answers_per_participant``.
+    takes them; ``delta`` is the target error probability, default :data:`DEFAULT_DELTA`, and
+    a learner proven to err at most ``error_per_delta * delta`` gets it divided by that),
+    ``seed``, ``query_expiry_seconds``, ``instructions``, ``image`` ({content_type, data
+    (base64)}), ``repeats`` (``never`` or ``not_consecutive``), ``answers_per_participant``.
     """
     name = spec.get("name") or "experiment"
     if not isinstance(name, str) or len(name) > 200:
@@ -306,6 +324,11 @@ def validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
         seed = secrets.randbits(32)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0 or seed >= 2**63:
         raise BadRequest(f"seed must be an integer in [0, 2**63), got {seed!r}")
+    # the learners see the items in an order drawn from the seed, not the catalogue's: a learner's
+    # first sweep (lil'UCB and the LUCB family break ties by the lowest index) would otherwise show
+    # every early participant the first items of the file, in file order
+    order = np.random.default_rng([seed, 1]).permutation(len(items))
+    items = [items[i] for i in order]
     shortcuts = {key: spec[key] for key in ("k", "delta", "budget") if spec.get(key) is not None}
     entries = spec.get("algorithms")
     if entries is not None:
