@@ -65,7 +65,8 @@ def free_port() -> int:
 def start_server(db_url: str, workers: int, src: Path | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(src or ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "PUREBANDITS_ASK_RATE_PER_SECOND": "0", "PUREBANDITS_QUERY_EXPIRY_SECONDS": "600"}
+           "PUREBANDITS_ASK_RATE_PER_SECOND": "0",
+           "PUREBANDITS_PARTICIPANT_RATE_PER_SECOND": "0", "PUREBANDITS_QUERY_EXPIRY_SECONDS": "600"}
     proc = subprocess.Popen([sys.executable, "-m", "purebandits.cli", "serve", "--db", db_url, "--port", str(port),
                              "--workers", str(workers), "--no-access-log", "--log-level", "warning"], env=env)
     url = f"http://127.0.0.1:{port}"

@@ -74,7 +74,8 @@ class Server:
     def __init__(self, db_url: str, *extra: str, env: dict[str, str] | None = None, log_dir: Path | None = None):
         self.db_url, self.extra, self.port = db_url, extra, free_port()
         self.env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                    "PUREBANDITS_ASK_RATE_PER_SECOND": "0", **(env or {})}
+                    "PUREBANDITS_ASK_RATE_PER_SECOND": "0",
+                    "PUREBANDITS_PARTICIPANT_RATE_PER_SECOND": "0", **(env or {})}
         self.log_dir = log_dir
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{self.port}"

@@ -163,3 +163,14 @@ def test_rate_limit_is_configurable_from_the_environment(sqlite_url):
         pid = c.post("/api/participants").json()["participant_id"]
         assert all(c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).status_code == 200
                    for _ in range(50))
+
+
+def test_minting_participant_ids_is_rate_limited_per_address(sqlite_url):
+    """New ids are limited per client address, so minting ids cannot get around the per-participant ask limit."""
+    s = Settings(database_url=sqlite_url, participant_rate_per_second=0.001, participant_burst=3)
+    with TestClient(create_app(s)) as c:
+        codes = [c.post("/api/participants").status_code for _ in range(5)]
+        assert codes == [201, 201, 201, 429, 429]
+        r = c.post("/api/participants", json={"participant_id": "W1"})
+        assert r.status_code == 429 and "new participant ids from this address" in r.json()["detail"]
+        assert int(r.headers["retry-after"]) >= 1

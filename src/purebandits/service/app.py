@@ -58,6 +58,8 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
                      f"; snapshots replaced for {bad}" if bad else "")
         app.state.study = study
         app.state.limiter = RateLimiter(settings.ask_rate_per_second, settings.ask_burst)
+        app.state.participant_limiter = RateLimiter(settings.participant_rate_per_second, settings.participant_burst,
+                                                    "new participant ids from this address")
         task = asyncio.create_task(_expire_loop(study, settings.expire_interval_seconds))
         try:
             yield

@@ -40,13 +40,13 @@ TokenDep = Annotated[str | None, Depends(bearer_token)]
 
 
 class RateLimiter:
-    """Token bucket per key (participant id): ``rate`` per second, bursts up to ``burst``.
+    """Token bucket per key (a participant id, or a client address): ``rate`` per second, bursts up to ``burst``.
 
-    Kept in process memory, so with N workers a participant gets up to N times the rate.
+    Kept in process memory, so with N workers a key gets up to N times the rate.
     """
 
-    def __init__(self, rate: float, burst: float) -> None:
-        self.rate, self.burst = float(rate), float(burst)
+    def __init__(self, rate: float, burst: float, what: str = "this participant") -> None:
+        self.rate, self.burst, self.what = float(rate), float(burst), what
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
@@ -60,7 +60,7 @@ class RateLimiter:
             tokens = min(self.burst, tokens + (now - last) * self.rate)
             if tokens < 1.0:
                 self._buckets[key] = (tokens, now)
-                raise RateLimited("too many requests for this participant; slow down",
+                raise RateLimited(f"too many requests for {self.what}; slow down",
                                   retry_after=(1.0 - tokens) / self.rate)
             self._buckets[key] = (tokens - 1.0, now)
             if len(self._buckets) > 100_000:

@@ -45,6 +45,11 @@ class Settings:
         every ask).
     ask_rate_per_second, ask_burst : float, default=10, 30
         Per-participant token bucket on asks (per worker process); over it -> 429.
+    participant_rate_per_second, participant_burst : float, default=1, 60
+        Per-client-address token bucket on new participant ids (per worker process), so that
+        minting ids cannot get around the per-participant limit; 0 disables. Behind a reverse
+        proxy, run uvicorn with the proxy's address in ``--forwarded-allow-ips`` (the default
+        trusts 127.0.0.1), so the address is the client's.
     max_body_bytes : int, default=5_000_000
         Requests with a larger body get 413.
     snapshot_every : int, default=200
@@ -72,6 +77,8 @@ class Settings:
     expire_interval_seconds: float = 5.0
     ask_rate_per_second: float = 10.0
     ask_burst: float = 30.0
+    participant_rate_per_second: float = 1.0
+    participant_burst: float = 60.0
     max_body_bytes: int = 5_000_000
     snapshot_every: int = 200
     cache_experiments: int = 64

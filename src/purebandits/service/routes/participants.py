@@ -30,10 +30,12 @@ from purebandits.service.schemas import (
 router = APIRouter(prefix="/api", tags=["participants"], responses=error_responses(400, 413, 422, 503))
 
 
-@router.post("/participants", status_code=201, response_model=ParticipantOut)
-async def new_participant(study: StudyDep, body: ParticipantIn | None = None) -> Any:
+@router.post("/participants", status_code=201, response_model=ParticipantOut, responses=error_responses(429))
+async def new_participant(study: StudyDep, request: Request, body: ParticipantIn | None = None) -> Any:
     """A new anonymous participant id (keep it; send it with every query and answer), or register an id of
-    your own, such as the worker id a crowd-work platform passes in the link (registering it again is fine)."""
+    your own, such as the worker id a crowd-work platform passes in the link (registering it again is fine).
+    Rate-limited per client address."""
+    request.app.state.participant_limiter.check(request.client.host if request.client else "unknown")
     return {"participant_id": study.new_participant(body.participant_id if body else None)}
 
 
