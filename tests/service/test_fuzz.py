@@ -239,3 +239,29 @@ def test_hostile_texts_are_stored_and_returned_verbatim(world):
         if q["state"] == "ok":
             got.add(q["item"]["text"])
     assert got <= set(HOSTILE_TEXTS) and got
+
+
+def test_lone_surrogates_and_deep_nesting_are_client_errors(sqlite_url):
+    """Issue #23's two anonymous 500s: a lone UTF-16 surrogate in an id, a label or an item text, and JSON nested
+    1,200 levels deep on the ask and answer endpoints (the fast path caught ValueError, not RecursionError)."""
+    with TestClient(create_app(Settings(database_url=sqlite_url, ask_rate_per_second=0)),
+                    raise_server_exceptions=False) as c:
+        eid = c.post("/api/experiments", json={"items": ["a", "b", "c"]}).json()["id"]
+        pid = c.post("/api/participants").json()["participant_id"]
+        qid = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).json()["query_id"]
+        ask, ans = f"/api/experiments/{eid}/queries", f"/api/queries/{qid}/answer"
+        deep_list, deep_obj = b"[" * 1200 + b"]" * 1200, b'{"a":' * 1200 + b"1" + b"}" * 1200
+        cases = [
+            (ask, b'{"participant_id": "\\ud800"}', 403),
+            (ans, b'{"participant_id": "\\ud800", "label": "funny"}', 403),
+            (ans, b'{"participant_id": "' + pid.encode() + b'", "label": "\\ud800"}', 422),
+            ("/api/experiments", b'{"items": ["a\\ud800", "b"]}', 422),
+            ("/api/experiments", b'{"name": "\\udfff", "items": ["a", "b"]}', 422),
+            ("/api/participants", b'{"participant_id": "\\ud800"}', 422),
+            (ask, deep_list, 400), (ans, deep_obj, 400), ("/api/experiments", deep_obj, 400),
+        ]
+        for path, body, status in cases:
+            r = c.post(path, content=body, headers={"Content-Type": "application/json"})
+            assert r.status_code == status, (path, body[:40], r.status_code, r.text[:200])
+            assert set(r.json()) <= {"detail", "errors"}
+        assert c.post(ans, json={"participant_id": pid, "label": "funny"}).status_code == 200
