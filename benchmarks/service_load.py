@@ -314,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", default="never",
                    help="the experiment's repeat policy (never, not_consecutive; '' to send none, for older code)")
     p.add_argument("--churn", type=int, default=30, help="answers per visitor before a new one arrives (0: never)")
+    p.add_argument("--pg-fast", action="store_true",
+                   help="throwaway PostgreSQL with fsync, synchronous_commit and full_page_writes off (not durable; "
+                        "the default is PostgreSQL's durable settings)")
     p.add_argument("--src", type=Path, default=None, help="serve from this source tree (default: this checkout)")
     args = p.parse_args(argv)
     rows = []
@@ -325,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             elif backend == "postgres":
                 from purebandits.testing.postgres import create_database, temporary_postgres
 
-                admin = args.pg_url or stack.enter_context(temporary_postgres())
+                admin = args.pg_url or stack.enter_context(temporary_postgres(durable=not args.pg_fast))
                 db = create_database(admin)
             else:
                 raise SystemExit(f"unknown backend {backend!r}")
@@ -342,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     print(f"\n{args.participants} participants ({mode}, a new visitor every {args.churn} answers), "
           f"{args.learners} learner(s), repeats={args.repeats or 'unset'}, source {args.src or ROOT / 'src'}, "
+          f"PostgreSQL {'NOT durable (fsync off)' if args.pg_fast else 'durable (fsync, synchronous_commit on)'}"
+          f"{' (given by --pg-url)' if args.pg_url else ''}, "
           f"{args.workers} worker(s), {args.client} client, "
           f"{args.seconds:g} s measured after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs, load average "
           f"{load:.1f} at the end, Python {platform.python_version()}\n")

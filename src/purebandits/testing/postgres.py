@@ -45,8 +45,13 @@ def _free_port() -> int:
 
 
 @contextmanager
-def temporary_postgres() -> Iterator[str]:
-    """Start a private PostgreSQL cluster; yield its admin URL (``postgresql://postgres@127.0.0.1:PORT/postgres``)."""
+def temporary_postgres(durable: bool = False) -> Iterator[str]:
+    """Start a private PostgreSQL cluster; yield its admin URL (``postgresql://postgres@127.0.0.1:PORT/postgres``).
+
+    By default the cluster trades durability for speed (``fsync``, ``synchronous_commit`` and
+    ``full_page_writes`` off), which tests want; ``durable=True`` keeps PostgreSQL's durable
+    defaults, as a production server has them (what benchmarks must measure).
+    """
     pg_bin = find_pg_bin()
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     prefix: list[str] = []
@@ -73,8 +78,8 @@ def temporary_postgres() -> Iterator[str]:
     try:
         run(str(pg_bin / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
             "--no-sync", "--locale=C.UTF-8")
-        opts = (f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={sock} "
-                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        opts = (f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={sock} -c max_connections=200"
+                + ("" if durable else " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"))
         run(str(pg_bin / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(logfile), "-w", "-t", "60", "start")
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
