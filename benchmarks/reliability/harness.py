@@ -483,9 +483,15 @@ def create_experiments(url: str, n: int, n_items: int = 20, seed: int = 0, algor
     for j in range(n):
         items = ([{"id": str(i), "text": t} for i, t in enumerate(texts)] if texts is not None
                  else [{"id": f"i{i}", "text": f"item {i} of experiment {j}"} for i in range(n_items)])
-        r = httpx.post(url + "/api/experiments", timeout=60, json={
-            "name": f"chaos {j}", "items": items, "algorithm": algorithm,
-            "params": params if params is not None else {"delta": 0.01}, "seed": seed + j})
+        spec: dict[str, Any] = {"name": f"chaos {j}", "items": items, "seed": seed + j,
+                                "repeats": "not_consecutive"}  # participants here rate hundreds of items
+        learner_params = params if params is not None else {"delta": 0.01}
+        if j % 2 == 1:  # every other experiment runs two learners side by side, each with its own log
+            spec["algorithms"] = [{"label": "A", "algorithm": algorithm, "params": learner_params, "share": 1},
+                                  {"label": "B", "algorithm": algorithm, "params": learner_params, "share": 1}]
+        else:
+            spec.update(algorithm=algorithm, params=learner_params)
+        r = httpx.post(url + "/api/experiments", timeout=60, json=spec)
         r.raise_for_status()
         out.append((r.json()["id"], r.json()["owner_token"]))
     return out
@@ -511,8 +517,8 @@ def audit(db_url: str, server_url: str, experiments: list[tuple[int, str]], ledg
     eids = {eid for eid, _ in experiments}
     try:
         with engine.connect() as conn:
-            stored = {r[0]: (r[1], r[2], r[3], r[4]) for r in conn.exec_driver_sql(
-                "SELECT id, experiment_id, label, status, arm FROM queries")}
+            stored = {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in conn.exec_driver_sql(
+                "SELECT id, experiment_id, label, status, arm, learner FROM queries")}
             answer_events = Counter(r[0] for r in conn.exec_driver_sql(
                 "SELECT query_id FROM events WHERE kind = 'answer'"))
         answered = {q: v for q, v in stored.items() if v[2] == "answered"}
@@ -544,40 +550,44 @@ def audit(db_url: str, server_url: str, experiments: list[tuple[int, str]], ledg
             problems.append(f"{len(ledger.bad)} responses broke the contract, e.g. {ledger.bad[:3]}")
         for eid, token in experiments:
             auth = {"Authorization": f"Bearer {token}"}
-            live = httpx.get(f"{server_url}/api/experiments/{eid}/state", headers=auth, timeout=60).json()
-            res = httpx.get(f"{server_url}/api/experiments/{eid}/results", headers=auth, timeout=60,
-                            params={"timeline": "false"}).json()
-            replayed = study.replay(eid, upto=live["version"])
             meta = study.meta(eid)
-            counts = np.zeros(meta.n_arms, dtype=np.int64)
-            sums = np.zeros(meta.n_arms)
-            for _q, (e, label, _st, arm) in answered.items():
-                if e == eid:
-                    counts[arm] += 1
-                    sums[arm] += REWARDS[label]
-            same_state = replayed.state_dict() == live["state"]
-            rec_live = [r["arm"] for r in res["recommendation"]]
-            rec_replay = list(replayed.recommend())
-            st = live["state"]["state"]
-            ok_counts = bool(np.array_equal(_arr(st["counts_"]), counts))
-            ok_sums = bool(np.allclose(_arr(st["sums_"]), sums, rtol=0, atol=1e-9))
-            pending_stored = sum(1 for v in stored.values() if v[0] == eid and v[2] == "pending")
-            ok_pending = int(_arr(st["pending_"]).sum()) == pending_stored
-            report["experiments"][eid] = {
-                "version": live["version"], "answers": int(counts.sum()), "state_equals_replay": same_state,
-                "recommendation": rec_live, "recommendation_equals_replay": rec_live == rec_replay,
-                "counts_equal_stored_answers": ok_counts, "sums_equal_stored_answers": ok_sums,
-                "pending_equals_stored_pending": ok_pending, "n_answers_results": res["n_answers"]}
-            if not same_state:
-                problems.append(f"experiment {eid}: live learner state != replay of the event log")
-            if rec_live != rec_replay:
-                problems.append(f"experiment {eid}: recommendation {rec_live} != replay's {rec_replay}")
-            if not (ok_counts and ok_sums):
-                problems.append(f"experiment {eid}: learner counts/sums != stored answers")
-            if not ok_pending:
-                problems.append(f"experiment {eid}: learner pending != stored pending queries")
-            if res["n_answers"] != int(counts.sum()):
-                problems.append(f"experiment {eid}: results n_answers {res['n_answers']} != {int(counts.sum())}")
+            for idx, spec in enumerate(meta.learners):  # every learner of the experiment, each with its own log
+                key = eid if len(meta.learners) == 1 else f"{eid}/{spec.label}"
+                query = {"algorithm": spec.label}
+                live = httpx.get(f"{server_url}/api/experiments/{eid}/state", headers=auth, timeout=60,
+                                 params=query).json()
+                res = httpx.get(f"{server_url}/api/experiments/{eid}/results", headers=auth, timeout=60,
+                                params={"timeline": "false", **query}).json()
+                replayed = study.replay(eid, upto=live["version"], learner=idx)
+                counts = np.zeros(meta.n_arms, dtype=np.int64)
+                sums = np.zeros(meta.n_arms)
+                for _q, (e, label, _st, arm, lrn) in answered.items():
+                    if e == eid and lrn == idx:
+                        counts[arm] += 1
+                        sums[arm] += REWARDS[label]
+                same_state = replayed.state_dict() == live["state"]
+                rec_live = [r["arm"] for r in res["recommendation"]]
+                rec_replay = list(replayed.recommend())
+                st = live["state"]["state"]
+                ok_counts = bool(np.array_equal(_arr(st["counts_"]), counts))
+                ok_sums = bool(np.allclose(_arr(st["sums_"]), sums, rtol=0, atol=1e-9))
+                pending_stored = sum(1 for v in stored.values() if v[0] == eid and v[2] == "pending" and v[4] == idx)
+                ok_pending = int(_arr(st["pending_"]).sum()) == pending_stored
+                report["experiments"][key] = {
+                    "version": live["version"], "answers": int(counts.sum()), "state_equals_replay": same_state,
+                    "recommendation": rec_live, "recommendation_equals_replay": rec_live == rec_replay,
+                    "counts_equal_stored_answers": ok_counts, "sums_equal_stored_answers": ok_sums,
+                    "pending_equals_stored_pending": ok_pending, "n_answers_results": res["n_answers"]}
+                if not same_state:
+                    problems.append(f"experiment {key}: live learner state != replay of the event log")
+                if rec_live != rec_replay:
+                    problems.append(f"experiment {key}: recommendation {rec_live} != replay's {rec_replay}")
+                if not (ok_counts and ok_sums):
+                    problems.append(f"experiment {key}: learner counts/sums != stored answers")
+                if not ok_pending:
+                    problems.append(f"experiment {key}: learner pending != stored pending queries")
+                if res["n_answers"] != int(counts.sum()):
+                    problems.append(f"experiment {key}: results n_answers {res['n_answers']} != {int(counts.sum())}")
     finally:
         engine.dispose()
     report["problems"] = problems
