@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 import sqlalchemy as sa
@@ -228,3 +229,17 @@ def test_body_limit_rate_limit_admin_token_and_db_errors(sqlite_url, monkeypatch
         monkeypatch.setattr(study, "next_query", down)
         r = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": participant(c)})
         assert r.status_code == 503 and r.json() == {"detail": "database unavailable, retry shortly"}
+
+
+def test_api_docs_need_no_internet(sqlite_url):
+    """/docs and /redoc load their JavaScript and CSS from the installed fastapi-offline package, never a CDN."""
+    with make_client(sqlite_url) as c:
+        for page in ("/docs", "/redoc"):
+            html = c.get(page).text
+            assert "cdn" not in html.lower() and "https://" not in html.split("<body")[0]
+            assets = re.findall(r'(?:src|href)="([^"]+\.(?:js|css))"', html)
+            assert assets, html[:500]
+            for url in assets:
+                r = c.get(url)
+                assert r.status_code == 200 and len(r.content) > 1000, url
+        assert c.get("/openapi.json").json()["info"]["title"] == "purebandits service"
