@@ -77,7 +77,8 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
         title="purebandits service",
         version=__version__,
         description="Crowdsourcing with pure-exploration bandits: owners create experiments, participants "
-        "rate the items the learner asks for. Owner endpoints need 'Authorization: Bearer <owner token>'.",
+        "rate the items the learner asks for. Owner endpoints need `Authorization: Bearer OWNER_TOKEN` (the "
+        "admin token also works; creating and listing experiments need it when the server has one).",
         lifespan=lifespan,
     )
     app.state.settings = settings
