@@ -198,6 +198,10 @@ def whole_contest_baseline(contest: str, reps: int, seed: int, cap: int) -> dict
     return {"mean": float(np.mean(res.pulls)), "runs": reps, "capped": int(np.sum(~np.asarray(res.stopped)))}
 
 
+
+#: closed crowd: refusals per member, since the last answer, after which a run counts as deadlocked
+STALL_TRIES = 20
+
 class _Clock:
     """Epoch milliseconds, moved by the driver (1 ms per step): queries never expire."""
 
@@ -227,8 +231,9 @@ def run_service(contest: Contest, repeats: str, pool: int, seed: int, cap: int, 
     ``crowd="open"``: a participant told ``"exhausted"`` leaves and a newcomer takes their
     place. ``crowd="closed"``: nobody new comes; the participant stays (they will retry), and
     the run ends as ``deadlocked`` once every participant of the pool has been told
-    ``"exhausted"`` since the last answer: nothing is logged on ``"exhausted"``, so neither the
-    learner nor anyone's history can change again and every later ask is refused too.
+    ``"exhausted"`` :data:`STALL_TRIES` times since the last answer (a refusal logs a ``pass``
+    event that gives the candidates back; a randomised learner may then propose others, so one
+    refusal each is not yet a deadlock).
 
     Returns the answers, whether the learner stopped, its recommendation, participants used
     (the pool plus every newcomer), ``"exhausted"`` / ``"waiting"`` events, wall and CPU time
@@ -264,7 +269,7 @@ def run_service(contest: Contest, repeats: str, pool: int, seed: int, cap: int, 
         best = contest.best
         max_steps = 20 * cap + 10_000  # a run that neither answers nor stops is reported, not looped on
         steps = 0
-        blocked: set[int] = set()  # closed crowd: pool members refused since the last answer
+        blocked: dict[int, int] = {}  # closed crowd: refusals of each pool member since the last answer
         deadlocked = False
         w0, c0 = time.perf_counter(), time.process_time()
         while answers < cap and steps < max_steps:
@@ -293,8 +298,8 @@ def run_service(contest: Contest, repeats: str, pool: int, seed: int, cap: int, 
                 if crowd == "open":
                     ids[i] = newcomer()
                 else:
-                    blocked.add(i)
-                    if len(blocked) == pool:
+                    blocked[i] = blocked.get(i, 0) + 1
+                    if len(blocked) == pool and min(blocked.values()) >= STALL_TRIES:
                         deadlocked = True
                         break
             elif state == "waiting":
@@ -510,8 +515,7 @@ def conclusion(rows: list[dict[str, Any]], closed_rows: list[dict[str, Any]], po
         if r["deadlocked"]:
             parts.append(f"{r['deadlocked']} of {r['runs']} runs deadlocked, on average after "
                          f"{100 * r['dead_frac']:.0f} % of the answers the learner needs (every member had been "
-                         "turned away since the last answer, and a refusal changes nothing, so nobody can ever be "
-                         "served again)")
+                         f"turned away {STALL_TRIES} times since the last answer)")
         if r["capped"]:
             parts.append(f"{r['capped']} of {r['runs']} runs reached the answer cap")
         policy = r["config"].split(",")[0]
@@ -719,8 +723,8 @@ def report(args: argparse.Namespace, argv: list[str], contest: Contest, learner:
             f"The same runs (seeds {args.seed}..{args.seed + args.closed_seeds - 1}, pools of "
             f"{', '.join(map(str, args.closed_participants))}) with the pool fixed: a "
             "participant told `\"exhausted\"` stays and asks again later. A run is *deadlocked* once every "
-            "member of the pool has been refused since the last answer: nothing is logged on a refusal, so "
-            "neither the learner nor anyone's history changes, and every later ask is refused as well.",
+            f"member of the pool has been refused {STALL_TRIES} times since the last answer (a refusal gives the "
+            "learner's candidates back, so a randomised learner may propose others on the next try).",
             "",
             closed_table(closed_rows),
             "",

@@ -17,8 +17,9 @@ participant speaks HTTP/1.1 over one keep-alive connection with a minimal hand-w
 100 participants, saturated a core by itself long before the server did. ``--client httpx``
 keeps the old client for comparison.
 
-Participants come and go as on a real contest: after ``--churn`` answers (default 30) a
-simulated participant registers a new id and goes on as a new visitor, so the repeat policy
+Participants come and go as on a real contest: after ``--churn`` answers (default 30), or
+when told ``exhausted`` (nothing more for them now), a simulated participant registers a new
+id and goes on as a new visitor, so the repeat policy
 (an item at most once per participant while unseen items remain) holds without running them
 out of captions. ``--learners 2`` runs lil'UCB and random sampling side by side at 50/50.
 ``--src DIR`` serves from another source tree (for example a ``git worktree`` of the
@@ -210,6 +211,7 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
         clients: list[Poster] = [factory(url) for _ in range(n)]
         pids = [(await c.post("/api/participants"))[1]["participant_id"] for c in clients]
         visitors = n
+        exhausted = 0
         t_start = time.perf_counter()
         t_measure = t_start + warmup
         t_end = t_measure + seconds
@@ -224,7 +226,7 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
             cpu["end"], cpu["client_end"] = process_cpu_seconds(server_pid), time.process_time()
 
         async def participant(k: int) -> None:
-            nonlocal answered, errors, visitors
+            nonlocal answered, errors, visitors, exhausted
             client, pid = clients[k], pids[k]
             mine = 0
             rng = np.random.default_rng(seed * 1000 + k)
@@ -240,6 +242,15 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
                     return
                 status, body = await client.post(f"/api/experiments/{eid}/queries", {"participant_id": pid})
                 t1 = time.perf_counter()
+                if status == 200 and body["state"] == "exhausted":  # "come back later": this visitor leaves
+                    exhausted += 1
+                    status, body = await client.post("/api/participants")
+                    if status != 201:
+                        errors += 1
+                        continue
+                    pid, mine = body["participant_id"], 0
+                    visitors += 1
+                    continue
                 if status != 200 or body["state"] != "ok":
                     errors += 1
                     await asyncio.sleep(0.05)
@@ -272,6 +283,7 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
     ans = np.array(ans_lat) * 1000
     return {
         "visitors": visitors,
+        "exhausted": exhausted,
         "answers_per_s": answered / seconds,
         "answered": answered,
         "errors": errors,
@@ -351,11 +363,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.seconds:g} s measured after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs, load average "
           f"{load:.1f} at the end, Python {platform.python_version()}\n")
     print("| backend | answers/s | ask p50 (ms) | ask p99 (ms) | answer p50 (ms) | answer p99 (ms) | errors "
-          "| server CPU ms / answer | client CPU ms / answer |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| exhausted | server CPU ms / answer | client CPU ms / answer |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for backend, r in rows:
         print(f"| {backend} | {r['answers_per_s']:.0f} | {r['ask_p50']:.1f} | {r['ask_p99']:.1f} | "
-              f"{r['answer_p50']:.1f} | {r['answer_p99']:.1f} | {r['errors']} | {r['server_cpu_ms_per_answer']:.2f} | "
+              f"{r['answer_p50']:.1f} | {r['answer_p99']:.1f} | {r['errors']} | {r['exhausted']} | "
+              f"{r['server_cpu_ms_per_answer']:.2f} | "
               f"{r['client_cpu_ms_per_answer']:.2f} |")
     return 0
 

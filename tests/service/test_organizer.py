@@ -151,25 +151,26 @@ def test_exhausted_participant_changes_nothing(sqlite_url):
     assert q["state"] == "ok" and q["item"]["id"] != got[-1] and q["n_answered"] == 3
 
 
-def test_exhausted_state_logs_nothing(sqlite_url):
-    study = open_study(sqlite_url)
-    eid, _ = study.create_experiment({"items": items(6), "seed": 4, "algorithm": "successive_elimination",
-                                      "params": {"delta": 0.1}})
+def test_exhausted_ask_is_one_pass_event_and_replays(sqlite_url):
+    """An ask that finds nothing the participant may see logs one "pass" event (its candidates, asked and given
+    back) instead of rebuilding the learner; replay reproduces the live state."""
+    study = open_study(sqlite_url, snapshot_every=3)
+    eid, _ = study.create_experiment({"items": items(3), "seed": 4, "algorithm": "lil_ucb",
+                                      "params": {"delta": 0.1}, "repeats": "not_consecutive"})
     p = study.new_participant()
     states = []
-    for _ in range(8):
+    for _ in range(60):  # i0 is clearly best: lil'UCB keeps wanting it, right after this participant rated it
         q = study.next_query(eid, p)
         states.append(q["state"])
         if q["state"] == "ok":
-            study.answer(q["query_id"], p, "funny")
+            study.answer(q["query_id"], p, "funny" if q["item"]["id"] == "i0" else "unfunny")
+    assert "exhausted" in states
     with study.engine.connect() as conn:
-        before = conn.execute(sa.select(sa.func.count()).select_from(events)).scalar_one()
-    q = study.next_query(eid, p)
-    with study.engine.connect() as conn:
-        after = conn.execute(sa.select(sa.func.count()).select_from(events)).scalar_one()
-    if q["state"] != "ok":
-        assert after == before
+        kinds = [r[0] for r in conn.execute(sa.select(events.c.kind).order_by(events.c.seq))]
+    assert kinds.count("pass") == states.count("exhausted") and set(kinds) <= {"ask", "answer", "pass"}
     assert json.loads(study.replay(eid).state_json()) == study.learner_state(eid)["state"]
+    assert open_study(sqlite_url).verify(eid)["snapshot_matches"] is True
+    assert study.learner_state(eid)["state"]["state"]["pending_"]["__ndarray__"] == [0] * 3
 
 
 def test_pending_query_is_served_again(sqlite_url):

@@ -2,10 +2,12 @@
 
 A learner's state is a pure function of (algorithm, parameters, n_arms, seed, event log):
 replaying its ``ask`` (which must return the stored arm, after the candidates it passed over
-for this participant, listed in ``passed``, which are then cancelled), ``answer`` (``tell``)
-and ``cancel`` events in ``seq`` order into a fresh learner reproduces it. Each learner of an experiment has
-its own log (``events`` rows with its ``learner`` index, ``seq = 1, 2, ...``) and its own
-snapshot (``state_dict`` every ``snapshot_every`` events), a cache that
+for this participant, listed in ``passed``, which are then cancelled), ``pass`` (an ask that
+found no candidate this participant may see: its candidates are asked and cancelled),
+``answer`` (``tell``) and ``cancel`` events in ``seq`` order into a fresh learner reproduces it.
+Each learner of an experiment has its own log (``events`` rows with its ``learner`` index,
+``seq = 1, 2, ...``) and its own snapshot (``state_dict`` every ``snapshot_every`` events), a
+cache that
 :meth:`purebandits.service.study.Study.verify` checks against the replay.
 
 The hot statements (the few an ask or an answer runs) go straight to the DBAPI cursor through
@@ -118,15 +120,12 @@ class LogTx:
                  learner: Learner) -> None:
         self.hot, self.conn, self.eid, self.idx, self.version, self.learner = hot, conn, eid, idx, version, learner
         self.start_version = version
-        #: set when the learner was changed without logging (candidates asked, none served):
-        #: the transaction writes nothing and the process's cached learner is dropped
-        self.discard = False
 
     def append(self, kind: str, query_id: str, arm: int, label: str | None, reward: float | None, now: int,
                passed: list[int] | None = None) -> int:
         """Log one event and apply it: ``answer`` tells, ``cancel`` cancels; an ``ask`` was applied by the
         caller (it chose the arm), and its ``passed`` candidates (asked before it, in that order, and
-        not served) are cancelled here."""
+        not served) are cancelled here; a ``pass`` is an ask that served none of its candidates."""
         if kind == "answer":
             self.learner.tell(arm, reward)
         elif kind == "cancel":
@@ -148,9 +147,10 @@ def encode_passed(passed: list[int] | None) -> str | None:
 def apply_event(learner: Learner, kind: str, arm: int, reward: float | None, *, eid: int = 0, seq: int = 0,
                 passed: str | None = None) -> None:
     """Apply one logged event to ``learner``; an ``ask`` must reproduce its passed-over candidates and its arm."""
-    if kind == "ask":
+    if kind in ("ask", "pass"):
+        # "pass": an ask that found nothing this participant may see; its candidates come back
         skipped = [int(a) for a in passed.split(",")] if passed else []
-        for want in [*skipped, arm]:
+        for want in skipped if kind == "pass" else [*skipped, arm]:
             got = learner.ask(1)
             if got != [want]:
                 raise ReplayError(f"experiment {eid}, seq {seq}: replayed ask gave {got}, the log says [{want}] "

@@ -2,7 +2,8 @@
 
 The ``events`` table is the append-only log and the source of truth: every ``ask`` (a query
 issued, with the candidates passed over for its participant), ``answer`` (a label received,
-with its reward) and ``cancel`` (a query expired) of each learner of an experiment,
+with its reward), ``cancel`` (a query expired) and ``pass`` (an ask that found nothing the
+participant may see; its candidates were asked and given back) of each learner of an experiment,
 numbered ``seq = 1, 2, ...`` per learner in the order they were applied to it. A learner's
 state is a function of its seed and its log; ``learners.version`` is the last
 ``seq`` and ``snapshots`` holds a cached ``state_dict`` per learner at some version.
@@ -115,7 +116,7 @@ events = sa.Table(
     sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True),
     sa.Column("learner", sa.Integer, primary_key=True, server_default="0"),
     sa.Column("seq", sa.BigInteger, primary_key=True),
-    sa.Column("kind", sa.String(8), nullable=False),  # ask / answer / cancel
+    sa.Column("kind", sa.String(8), nullable=False),  # ask / answer / cancel / pass
     sa.Column("query_id", sa.String(36), nullable=False),
     sa.Column("arm", sa.Integer, nullable=False),
     sa.Column("label", sa.String(100), nullable=True),

@@ -32,7 +32,8 @@ as many as the participant has seen plus :data:`CANDIDATES_BEYOND_SEEN`, at most
 :data:`MAX_CANDIDATES_NEVER`; else :data:`MAX_CANDIDATES`), serves the first this participant
 may see and cancels the others through the contract (a cancelled pull is as if never asked,
 so the decision rule's guarantee holds). The candidates passed over are stored with the
-ask's event (``events.passed``), so replay asks and cancels them again and stays exact. A
+ask's event (``events.passed``), so replay asks and cancels them again and stays exact; an
+ask that finds none it may serve logs them as one ``pass`` event and answers ``exhausted``. A
 participant with a pending query gets that query again rather than a second one.
 """
 
@@ -314,14 +315,12 @@ class Study:
                     if tx.version != row.version:
                         self._x(conn, "upd_version", tx.version, eid, idx)
                         every = max(1, int(self.settings.snapshot_every))
-                        # a discarded learner holds changes that are not in the log: never snapshot it
-                        if tx.version // every > int(row.version) // every and not tx.discard:
+                        if tx.version // every > int(row.version) // every:
                             write_snapshot(conn, eid, idx, tx.version, learner, self.clock())
-                        if learner.done and row.done_ms is None and not tx.discard:
+                        if learner.done and row.done_ms is None:
                             self._x(conn, "upd_done", self.clock(), learner.n_pulls, eid, idx)
-                ok = not tx.discard
-                if ok:
-                    self._cache[key] = _Cached(tx.version, learner)
+                ok = True
+                self._cache[key] = _Cached(tx.version, learner)
             except ServiceError:
                 # refusals are raised before any change; keep the cache unless events were appended
                 if tx is not None and tx.version == tx.start_version:
@@ -672,11 +671,11 @@ class Study:
                     arm = got[0]
                     break
                 passed.append(got[0])
+            if arm < 0 and passed:
+                # nothing served: the candidates go back to the learner, logged as one "pass" event
+                # (replay asks and cancels them too; cheaper than rebuilding the learner)
+                tx.append("pass", str(uuid.uuid4()), passed[0], None, None, now, passed=passed)
             if arm < 0:
-                if passed:
-                    # nothing served, nothing logged: the cached learner (which asked for the
-                    # candidates) is dropped and rebuilt from snapshot + log next time
-                    tx.discard = True
                 if tx.learner.done:
                     return {"state": "done", "retry_after": 5.0, "n_answered": n_answered}
                 if passed:
