@@ -1,8 +1,8 @@
 """RandomSampling: uniform i.i.d. arms, never done, state and replay, parameter errors.
 
-The common checks that need a learner to stop by itself are expected failures for this
-learner (``RandomSampling.expected_failed_checks``); the parts of them that do apply (valid
-arms, pending and cancelled pulls, late answers, two arms, Gaussian rewards) are tested here.
+It is tagged ``never_stops``: the common checks that wait for a stop run a fixed number of
+pulls instead and check that it is still running and recommends the best arms; the tests here
+add what is particular to it.
 """
 
 import json

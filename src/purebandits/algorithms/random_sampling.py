@@ -69,15 +69,8 @@ class RandomSampling(Learner):
 
     name = "random_sampling"
     kind = "anytime"
-    tags = {"top_k": True}
+    tags = {"top_k": True, "never_stops": True}
     paper = "NEXT's RandomSampling baseline of the caption contests (Jain et al. 2020 dataset; uniform i.i.d. arms)"
-    #: checks that require the learner to stop by itself: run (they must fail, strict xfail),
-    #: their other assertions are covered by tests/test_random_sampling.py
-    expected_failed_checks = {
-        check: "RandomSampling never stops by design (anytime baseline): done stays False"
-        for check in ("check_ask_returns_valid_arms", "check_pending_and_out_of_order", "check_done_is_final",
-                      "check_two_arms", "check_gaussian_rewards")
-    }
 
     def __init__(self, k: int = 1, *, delta: float = 0.05) -> None:
         self.k = k

@@ -7,7 +7,9 @@ learners. A learner declares:
 - ``kind``: "fixed_confidence", "fixed_budget" or "anytime";
 - ``tags``: ``top_k`` (accepts k > 1), ``bounded_rewards`` (needs rewards in [0, 1]: the
   Gaussian check is skipped), ``never_stops_on_ties`` (documented: fixed-confidence rules
-  cannot stop when the top arms tie; the tie check then caps the pulls);
+  cannot stop when the top arms tie; the tie check then caps the pulls), ``never_stops`` (an
+  anytime baseline such as uniform random sampling: the checks that wait for the stop run
+  :data:`NEVER_STOPS_PULLS` pulls instead and check the recommendation then);
 - ``test_params``: parameters the checks add (a budget for fixed-budget learners).
 
 Adding an algorithm module enrols its learners automatically.
@@ -32,6 +34,8 @@ __all__ = ["CHECKS", "parametrize_with_checks", "run_learner", "binomial_toleran
 
 #: cap on pulls for checks that must terminate
 MAX_PULLS = 200_000
+#: pulls after which a learner tagged ``never_stops`` must recommend the easy instance's best arms
+NEVER_STOPS_PULLS = 20_000
 
 
 def make_test_learner(cls: type[Learner], **params: Any) -> Learner:
@@ -138,11 +142,24 @@ def check_invalid_params_raise(cls: type[Learner]) -> None:
         raise AssertionError("n_arms=0 must raise ValueError")
 
 
+def _pull_cap(cls: type[Learner]) -> int:
+    return NEVER_STOPS_PULLS if cls.tags.get("never_stops") else MAX_PULLS
+
+
+def _assert_stopped_right(cls: type[Learner], learner: Learner, best: list[int], why: str) -> None:
+    """Stopped with ``best`` (as a set); a learner tagged ``never_stops`` must be running and recommend ``best``."""
+    if cls.tags.get("never_stops"):
+        assert not learner.done, "a learner tagged never_stops stopped"
+    else:
+        assert learner.done, why
+    assert sorted(learner.recommend()) == sorted(best), (learner.recommend(), best)
+
+
 def check_ask_returns_valid_arms(cls: type[Learner]) -> None:
     n = 6
     learner = make_test_learner(cls, **_k_for(cls, n)).start(n, seed=1)
     stream = _easy_model(n, learner.k_).stream(2)
-    while not learner.done and learner.n_pulls < MAX_PULLS:
+    while not learner.done and learner.n_pulls < _pull_cap(cls):
         arms = learner.ask(3)
         assert len(arms) <= 3
         assert all(isinstance(a, int) and 0 <= a < n for a in arms), arms
@@ -151,7 +168,10 @@ def check_ask_returns_valid_arms(cls: type[Learner]) -> None:
             break
         for a in arms:
             learner.tell(a, stream.draw(a))
-    assert learner.done, f"did not stop within {MAX_PULLS} pulls on an easy instance"
+    if cls.tags.get("never_stops"):
+        _assert_stopped_right(cls, learner, list(range(learner.k_)), "")
+    else:
+        assert learner.done, f"did not stop within {MAX_PULLS} pulls on an easy instance"
 
 
 def _trace(cls: type[Learner], seed: int) -> tuple[list[int], list[int]]:
@@ -180,7 +200,7 @@ def check_pending_and_out_of_order(cls: type[Learner]) -> None:
     stream = model.stream(6)
     out: list[int] = []
     steps = 0
-    while not learner.done and learner.n_pulls < MAX_PULLS and steps < 100_000:
+    while not learner.done and learner.n_pulls < _pull_cap(cls) and steps < 100_000:
         steps += 1
         out += learner.ask(int(rng.integers(1, 5)))
         assert int(learner.pending_.sum()) == len(out)
@@ -198,7 +218,10 @@ def check_pending_and_out_of_order(cls: type[Learner]) -> None:
         assert learner.n_pulls == int(learner.counts_.sum())
     for a in out:  # answers that arrive after the stop are still accepted
         learner.tell(a, stream.draw(a))
-    assert learner.done, "did not stop with concurrent, shuffled and cancelled pulls"
+    if cls.tags.get("never_stops"):
+        _assert_stopped_right(cls, learner, list(range(learner.k_)), "")
+    else:
+        assert learner.done, "did not stop with concurrent, shuffled and cancelled pulls"
     assert int(learner.pending_.sum()) == 0
 
 
@@ -268,6 +291,11 @@ def check_replay(cls: type[Learner]) -> None:
 
 def check_done_is_final(cls: type[Learner]) -> None:
     n = 5
+    if cls.tags.get("never_stops"):  # nothing to freeze: it must still be running, asking valid arms
+        learner = make_test_learner(cls, **_k_for(cls, n)).start(n, seed=21)
+        run_learner(learner, _easy_model(n, learner.k_), 22, max_pulls=NEVER_STOPS_PULLS)
+        assert not learner.done and learner.n_pulls == NEVER_STOPS_PULLS and len(learner.ask(1)) == 1
+        return
     learner = make_test_learner(cls, **_k_for(cls, n)).start(n, seed=21)
     run_learner(learner, _easy_model(n, learner.k_), 22)
     assert learner.done
@@ -314,8 +342,8 @@ def check_recommend_shape(cls: type[Learner]) -> None:
 
 def check_two_arms(cls: type[Learner]) -> None:
     learner = make_test_learner(cls).start(2, seed=41)
-    run_learner(learner, Bernoulli([0.2, 0.9]), 42)
-    assert learner.done and learner.recommend() == [1]
+    run_learner(learner, Bernoulli([0.2, 0.9]), 42, max_pulls=_pull_cap(cls))
+    _assert_stopped_right(cls, learner, [1], "did not stop on two arms")
 
 
 def check_ties(cls: type[Learner]) -> None:
@@ -333,8 +361,8 @@ def check_gaussian_rewards(cls: type[Learner]) -> None:
     n = 5
     learner = make_test_learner(cls, **_k_for(cls, n)).start(n, seed=61)
     k = learner.k_
-    run_learner(learner, _easy_model(n, k, gaussian=True), 62, compiled=True)
-    assert learner.done and sorted(learner.recommend()) == list(range(k))
+    run_learner(learner, _easy_model(n, k, gaussian=True), 62, compiled=True, max_pulls=_pull_cap(cls))
+    _assert_stopped_right(cls, learner, list(range(k)), "did not stop on Gaussian rewards")
 
 
 def check_kernel_matches_reference(cls: type[Learner]) -> None:
