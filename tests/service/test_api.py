@@ -243,3 +243,23 @@ def test_api_docs_need_no_internet(sqlite_url):
                 r = c.get(url)
                 assert r.status_code == 200 and len(r.content) > 1000, url
         assert c.get("/openapi.json").json()["info"]["title"] == "purebandits service"
+
+
+def test_results_ranking_is_paged(sqlite_url):
+    """limit / offset page the ranking (a dashboard polling a large contest asks for a page, not every item)."""
+    with make_client(sqlite_url) as c:
+        items = [{"id": f"c{i}", "text": f"caption {i}"} for i in range(40)]
+        eid, auth = create(c, items=items)
+        pid = participant(c)
+        for _ in range(10):
+            q = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+            c.post(f"/api/queries/{q['query_id']}/answer", json={"participant_id": pid, "label": "funny"})
+        url = f"/api/experiments/{eid}/results"
+        full = c.get(url, headers=auth).json()
+        assert full["n_items"] == 40 and len(full["ranking"]) == 40 and full["offset"] == 0
+        page = c.get(url, headers=auth, params={"limit": 7, "offset": 5}).json()
+        assert page["n_items"] == 40 and page["ranking"] == full["ranking"][5:12]
+        assert [r["rank"] for r in page["ranking"]] == list(range(6, 13))
+        assert page["stopping"] == full["stopping"] and page["n_answers"] == full["n_answers"] == 10
+        for bad in ({"limit": 0}, {"offset": -1}, {"limit": 10**6}):
+            assert c.get(url, headers=auth, params=bad).status_code == 422

@@ -93,17 +93,18 @@ def learner_intervals(learner: Learner, n_arms: int) -> tuple[np.ndarray, np.nda
 
 
 def ranking_rows(learner: Learner, items: list[dict[str, Any]], counts: np.ndarray, names: list[str],
-                 lo: np.ndarray, hi: np.ndarray, rec: list[int], limit: int | None = None) -> list[dict[str, Any]]:
-    """Items ranked as the owner reads them: the recommendation first, then by empirical mean."""
+                 lo: np.ndarray, hi: np.ndarray, rec: list[int], limit: int | None = None,
+                 offset: int = 0) -> list[dict[str, Any]]:
+    """Items ranked as the owner reads them (the recommendation first, then by empirical mean), ranks
+    ``offset + 1 ..`` up to ``limit`` rows."""
     means = learner.means()
     lcounts, pend = learner.counts_, learner.pending_
     rec_set = set(rec)
     n = len(items)
     order = sorted(range(n), key=lambda a: (a not in rec_set, -means[a] if lcounts[a] else math.inf, a))
-    if limit is not None:
-        order = order[:limit]
+    order = order[offset:] if limit is None else order[offset:offset + limit]
     out = []
-    for rank, a in enumerate(order, 1):
+    for rank, a in enumerate(order, offset + 1):
         it = items[a]
         out.append({
             "rank": rank, "arm": a, "id": it["id"], "text": it["text"],

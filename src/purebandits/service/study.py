@@ -787,8 +787,13 @@ class Study:
         with self._locked(eid, idx, write=False) as (_conn, _row, tx):
             return {"version": tx.version, "state": json.loads(tx.learner.state_json())}
 
-    def results(self, eid: int, timeline: bool = True, learner: str | None = None) -> dict[str, Any]:
-        """One learner's ranking with its intervals, label counts, stopping progress and recommendation."""
+    def results(self, eid: int, timeline: bool = True, learner: str | None = None, limit: int | None = None,
+                offset: int = 0) -> dict[str, Any]:
+        """One learner's ranking with its intervals, label counts, stopping progress and recommendation.
+
+        ``limit`` / ``offset`` page the ranking (``n_items`` is the total), so a dashboard polling a
+        contest with many thousands of items does not serialise all of them every second.
+        """
         meta = self.meta(eid)
         idx = meta.learner_index(learner)
         spec = meta.learners[idx]
@@ -803,7 +808,7 @@ class Study:
             lo, hi = learner_intervals(lrn, meta.n_arms)
             rec = lrn.recommend()
             progress = stopping_progress(lrn, spec.params, lo, hi, rec)
-            ranking = ranking_rows(lrn, meta.items, counts, names, lo, hi, rec)
+            ranking = ranking_rows(lrn, meta.items, counts, names, lo, hi, rec, limit=limit, offset=offset)
             version, status, done, n_told = tx.version, row.status, bool(lrn.done), lrn.n_pulls
         return {
             "experiment_id": eid, "name": meta.name, "algorithm": spec.algorithm, "params": spec.params,
@@ -812,7 +817,8 @@ class Study:
             "n_answers": int(counts.sum()), "n_told": n_told, "n_pending": n_pending,
             "labels": meta.labels, "label_totals": {n: int(counts[:, j].sum()) for j, n in enumerate(names)},
             "recommendation": [{"arm": a, "id": meta.items[a]["id"], "text": meta.items[a]["text"]} for a in rec],
-            "stopping": progress, "ranking": ranking, "timeline": tl, "now": now / 1000.0,
+            "stopping": progress, "n_items": meta.n_arms, "offset": offset, "ranking": ranking, "timeline": tl,
+            "now": now / 1000.0,
         }
 
     def comparison(self, eid: int, top: int = 10) -> dict[str, Any]:

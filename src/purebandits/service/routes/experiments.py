@@ -96,10 +96,14 @@ for _name, _status in (("pause", "paused"), ("resume", "active"), ("stop", "stop
 
 @router.get("/{eid}/results")
 def get_results(eid: EidPath, study: StudyDep, token: TokenDep, timeline: bool = True,
-                algorithm: LearnerQuery = None) -> dict[str, Any]:
-    """One learner's ranking with its intervals, counts per label, stopping progress and recommendation."""
+                algorithm: LearnerQuery = None,
+                limit: Annotated[int | None, Query(ge=1, le=100_000, description="ranking rows (default: all)")] = None,
+                offset: Annotated[int, Query(ge=0, le=100_000, description="ranking rows to skip")] = 0,
+                ) -> dict[str, Any]:
+    """One learner's ranking with its intervals, counts per label, stopping progress and recommendation;
+    ``limit`` / ``offset`` page the ranking (``n_items`` is the number of items)."""
     study.check_owner(eid, token)
-    return study.results(eid, timeline=timeline, learner=algorithm)
+    return study.results(eid, timeline=timeline, learner=algorithm, limit=limit, offset=offset)
 
 
 @router.get("/{eid}/comparison")

@@ -205,14 +205,14 @@
     $("status").textContent = res.done ? `${res.status} (learner done)` : res.status;
     $("n-answers").textContent = String(res.n_answers);
     $("n-pending").textContent = String(res.n_pending);
-    $("n-items").textContent = String(res.ranking.length);
+    $("n-items").textContent = String(res.n_items);
     $("algorithm").textContent = `${learners.length > 1 ? res.algorithm_label + ": " : ""}${res.algorithm} ${JSON.stringify(res.params)}`;
     $("recommendation").textContent = res.recommendation.map((r) => r.text).join(" | ");
     const s = res.stopping;
     $("progress-bar").style.width = `${Math.round(100 * s.fraction)}%`;
     let text = s.done ? "stopped: the learner's stopping rule fired" :
       (s.budget ? `${s.n_pulls} of ${s.budget} answers (budget)` :
-       `${s.separated} of ${res.ranking.length - res.recommendation.length} other items separated from the recommendation by the intervals`);
+       `${s.separated} of ${res.n_items - res.recommendation.length} other items separated from the recommendation by the intervals`);
     $("progress-text").textContent = `${Math.round(100 * s.fraction)}% — ${text}`;
     $("label-totals").textContent = Object.entries(res.label_totals).map(([k, v]) => `${k}: ${v}`).join(" · ");
     drawTable(res); drawAllocation(res); drawTimeline(res);
@@ -224,7 +224,8 @@
     if (!token) { askToken("Enter the owner token to open this dashboard."); return; }
     const mine = ++seq;  // a tab switch starts a new poll: older answers are dropped
     try {
-      const q = learner ? `?algorithm=${encodeURIComponent(learner)}` : "";
+      // at most 2,000 ranking rows per poll: a contest with thousands of items is not sent whole every second
+      const q = `?limit=2000` + (learner ? `&algorithm=${encodeURIComponent(learner)}` : "");
       const r = await fetch(`/api/experiments/${eid}/results${q}`, {headers: auth()});
       if (r.status === 401) { askToken("Invalid owner token."); return; }
       if (mine !== seq) return;
