@@ -225,6 +225,16 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
             await asyncio.sleep(max(0.0, t_end - time.perf_counter()))
             cpu["end"], cpu["client_end"] = process_cpu_seconds(server_pid), time.process_time()
 
+        async def new_visitor(client: Poster, pid: str) -> str:
+            """A new participant id for the next visitor (the old one on failure, counted as an error)."""
+            nonlocal errors, visitors
+            status, body = await client.post("/api/participants")
+            if status != 201:
+                errors += 1
+                return pid
+            visitors += 1
+            return body["participant_id"]
+
         async def participant(k: int) -> None:
             nonlocal answered, errors, visitors, exhausted
             client, pid = clients[k], pids[k]
@@ -244,12 +254,7 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
                 t1 = time.perf_counter()
                 if status == 200 and body["state"] == "exhausted":  # "come back later": this visitor leaves
                     exhausted += 1
-                    status, body = await client.post("/api/participants")
-                    if status != 201:
-                        errors += 1
-                        continue
-                    pid, mine = body["participant_id"], 0
-                    visitors += 1
+                    pid, mine = await new_visitor(client, pid), 0
                     continue
                 if status != 200 or body["state"] != "ok":
                     errors += 1
@@ -269,12 +274,7 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
                     answered += 1
                 mine += 1
                 if churn and mine >= churn:  # this visitor leaves; a new one arrives
-                    status, body = await client.post("/api/participants")
-                    if status != 201:
-                        errors += 1
-                        continue
-                    pid, mine = body["participant_id"], 0
-                    visitors += 1
+                    pid, mine = await new_visitor(client, pid), 0
 
         await asyncio.gather(sample_cpu(), *(participant(k) for k in range(n)))
         for c in clients:

@@ -1,8 +1,9 @@
 """RandomSampling: uniform i.i.d. arms, never done, state and replay, parameter errors.
 
-It is tagged ``never_stops``: the common checks that wait for a stop run a fixed number of
-pulls instead and check that it is still running and recommends the best arms; the tests here
-add what is particular to it.
+It is tagged ``never_stops``: the common checks (two arms, Gaussian rewards, pending and
+cancelled pulls, replay, ...) run a fixed number of pulls instead of waiting for a stop and
+check that it is still running and recommends the best arms; the tests here add what is
+particular to it.
 """
 
 import json
@@ -12,7 +13,7 @@ import pytest
 from scipy.stats import chi2
 
 from purebandits import RandomSampling, make_learner
-from purebandits.instances import Bernoulli, Gaussian, make_instance
+from purebandits.instances import Bernoulli, make_instance
 from purebandits.registry import all_learners
 from purebandits.simulate import simulate
 from purebandits.simulate.engine import _advance_reference
@@ -103,45 +104,6 @@ def test_recommend_ties_go_to_the_lower_index():
     assert learner.recommend() == [0, 1]
 
 
-def test_two_arms_and_gaussian_rewards():
-    learner = RandomSampling().start(2, seed=41)
-    stream = Bernoulli([0.2, 0.9]).stream(42)
-    _advance_reference(learner, stream, 2_000)
-    assert learner.recommend() == [1] and not learner.done
-    learner = RandomSampling(k=2).start(5, seed=61)
-    learner.run_compiled(Gaussian([0.8, 0.8, 0.2, 0.2, 0.2], 0.25).stream(62), 20_000)
-    assert sorted(learner.recommend()) == [0, 1] and not learner.done
-
-
-def test_pending_shuffled_cancelled_and_late_answers():
-    """The part of the common pending check that applies: counts stay consistent under concurrency."""
-    n = 6
-    learner = RandomSampling(k=2).start(n, seed=4)
-    stream = Bernoulli(np.linspace(0.2, 0.8, n)).stream(6)
-    rng = np.random.default_rng(5)
-    out: list[int] = []
-    cancelled = 0
-    for _ in range(5_000):
-        got = learner.ask(int(rng.integers(1, 5)))
-        assert 1 <= len(got) <= 4 and all(isinstance(a, int) and 0 <= a < n for a in got)
-        out += got
-        rng.shuffle(out)
-        m = int(rng.integers(1, len(out) + 1))
-        for a in out[:m]:
-            if rng.random() < 0.1:
-                learner.cancel(a)
-                cancelled += 1
-            else:
-                learner.tell(a, stream.draw(a))
-        out = out[m:]
-        assert int(learner.pending_.sum()) == len(out)
-        assert learner.n_pulls == int(learner.counts_.sum())
-    assert not learner.done and cancelled > 0
-    for a in out:  # the stragglers
-        learner.tell(a, stream.draw(a))
-    assert int(learner.pending_.sum()) == 0 and learner.n_pulls == int(learner.counts_.sum())
-
-
 def test_state_roundtrip_through_json_continues_identically():
     n = 7
     model = Bernoulli(np.linspace(0.1, 0.7, n))
@@ -165,37 +127,6 @@ def test_state_roundtrip_through_json_continues_identically():
     assert a.state_json() == b.state_json() and a.recommend() == b.recommend()
     with pytest.raises(ValueError, match="parameters"):
         RandomSampling(k=3, delta=0.1).load_state_dict(state)
-
-
-def test_replay_of_asks_tells_and_cancels_gives_the_same_state():
-    n = 5
-    a = RandomSampling().start(n, seed=11)
-    stream = Bernoulli(np.linspace(0.1, 0.9, n)).stream(12)
-    rng = np.random.default_rng(13)
-    events: list[tuple] = []
-    out: list[int] = []
-    for _ in range(400):
-        m = int(rng.integers(1, 4))
-        got = a.ask(m)
-        events.append(("ask", m, got))
-        out += got
-        arm = out.pop(int(rng.integers(len(out))))
-        if rng.random() < 0.1:
-            a.cancel(arm)
-            events.append(("cancel", arm, None))
-        else:
-            r = stream.draw(arm)
-            a.tell(arm, r)
-            events.append(("tell", arm, r))
-    b = RandomSampling().start(n, seed=11)
-    for kind, x, y in events:
-        if kind == "ask":
-            assert b.ask(x) == y
-        elif kind == "tell":
-            b.tell(x, y)
-        else:
-            b.cancel(x)
-    assert a.state_json() == b.state_json()
 
 
 def test_compiled_driver_equals_the_ask_tell_loop():

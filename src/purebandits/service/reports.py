@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from purebandits.base import Learner
+from purebandits.service.models import events, queries
 
 __all__ = ["SUMMARY_COLUMNS", "stopping_progress", "summary_rows", "label_counts", "ranking_rows", "timeline",
            "answers_rows", "participants_rows", "agreement", "iso_time", "learner_intervals"]
@@ -37,8 +38,6 @@ def iso_time(ms: int | None) -> str:
 
 def label_counts(conn: Connection, eid: int, idx: int | None, n_arms: int, labels: list[str]) -> np.ndarray:
     """Answered queries per (arm, label) of learner ``idx`` (all learners if None), counted in the database."""
-    from purebandits.service.models import queries
-
     out = np.zeros((n_arms, len(labels)), dtype=np.int64)
     col = {name: j for j, name in enumerate(labels)}
     where = [queries.c.experiment_id == eid, queries.c.status == "answered"]
@@ -119,8 +118,6 @@ def ranking_rows(learner: Learner, items: list[dict[str, Any]], counts: np.ndarr
 
 def timeline(conn: Connection, eid: int, idx: int | None, created_ms: int, now: int) -> dict[str, Any]:
     """Answers per time bucket (at most ~120 buckets since the experiment began)."""
-    from purebandits.service.models import events
-
     span = max(1, now - created_ms)
     width = 1000
     for w in (1000, 5000, 10_000, 30_000, 60_000, 300_000, 900_000, 3_600_000, 21_600_000, 86_400_000):
@@ -137,8 +134,6 @@ def timeline(conn: Connection, eid: int, idx: int | None, created_ms: int, now: 
 
 def answers_rows(conn: Connection, eid: int, items: list[dict[str, Any]], labels_of: dict[int, str]) -> Iterator[list]:
     """CSV rows (with header) of every answer, in the order they were applied."""
-    from purebandits.service.models import queries
-
     yield ["seq", "query_id", "participant_id", "algorithm", "arm", "item_id", "label", "reward", "asked_at",
            "answered_at"]
     rows = conn.execute(
@@ -153,8 +148,6 @@ def answers_rows(conn: Connection, eid: int, items: list[dict[str, Any]], labels
 def participants_rows(conn: Connection, eid: int, labels_of: dict[int, str], quota: int | None,
                       code: Any) -> list[list[Any]]:
     """CSV rows (with header): per participant, learner, answers, first and last answer, completion code."""
-    from purebandits.service.models import queries
-
     rows = conn.execute(
         sa.select(queries.c.participant_id, queries.c.learner, sa.func.count(),
                   sa.func.min(queries.c.answered_ms), sa.func.max(queries.c.answered_ms))

@@ -332,10 +332,10 @@ class Study:
 
     def _forget(self, eid: int) -> None:
         """Drop what this process cached of ``eid`` (it was deleted)."""
-        meta = self._meta.pop(eid, None)
-        for idx in range(len(meta.learners) if meta else 16):
-            self._cache.pop((eid, idx), None)
-            self._last_expire.pop((eid, idx), None)
+        self._meta.pop(eid, None)
+        for key in [k for k in (*self._cache, *self._last_expire) if k[0] == eid]:
+            self._cache.pop(key, None)
+            self._last_expire.pop(key, None)
 
     # ------------------------------------------------------------------ learner state
     def meta(self, eid: int) -> _Meta:

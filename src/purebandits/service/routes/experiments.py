@@ -140,7 +140,8 @@ def export_summary(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Le
     """One learner's per-item summary with the columns of the public caption-contest summaries
     (file ``<id>_summary_<label>.csv``, as NEXT named them)."""
     study.check_owner(eid, token)
-    label = study.meta(eid).learners[study.meta(eid).learner_index(algorithm)].label
+    meta = study.meta(eid)
+    label = meta.learners[meta.learner_index(algorithm)].label
     return _csv(study.export_summary(eid, learner=algorithm), f"{eid}_summary_{label}.csv")
 
 
