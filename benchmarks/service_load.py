@@ -63,11 +63,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(db_url: str, workers: int, src: Path | None = None) -> tuple[subprocess.Popen, str]:
+def start_server(db_url: str, workers: int, src: Path | None = None,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """Serve ``db_url`` from ``src`` (default: this checkout) with the rate limits off; ``env`` adds or
+    overrides ``PUREBANDITS_*`` variables."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(src or ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "PUREBANDITS_ASK_RATE_PER_SECOND": "0",
-           "PUREBANDITS_PARTICIPANT_RATE_PER_SECOND": "0", "PUREBANDITS_QUERY_EXPIRY_SECONDS": "600"}
+           "PUREBANDITS_PARTICIPANT_RATE_PER_SECOND": "0", "PUREBANDITS_CREATE_RATE_PER_SECOND": "0",
+           "PUREBANDITS_QUERY_EXPIRY_SECONDS": "600", **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "purebandits.cli", "serve", "--db", db_url, "--port", str(port),
                              "--workers", str(workers), "--no-access-log", "--log-level", "warning"], env=env)
     url = f"http://127.0.0.1:{port}"

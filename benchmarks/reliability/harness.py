@@ -169,7 +169,8 @@ class ServerProc:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {"PUREBANDITS_DATABASE_URL": db_url, "PUREBANDITS_ASK_RATE_PER_SECOND": "0",
-                    "PUREBANDITS_PARTICIPANT_RATE_PER_SECOND": "0", "PUREBANDITS_QUERY_EXPIRY_SECONDS": "3600",
+                    "PUREBANDITS_PARTICIPANT_RATE_PER_SECOND": "0",
+                    "PUREBANDITS_CREATE_RATE_PER_SECOND": "0", "PUREBANDITS_QUERY_EXPIRY_SECONDS": "3600",
                     **(env or {})}
         self.pid: int | None = None
         self.popen: subprocess.Popen | None = None

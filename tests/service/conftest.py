@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -75,7 +76,8 @@ class Server:
         self.db_url, self.extra, self.port = db_url, extra, free_port()
         self.env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
                     "PUREBANDITS_ASK_RATE_PER_SECOND": "0",
-                    "PUREBANDITS_PARTICIPANT_RATE_PER_SECOND": "0", **(env or {})}
+                    "PUREBANDITS_PARTICIPANT_RATE_PER_SECOND": "0", "PUREBANDITS_CREATE_RATE_PER_SECOND": "0",
+                    **(env or {})}
         self.log_dir = log_dir
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{self.port}"
@@ -128,13 +130,40 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 
 
+class CspBypassingBrowser:
+    """A Playwright browser whose ``new_context`` / ``new_page`` bypass the pages' Content-Security-Policy
+    unless told ``bypass_csp=False``.
+
+    Playwright's ``wait_for_function`` runs its expression through ``eval`` in the page, which the
+    service's policy (no ``'unsafe-eval'``) refuses; test_web_hardening.py checks the pages under their
+    real policy, with ``bypass_csp=False`` and waits that need no eval (selectors, ``expect``).
+    """
+
+    def __init__(self, browser: Any) -> None:
+        self._browser = browser
+
+    def new_context(self, **kw: Any) -> Any:
+        kw.setdefault("bypass_csp", True)
+        return self._browser.new_context(**kw)
+
+    def new_page(self, **kw: Any) -> Any:
+        kw.setdefault("bypass_csp", True)
+        return self._browser.new_page(**kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._browser, name)
+
+
 @pytest.fixture(scope="module")
 def browser():
-    """The system Chromium (never a downloaded browser) driven by Playwright; skips if either is missing."""
+    """The system Chromium (never a downloaded browser) driven by Playwright; skips if either is missing.
+
+    Its contexts bypass the Content-Security-Policy by default (see :class:`CspBypassingBrowser`).
+    """
     sync_api = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
+        yield CspBypassingBrowser(b)
         b.close()

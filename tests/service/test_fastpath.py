@@ -166,7 +166,8 @@ def test_query_body_is_the_response_model(result: dict[str, Any]) -> None:
 
 
 def test_loop_connection_is_reused_and_recovers(sqlite_url: str) -> None:
-    """On the event loop SQLite transactions share one connection; refusals and a broken connection do not wedge it."""
+    """In nowait mode (the event loop) SQLite transactions share one connection; refusals and a broken
+    connection do not wedge it."""
     import asyncio
 
     from purebandits.service.errors import Conflict
@@ -180,17 +181,19 @@ def test_loop_connection_is_reused_and_recovers(sqlite_url: str) -> None:
         study = Study(engine, Settings(database_url=sqlite_url, ask_rate_per_second=0))
         eid, _ = study.create_experiment({"name": "loop", "items": ["a", "b", "c"], "seed": 1})
         pid = study.new_participant()
-        q = study.next_query(eid, pid)
-        assert study._hot is not None
-        first = study._hot[1]
-        assert study.answer(q["query_id"], pid, "funny")["status"] == "answered"
-        assert study._hot[1] is first and not first.in_transaction()
-        with pytest.raises(Conflict):
-            study.answer(q["query_id"], pid, "unfunny")
-        assert study.next_query(eid, pid)["state"] == "ok"
-        first.invalidate()  # as after a driver error: the next transaction still works
-        q3 = study.next_query(eid, pid)
-        assert study.answer(q3["query_id"], pid, "unfunny")["status"] == "answered"
+        assert study._hot is None  # outside nowait: pool connections
+        with study.nowait():
+            q = study.next_query(eid, pid)
+            assert study._hot is not None
+            first = study._hot[1]
+            assert study.answer(q["query_id"], pid, "funny")["status"] == "answered"
+            assert study._hot[1] is first and not first.in_transaction()
+            with pytest.raises(Conflict):
+                study.answer(q["query_id"], pid, "unfunny")
+            assert study.next_query(eid, pid)["state"] == "ok"
+            first.invalidate()  # as after a driver error: the next transaction still works
+            q3 = study.next_query(eid, pid)
+            assert study.answer(q3["query_id"], pid, "unfunny")["status"] == "answered"
         study.close()
         assert study._hot is None
         # the log replays to the learner the loop connection's transactions built

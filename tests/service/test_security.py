@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 
+import httpx
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 import purebandits.service.study as study_mod
 from purebandits.service.app import create_app
+from purebandits.service.errors import BadRequest
 from purebandits.service.settings import Settings, normalize_url
+from purebandits.service.validation import check_image_url
 
 ITEMS = [{"id": f"c{i}", "text": f"caption {i}"} for i in range(5)]
 OWNER_ROUTES = [("GET", ""), ("GET", "/results"), ("GET", "/state"), ("GET", "/answers.csv"),
@@ -174,3 +177,111 @@ def test_minting_participant_ids_is_rate_limited_per_address(sqlite_url):
         r = c.post("/api/participants", json={"participant_id": "W1"})
         assert r.status_code == 429 and "new participant ids from this address" in r.json()["detail"]
         assert int(r.headers["retry-after"]) >= 1
+
+
+# ---------------------------------------------------------------------------------------------- issue #23
+GOOD_IMAGE_URLS = ["/static/cartoon.png", "/img/1.png?v=2#x", "https://example.org/a.png", "http://example.org:8080/a",
+                   "HTTPS://EXAMPLE.ORG/A.PNG", "https://[::1]/a.png", "/x\" onerror=\"window.__xss=1",
+                   "/caption images/\u00e9t\u00e9.png"]
+BAD_IMAGE_URLS = {
+    "//evil.example/x.png": "protocol-relative", "///evil.example/x.png": "protocol-relative",
+    "javascript:alert(1)": "no javascript:", "JavaScript:alert(1)": "no javascript:",
+    " javascript:alert(1)": "no javascript:", "java\tscript:alert(1)": "non-printable",
+    "data:image/png;base64,iVBORw0KGgo=": "no javascript:, data:", "vbscript:x": "no javascript:",
+    "file:///etc/passwd": "no javascript:", "ftp://evil.example/x": "no javascript:",
+    "\\\\evil.example\\x.png": "backslashes", "/\\evil.example/x.png": "backslashes",
+    "http:\\\\evil.example": "backslashes", "http:evil.example/x": "no javascript:",
+    "https:///x.png": "no host", "http://user:pw@evil.example/x.png": "credentials",
+    "http://evil.example@good.example/x.png": "credentials", "/x.png\n": "non-printable",
+    "/x\u202e.png": "non-printable", "/\x00": "control characters", "/a\ud800": "lone surrogate",
+    "http://[evil.example/x.png": "not a valid URL", "https://x/" + "a" * 2_000: "at most 2000", "": "http(s) URL",
+    "x.png": "no javascript:",
+}
+
+
+def test_image_urls_are_http_or_root_relative_only():
+    """Issue #23 A(2): an item's image_url is an absolute http(s) URL or a path starting with a single '/'."""
+    for url in GOOD_IMAGE_URLS:
+        assert check_image_url(url, "image_url") == url
+    for url, fragment in BAD_IMAGE_URLS.items():
+        with pytest.raises(BadRequest) as info:
+            check_image_url(url, "item 0: 'image_url'")
+        assert fragment in info.value.message and "\n" not in info.value.message, (url, info.value.message)
+        assert info.value.message.startswith("item 0: 'image_url'")
+
+
+def test_image_urls_are_checked_in_json_items_and_in_csv(sqlite_url):
+    with TestClient(create_app(Settings(database_url=sqlite_url)), raise_server_exceptions=False) as c:
+        for url in ("//evil.example/x.png", "/\\evil.example/x.png", "javascript:alert(1)", "data:,x"):
+            for body in ({"items": [{"text": "a", "image_url": url}, "b"]},
+                         {"items_csv": f'text,image_url\na,"{url}"\nb,\n'}):
+                r = c.post("/api/experiments", json=body)
+                assert r.status_code == 422 and "image_url" in r.json()["detail"], (url, r.text)
+        r = c.post("/api/experiments", json={"items": [{"text": "a", "image_url": "/static/a.png"},
+                                                       {"text": "b", "image_url": "https://example.org/b.png"}]})
+        assert r.status_code == 201
+
+
+def test_participant_ids_a_spreadsheet_would_run_are_refused(sqlite_url):
+    """The exports put participant ids in CSV cells; an id starting with '=', '+', '-' or '@' is a formula there."""
+    with TestClient(create_app(Settings(database_url=sqlite_url, ask_rate_per_second=0,
+                                        participant_rate_per_second=0, create_rate_per_second=0))) as c:
+        eid = c.post("/api/experiments", json={"items": ITEMS}).json()["id"]
+        for pid in ("=cmd|' /C calc'!A0", "+1+1", "-2+3", "@SUM(1+9)", "=HYPERLINK(\"http://x\")"):
+            r = c.post("/api/participants", json={"participant_id": pid})
+            assert r.status_code == 422 and "formula" in r.json()["detail"], (pid, r.text)
+            assert c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).status_code == 403
+        for pid in ("A1B2C3D4E5", "5f3a9c2b1d4e6f7a8b9c0d1e", "worker-7", "a=b", "x@y"):
+            assert c.post("/api/participants", json={"participant_id": pid}).status_code == 201, pid
+
+
+def test_live_server_refuses_every_probe_class_with_4xx_and_logs_no_traceback(server_cls, tmp_path):
+    """The outside probe's inputs against a real ``purebandits serve`` (uvicorn, the fast path, the JSON parser):
+    each a 4xx, and the server's stderr holds no traceback and at most one line per request."""
+    db = f"sqlite:///{tmp_path / 'probe.sqlite'}"
+    srv = server_cls(db, log_dir=tmp_path)
+    with srv:
+        base = srv.url
+        eid = httpx.post(f"{base}/api/experiments", json={"items": ITEMS}).json()["id"]
+        pid = httpx.post(f"{base}/api/participants").json()["participant_id"]
+        qid = httpx.post(f"{base}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()["query_id"]
+        ask, ans, create, reg = (f"/api/experiments/{eid}/queries", f"/api/queries/{qid}/answer", "/api/experiments",
+                                 "/api/participants")
+        deep_list, deep_obj = b"[" * 1200 + b"]" * 1200, b'{"a":' * 1200 + b"1" + b"}" * 1200
+        spec = b'{"items": ["a", "b"], '
+        probes = [
+            (ask, b'{"participant_id": "\\ud800"}'), (ans, b'{"participant_id": "\\udfff", "label": "funny"}'),
+            (ans, b'{"participant_id": "' + pid.encode() + b'", "label": "\\ud800"}'),
+            (reg, b'{"participant_id": "a\\ud800"}'), (create, b'{"items": ["a\\ud800", "b"]}'),
+            (create, spec + b'"name": "\\udc00"}'),
+            (create, spec + b'"labels": [{"name": "\\ud800", "reward": 0}, {"name": "b", "reward": 1}]}'),
+            *[(path, body) for path in (ask, ans, create, reg) for body in (deep_list, deep_obj)],
+            *[(create, spec + b'"labels": [{"name": "a", "reward": ' + n + b'}, {"name": "b", "reward": 0}]}')
+              for n in (b"1e308", b"-1e308", b"1e400", b"NaN", b"Infinity", b"1180591620717411303424")],
+            *[(create, spec + b'"' + key + b'": ' + n + b"}") for key in (b"k", b"delta", b"budget", b"seed")
+              for n in (b"1e400", b"NaN", b"1180591620717411303424", b"-1e308")],
+            (create, spec + b'"params": {"delta": 1e400}}'),
+            (create, spec + b'"params": {"N": 1180591620717411303424}}'),
+            (create, spec + b'"algorithms": [{"algorithm": "lucb1", "share": 1e308}, '
+                            b'{"algorithm": "lucb1", "label": "b", "share": 1e308}]}'),
+            (ask, b'{"participant_id": 1e400}'), (ans, b'{"participant_id": NaN, "label": "funny"}'),
+            (create, b'{"items": ["' + b"x" * 1_000_000 + b'", "b"]}'),
+            (create, b'{"items_csv": "text\\n' + b"x" * 200_000 + b'\\nb\\n"}'),
+            (ask, b'{"participant_id": "' + b"p" * 100_000 + b'"}'),
+            *[(create, b'{"items": [{"text": "a", "image_url": "' + u + b'"}, "b"]}')
+              for u in (b"//evil.example/x.png", b"javascript:alert(1)", b"data:,x", b"\\\\\\\\evil\\\\x",
+                        b"/\\\\evil.example")],
+            *[(reg, b'{"participant_id": "' + f.encode() + b'"}') for f in ("=cmd|' /C calc'!A0", "+1", "-1", "@A1")],
+            (ask, b'{"participant_id": "=cmd|\' /C calc\'!A0"}'),
+            (ans, b"\xff\xfe\x00 not utf-8"),
+        ]
+        for path, body in probes:
+            r = httpx.post(base + path, content=body, headers={"Content-Type": "application/json"}, timeout=30)
+            assert 400 <= r.status_code < 500, (path, body[:60], r.status_code, r.text[:200])
+            assert isinstance(r.json()["detail"], str) and "\n" not in r.json()["detail"]
+        # the pending query survived all of it
+        assert httpx.post(base + ans, json={"participant_id": pid, "label": "funny"}).status_code == 200
+    log = (tmp_path / f"server-{srv.port}.log").read_text(errors="replace")
+    for marker in ("Traceback", "Exception in ASGI application", "--- Logging error ---", "Fatal Python error"):
+        assert marker not in log, log[-3000:]
+    assert len(log.splitlines()) <= len(probes), log[-3000:]

@@ -23,9 +23,11 @@ from starlette.concurrency import run_in_threadpool
 
 from purebandits import __version__
 from purebandits.service.deps import RateLimiter
+from purebandits.service.dispatch import Dispatcher
 from purebandits.service.errors import ServiceError
 from purebandits.service.fastpath import DB_UNAVAILABLE, ParticipantFastPath, error_parts
-from purebandits.service.middleware import BodySizeLimit
+from purebandits.service.logs import ExperimentLogContext, brief
+from purebandits.service.middleware import BodySizeLimit, SecurityHeaders
 from purebandits.service.routes import experiments, pages, participants
 from purebandits.service.settings import Settings
 from purebandits.service.storage import make_engine, upgrade
@@ -47,7 +49,8 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.url)
+        engine = make_engine(settings.url, wait_seconds=settings.db_wait_seconds,
+                             statement_timeout_seconds=settings.db_statement_timeout_seconds)
         if settings.auto_migrate:
             await run_in_threadpool(upgrade, engine)
         study = Study(engine, settings, clock=clock)
@@ -57,9 +60,8 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
             log.info("rebuilt %d experiment(s) from their event logs%s", len(report),
                      f"; snapshots replaced for {bad}" if bad else "")
         app.state.study = study
+        app.state.dispatcher = dispatcher = Dispatcher(study, settings)
         app.state.limiter = RateLimiter(settings.ask_rate_per_second, settings.ask_burst)
-        app.state.participant_limiter = RateLimiter(settings.participant_rate_per_second, settings.participant_burst,
-                                                    "new participant ids from this address")
         task = asyncio.create_task(_expire_loop(study, settings.expire_interval_seconds))
         try:
             yield
@@ -67,6 +69,7 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
+            dispatcher.close()
             study.close()
             engine.dispose()
 
@@ -95,7 +98,7 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
     @app.exception_handler(sqlalchemy.exc.OperationalError)
     @app.exception_handler(sqlalchemy.exc.InterfaceError)
     async def _db_down(request: Request, exc: Exception) -> JSONResponse:
-        log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
+        log.warning("database error on %s %s: %s", request.method, request.url.path, brief(exc))
         status, content, headers = error_parts(exc)  # type: ignore[misc]
         return JSONResponse(content, status_code=status, headers=headers)
 
@@ -105,12 +108,15 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
     app.mount("/static", StaticFiles(directory=str(Path(__file__).resolve().parent / "static")), name="static")
 
     @app.get("/healthz", tags=["service"])
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
+        """The process is up and its event loop answers (no database call: a slow database must not fail it)."""
         return {"status": "ok"}
 
     # innermost first: the fast path serves well-formed asks / answers, BodySizeLimit wraps it
     app.add_middleware(ParticipantFastPath)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(ExperimentLogContext)
     return app
 
 
@@ -133,7 +139,8 @@ async def _expire_loop(study: Study, interval: float) -> None:
             n = await run_in_threadpool(study.expire_stale)
             if n:
                 log.info("expired %d stale quer%s", n, "y" if n == 1 else "ies")
+            await run_in_threadpool(study.checkpoint)
         except asyncio.CancelledError:
             raise
-        except Exception:  # keep sweeping; the next ask expires lazily anyway
-            log.exception("expiring stale queries failed")
+        except Exception as exc:  # keep sweeping; the next ask expires lazily anyway
+            log.warning("expiring stale queries failed: %s", brief(exc))

@@ -39,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pending queries expire after this many seconds (default 300)")
     parser.add_argument("--no-access-log", action="store_true", help="do not log every request")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    parser.add_argument("--log-format", choices=["text", "json"], default=None,
+                        help="log lines as text or one JSON object per line (env PUREBANDITS_LOG_FORMAT; default text)")
 
 
 def ensure_demo(study: Any) -> tuple[int, str | None, bool]:
@@ -111,9 +113,21 @@ def run(args: argparse.Namespace) -> int:
     from purebandits.service.storage import current_revision, make_engine, upgrade
     from purebandits.service.study import Study
 
-    host_shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    # the links in API answers come from public_url, never from a request's Host header: without
+    # PUREBANDITS_PUBLIC_URL it is this address, except on a wildcard address, where no one address is
+    # right for every participant and the API gives root-relative links (/rate/5) instead
+    wildcard = args.host in ("0.0.0.0", "::", "")
+    host_shown = "127.0.0.1" if wildcard else args.host
+    host_in_url = f"[{host_shown}]" if ":" in host_shown else host_shown  # IPv6
+    local_url = f"http://{host_in_url}:{args.port}"
     settings = Settings.from_env(database_url=args.db, query_expiry_seconds=args.query_expiry,
-                                 public_url=f"http://{host_shown}:{args.port}")
+                                 log_format=args.log_format)
+    from purebandits.service.logs import configure_logging, uvicorn_log_config
+
+    log_options = {"rate_max": settings.log_rate_max, "rate_seconds": settings.log_rate_seconds}
+    configure_logging(args.log_level, settings.log_format, **log_options)
+    if not settings.public_url and not wildcard:
+        settings.public_url = local_url
     engine = make_engine(settings.url)
     try:
         upgrade(engine)
@@ -125,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
             eid, token, created = ensure_demo(study)
             token_path = _demo_token_path(settings.url)
             token = demo_token(study, eid, token, token_path)
-            base = settings.public_url
+            base = (settings.public_url or local_url).rstrip("/")
             print(f"purebandits demo: {DEMO_NAME} ({'created' if created else 'existing'}, experiment {eid})")
             print(f"  participant URL: {base}/rate/{eid}")
             print(f"  dashboard URL:   {base}/dashboard/{eid}#token={token}")
@@ -142,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
     os.environ["PUREBANDITS_AUTO_MIGRATE"] = "0"
     uvicorn.run("purebandits.service.app:create_app", factory=True, host=args.host, port=args.port,
                 workers=max(1, args.workers), log_level=args.log_level, access_log=not args.no_access_log,
-                http=_http_protocol())
+                http=_http_protocol(),
+                log_config=uvicorn_log_config(args.log_level, settings.log_format, **log_options))
     return 0
 
 

@@ -325,6 +325,9 @@ def _print_json(data: Any) -> None:
 def _create(api: Any, args: argparse.Namespace) -> int:
     spec = build_spec(args)
     out = api.create_experiment(spec)
+    for key in ("participant_url", "dashboard_url"):  # root-relative when the server has no public_url
+        if isinstance(out.get(key), str) and out[key].startswith("/"):
+            out[key] = getattr(api, "base_url", "") + out[key]
     if args.json:
         _print_json(out)
     else:

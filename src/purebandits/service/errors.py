@@ -11,6 +11,8 @@ __all__ = [
     "Conflict",
     "Gone",
     "RateLimited",
+    "Unavailable",
+    "WouldBlock",
     "ReplayError",
 ]
 
@@ -69,6 +71,25 @@ class RateLimited(ServiceError):
     def __init__(self, message: str, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class Unavailable(ServiceError):
+    """The database could not serve the request within the configured wait (a lock held elsewhere, a hung
+    or unreachable server): 503 with ``Retry-After``; nothing was acknowledged, so a retry is safe."""
+
+    status_code = 503
+
+    def __init__(self, message: str, retry_after: float = 2.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class WouldBlock(Exception):
+    """Raised inside :meth:`purebandits.service.study.Study.nowait`: going on would wait for a lock.
+
+    Not an HTTP error: the caller (on the event loop) hands the same call to a worker thread,
+    where it may wait, for a bounded time. Raised before anything was committed.
+    """
 
 
 class ReplayError(ServiceError):

@@ -49,7 +49,16 @@ _HOT_SQL = {
     "upd_answered": "UPDATE queries SET status = 'answered', answered_ms = ?, label = ?, reward = ?, end_seq = ? "
                     "WHERE id = ?",
     "sel_participant": "SELECT id FROM participants WHERE id = ?",
+    "sel_stale": "SELECT id, arm FROM queries WHERE experiment_id = ? AND learner = ? AND status = 'pending' "
+                 "AND expires_ms <= ? ORDER BY expires_ms, id",
+    "sel_oldest_pending": "SELECT id, arm FROM queries WHERE experiment_id = ? AND learner = ? AND status = 'pending' "
+                          "AND created_ms <= ? ORDER BY created_ms, id LIMIT 1",
+    "upd_expired": "UPDATE queries SET status = 'expired', end_seq = ? WHERE id = ?",
 }
+
+
+#: statements that return no rows (queued without waiting in PostgreSQL's pipeline mode)
+_WRITES = frozenset({"upd_version", "upd_done", "ins_event", "ins_query", "upd_answered", "upd_expired"})
 
 
 class Rows:
@@ -68,6 +77,9 @@ class Rows:
 
     def first(self) -> Any:
         return self.rows[0] if self.rows else None
+
+
+_NO_ROWS = Rows([])
 
 
 class HotStatements:
@@ -92,8 +104,10 @@ class HotStatements:
         cur = fairy.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
             cur.execute(sql, params)
+            if name in _WRITES:  # no rows; in psycopg's pipeline mode, not even a round trip
+                return _NO_ROWS
+            rows = cur.fetchall()
             desc = cur.description
-            rows = cur.fetchall() if desc is not None else []
         except Exception as exc:
             dbapi = conn.dialect.loaded_dbapi
             if not isinstance(exc, dbapi.Error):

@@ -4,8 +4,8 @@ Profiling the server under load showed about a third of its CPU per answered que
 FastAPI / Starlette request handling (routing, dependency solving, pydantic validation and
 response serialisation) around a few hundred microseconds of real work. This middleware
 serves ``POST /api/experiments/{eid}/queries`` and ``POST /api/queries/{query_id}/answer``
-directly when the request is well formed, calling the same :class:`Study` methods with the
-same rate limiter and rendering the same bodies (``exclude_none`` as the response models
+directly when the request is well formed, calling the same :class:`~purebandits.service.dispatch.Dispatcher`
+methods with the same rate limiter and rendering the same bodies (``exclude_none`` as the response models
 say) and the same error responses. Anything else -- another route, a body that is not a JSON
 object with exactly the expected string fields, a path parameter FastAPI would refuse -- is
 handed to the FastAPI app unchanged, so validation errors, the OpenAPI schema and every
@@ -26,7 +26,8 @@ from typing import Any
 import sqlalchemy.exc
 
 from purebandits.service.deps import MAX_ID
-from purebandits.service.errors import RateLimited, ServiceError
+from purebandits.service.errors import ServiceError
+from purebandits.service.logs import brief
 
 __all__ = ["ParticipantFastPath", "dumps", "query_body", "error_parts", "DB_UNAVAILABLE"]
 
@@ -69,8 +70,9 @@ def error_parts(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]] | 
     """
     if isinstance(exc, ServiceError):
         headers = {}
-        if isinstance(exc, RateLimited):
-            headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            headers["Retry-After"] = str(max(1, round(retry_after)))
         if exc.status_code == 401:
             headers["WWW-Authenticate"] = "Bearer"
         return exc.status_code, {"detail": exc.message}, headers
@@ -128,10 +130,10 @@ class ParticipantFastPath:
         try:
             if eid is not None:
                 app.state.limiter.check(fields["participant_id"])
-                result = app.state.study.next_query(eid, fields["participant_id"])
+                result = await app.state.dispatcher.ask(eid, fields["participant_id"])
                 payload = dumps(query_body(result))
             else:
-                result = app.state.study.answer(query_id, fields["participant_id"], fields["label"])
+                result = await app.state.dispatcher.answer(query_id, fields["participant_id"], fields["label"])
                 payload = dumps({"query_id": result["query_id"], "status": result["status"],
                                  "label": result["label"], "reward": float(result["reward"])})
         except Exception as exc:
@@ -140,7 +142,7 @@ class ParticipantFastPath:
                 raise
             status, content, headers = parts
             if status == 503:
-                log.warning("database error on %s %s: %s", scope["method"], path, exc)
+                log.warning("database error on %s %s: %s", scope["method"], path, brief(exc))
             await _respond(send, status, dumps(content), headers)
             return
         await _respond(send, 200, payload, {})

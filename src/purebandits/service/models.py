@@ -44,6 +44,8 @@ experiments = sa.Table(
     sa.Column("repeats", sa.String(16), nullable=False, server_default="never"),
     sa.Column("answers_per_participant", sa.Integer, nullable=True),
     sa.Column("code_secret", sa.String(64), nullable=True),  # keys the completion codes (HMAC)
+    sa.Column("origin", sa.String(32), nullable=True),  # keyed hash of the creator's address (rate limit)
+    sa.Index("ix_experiments_origin_created", "origin", "created_ms"),
 )
 
 # One learner of an experiment (several run side by side, each with its own event log):
@@ -88,6 +90,8 @@ participants = sa.Table(
     metadata,
     sa.Column("id", sa.String(36), primary_key=True),
     sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("origin", sa.String(32), nullable=True),  # keyed hash of the registering address (rate limit)
+    sa.Index("ix_participants_origin_created", "origin", "created_ms"),
 )
 
 queries = sa.Table(

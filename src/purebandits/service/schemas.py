@@ -11,17 +11,23 @@ class ItemIn(BaseModel):
     """One item to rate (a caption): its text, and optionally an external id and an image."""
 
     model_config = ConfigDict(extra="forbid")
-    id: str | int | None = Field(None, description="external id, unique in the experiment (default: position)")
-    text: str = Field(..., description="text shown to participants (rendered as text, never as HTML)")
-    image_url: str | None = Field(None, description="optional http(s) URL or absolute path of an image")
+    id: str | int | None = Field(
+        None, description="external id, unique in the experiment, at most 200 characters (default: position)")
+    text: str = Field(..., description="text shown to participants (rendered as text, never as HTML), "
+                      "at most 2,000 characters")
+    image_url: str | None = Field(
+        None, description="optional image: an absolute http(s) URL (with a host, no credentials) or a path starting "
+        "with a single '/'; at most 2,000 characters; protocol-relative '//host', javascript:, data: and other "
+        "schemes, backslashes and control characters are refused")
 
 
 class LabelIn(BaseModel):
     """One answer a participant can give, with the reward the learner receives for it."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str
-    reward: float | None = Field(None, description="reward the learner receives for this label (required)")
+    name: str = Field(..., description="the label's text on its button, at most 100 characters")
+    reward: float | None = Field(
+        None, description="reward the learner receives for this label (required; finite, |reward| <= 1e6)")
 
 
 class LearnerIn(BaseModel):
@@ -31,7 +37,7 @@ class LearnerIn(BaseModel):
     label: str | None = Field(None, description="unique name, [A-Za-z0-9_.-]{1,40} (default: the class name)")
     algorithm: str = Field(..., description="registry name of the learner (see `purebandits algorithms`)")
     params: dict[str, Any] = Field(default_factory=dict, description="learner parameters")
-    share: float = Field(1.0, description="relative share of participants assigned to it (> 0)")
+    share: float = Field(1.0, description="relative share of participants assigned to it, in (0, 1e6]")
     seed: int | None = Field(None, description="its seed (default: the experiment's seed + its position)")
 
 
@@ -48,10 +54,11 @@ class ExperimentCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     name: str | None = Field(None, max_length=200)
-    items: list[ItemIn | str] | None = Field(None, description="items as objects or plain strings")
+    items: list[ItemIn | str] | None = Field(
+        None, description="items as objects or plain strings (texts of at most 2,000 characters)")
     items_csv: str | None = Field(None, description="CSV text with header text (or caption)[,id][,image_url]")
     labels: list[LabelIn] | None = Field(
-        None, description="label set with rewards; default unfunny / somewhat funny / funny = 0 / 0.5 / 1")
+        None, description="2..50 labels with rewards; default unfunny / somewhat funny / funny = 0 / 0.5 / 1")
     algorithm: str | None = Field(None, description="registry name of the one learner (see `purebandits "
                                   "algorithms`); default: the service's default learner (docs/service.md)")
     params: dict[str, Any] | None = Field(None, description="parameters of the one learner")
@@ -212,7 +219,9 @@ class ParticipantIn(BaseModel):
     """Register a participant id of your own (a crowd platform's worker id); leave out for a random one."""
 
     model_config = ConfigDict(extra="forbid")
-    participant_id: str | None = Field(None, max_length=36, description="1..36 printable characters")
+    participant_id: str | None = Field(
+        None, max_length=36,
+        description="1..36 printable characters, not starting with '=', '+', '-' or '@' (spreadsheet formulas)")
 
 
 class ParticipantOut(BaseModel):

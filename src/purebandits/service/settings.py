@@ -46,12 +46,31 @@ class Settings:
     ask_rate_per_second, ask_burst : float, default=10, 30
         Per-participant token bucket on asks (per worker process); over it -> 429.
     participant_rate_per_second, participant_burst : float, default=1, 60
-        Per-client-address token bucket on new participant ids (per worker process), so that
-        minting ids cannot get around the per-participant limit; 0 disables. Behind a reverse
+        New participant ids per client address: at most ``participant_burst`` in any
+        ``participant_burst / participant_rate_per_second`` seconds (60 a minute), counted in
+        the database so the limit holds across worker processes, and so minting ids cannot get
+        around the per-participant limit; 0 disables.
+    create_rate_per_second, create_burst : float, default=1/60, 20
+        The same for new experiments per client address, when the server has no admin token
+        (anyone may create): 20 in any 20 minutes. Behind a reverse
         proxy, run uvicorn with the proxy's address in ``--forwarded-allow-ips`` (the default
         trusts 127.0.0.1), so the address is the client's.
     max_body_bytes : int, default=5_000_000
         Requests with a larger body get 413.
+    db_wait_seconds : float, default=2
+        The longest a request waits for a lock (a learner's, another process's SQLite write
+        lock, PostgreSQL's ``lock_timeout``) or for the database to answer; then 503 with
+        ``Retry-After`` (nothing is acknowledged, so a retry is safe). The event loop itself
+        never waits: database work that could block runs in worker threads.
+    db_statement_timeout_seconds : float, default=30
+        PostgreSQL ``statement_timeout`` of every statement (owner exports included).
+    db_threads : int, default=8
+        Worker threads that run database transactions which may wait.
+    reissue_after_seconds : float, default=20
+        When a learner that works in rounds has nothing to hand out until pending queries come
+        back, a pending query older than this is cancelled (its answer will get 410) and its pull
+        handed to the participant asking, so abandoned queries never hold the algorithm up for
+        the whole ``query_expiry_seconds``.
     snapshot_every : int, default=200
         Store the learner's state snapshot every this many events (it is a cache: the event
         log is the source of truth).
@@ -59,6 +78,10 @@ class Settings:
         Experiments (settings and items) and learners each process keeps in memory, least
         recently used first out; the others are reloaded from the database (learners from
         their snapshot and log) when next used.
+    cache_items : int, default=500_000
+        The same caches also hold at most this many items in all (an experiment's settings and
+        its learners each count its number of items; about 0.5 kB each), so a few experiments
+        of 100,000 items cannot take the memory that 64 small ones would not.
     admin_token : str or None
         If set, creating experiments needs ``Authorization: Bearer <admin_token>``; the admin
         token also opens every experiment's owner endpoints.
@@ -68,8 +91,20 @@ class Settings:
     verify_on_start : bool, default=True
         Rebuild every experiment's learner by replaying its log at startup and compare it with
         the stored snapshot.
-    public_url : str
-        Base URL printed by ``serve --demo``.
+    public_url : str or None
+        The service's public base URL (``https://bandits.example.org``): the ``participant_url`` and
+        ``dashboard_url`` of the API's answers start with it, and ``serve --demo`` prints it. Never
+        taken from the request's ``Host`` header, which the client chooses. None (the default): the
+        API gives root-relative URLs (``/rate/5``); ``purebandits serve`` sets it from ``--host`` and
+        ``--port`` when neither this nor ``PUREBANDITS_PUBLIC_URL`` is given and the host is not a
+        wildcard address. Behind a reverse proxy, set it to the address participants use.
+    log_format : {"text", "json"}, default="text"
+        Log lines on stderr: ``text`` (``<ISO time> <LEVEL> <logger> [experiment=<id>] <message>``)
+        or ``json`` (one JSON object per line); see :mod:`purebandits.service.logs`.
+    log_rate_max, log_rate_seconds : int, float, default=5, 60
+        At most ``log_rate_max`` warnings (or errors) with the same logger, level and message
+        template per ``log_rate_seconds``; the rest are counted and summarised in one line.
+        0 turns the limit off.
     """
 
     database_url: str = field(default_factory=_default_url)
@@ -79,13 +114,23 @@ class Settings:
     ask_burst: float = 30.0
     participant_rate_per_second: float = 1.0
     participant_burst: float = 60.0
+    create_rate_per_second: float = 1 / 60
+    create_burst: float = 20.0
     max_body_bytes: int = 5_000_000
+    db_wait_seconds: float = 2.0
+    db_statement_timeout_seconds: float = 30.0
+    db_threads: int = 8
+    reissue_after_seconds: float = 20.0
     snapshot_every: int = 200
     cache_experiments: int = 64
+    cache_items: int = 500_000
     admin_token: str | None = None
     auto_migrate: bool = True
     verify_on_start: bool = True
-    public_url: str = "http://127.0.0.1:8000"
+    public_url: str | None = None
+    log_format: str = "text"
+    log_rate_max: int = 5
+    log_rate_seconds: float = 60.0
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:

@@ -3,9 +3,11 @@
 SQLite: every write transaction starts with ``BEGIN IMMEDIATE`` (it takes the database's
 write lock at once, as datasette does, so two processes never both read a version and then
 race to write it), reads use a plain deferred ``BEGIN``; WAL lets readers run during a write,
-and a long ``busy_timeout`` makes a second writer process wait instead of failing with
-"database is locked". PostgreSQL: writers lock the experiment row with ``SELECT ... FOR
-UPDATE`` (see :mod:`purebandits.service.study`).
+and a ``busy_timeout`` of ``wait_seconds`` makes a second writer wait that long before failing
+with "database is locked" (a 503). PostgreSQL: writers lock the learner row with ``SELECT ...
+FOR UPDATE`` (see :mod:`purebandits.service.study`); ``lock_timeout`` (``wait_seconds``) and
+``statement_timeout`` bound every wait, so a lock held elsewhere or a runaway statement fails
+the request instead of holding a worker thread. Migrations lift both limits.
 """
 
 from __future__ import annotations
@@ -32,10 +34,17 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for ``url`` with the pragmas / pool settings the service relies on."""
+def make_engine(url: str, *, wait_seconds: float = 2.0, statement_timeout_seconds: float = 30.0,
+                **kwargs: Any) -> Engine:
+    """An engine for ``url`` with the pragmas / pool settings the service relies on.
+
+    ``wait_seconds`` bounds a wait for a lock (SQLite ``busy_timeout``, PostgreSQL
+    ``lock_timeout``); ``statement_timeout_seconds`` bounds a PostgreSQL statement.
+    """
+    wait_ms = max(1, int(wait_seconds * 1000))
     if url.startswith("sqlite"):
-        engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 60}, **kwargs)
+        engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": wait_seconds},
+                                  **kwargs)
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -44,7 +53,7 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL mode
             cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA busy_timeout=60000")
+            cur.execute(f"PRAGMA busy_timeout={wait_ms}")
             cur.close()
 
         @event.listens_for(engine, "begin")
@@ -60,7 +69,9 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
         return engine
     kwargs.setdefault("pool_pre_ping", True)
-    kwargs.setdefault("connect_args", {"connect_timeout": 5})
+    statement_ms = max(1, int(statement_timeout_seconds * 1000))
+    kwargs.setdefault("connect_args", {"connect_timeout": 5,
+                                       "options": f"-c lock_timeout={wait_ms} -c statement_timeout={statement_ms}"})
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
     return sa.create_engine(url, **kwargs)
@@ -81,11 +92,18 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
     cfg = _alembic_config(engine)
     with engine.connect() as conn:
+        # a migration may rewrite big tables and wait for the service's transactions: no time limits
         if is_sqlite(engine):
+            conn.connection.driver_connection.execute("PRAGMA busy_timeout=600000")  # type: ignore[union-attr]
             conn = conn.execution_options(sqlite_begin="IMMEDIATE")
+        else:
+            conn.exec_driver_sql("SET lock_timeout = 0")
+            conn.exec_driver_sql("SET statement_timeout = 0")
+            conn.commit()
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
         conn.commit()
+        conn.invalidate()  # not back into the pool with the limits lifted
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -39,18 +39,18 @@ participant with a pending query gets that query again rather than a second one.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
 import json
 import logging
 import secrets
+import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,9 +64,12 @@ from purebandits.service.errors import (
     Forbidden,
     Gone,
     NotFound,
+    RateLimited,
     ReplayError,
     ServiceError,
     Unauthorized,
+    Unavailable,
+    WouldBlock,
 )
 from purebandits.service.eventlog import (
     HotStatements,
@@ -214,8 +217,10 @@ class Study:
         self.clock = clock or _now_ms
         self._sqlite = is_sqlite(engine)
         # bounded: a miss only costs a reload from the database (settings.cache_experiments)
-        self._meta: LRU = LRU(max(1, int(settings.cache_experiments)))
-        self._cache: LRU = LRU(max(1, int(settings.cache_experiments)))
+        items_budget = max(1, int(settings.cache_items))
+        self._meta: LRU = LRU(max(1, int(settings.cache_experiments)), items_budget, lambda m: m.n_arms)
+        self._cache: LRU = LRU(max(1, int(settings.cache_experiments)), items_budget,
+                               lambda c: c.learner.n_arms_)
         self._locks: dict[tuple[int, int], threading.Lock] = {}
         self._global = threading.Lock()
         self._known_participants: LRU = LRU(MAX_KNOWN_PARTICIPANTS)
@@ -225,8 +230,30 @@ class Study:
         self._query_owner: dict[str, tuple[int, str, int]] = {}
         self._x = HotStatements(engine)
         self._hot: tuple[int, Connection] | None = None  # (thread id, connection): see _loop_connection
+        self._local = threading.local()  # .nowait: see nowait()
+        self._wait = max(0.001, float(settings.db_wait_seconds))
 
     # ------------------------------------------------------------------ connections and locks
+    @contextmanager
+    def nowait(self) -> Iterator[None]:
+        """Run the block on this thread without ever waiting: :class:`WouldBlock` instead.
+
+        The event loop runs participant work inside this (see
+        :class:`~purebandits.service.dispatch.Dispatcher`): on SQLite through its own connection
+        with no busy wait, taking in-process locks only when free; on PostgreSQL only work that
+        needs no database at all (cached settings, known participants). Whatever would wait
+        raises :class:`WouldBlock` before anything is committed, and the caller hands the same
+        call to a worker thread, where waits are bounded by ``db_wait_seconds``.
+        """
+        self._local.nowait = True
+        try:
+            yield
+        finally:
+            self._local.nowait = False
+
+    def _nowait(self) -> bool:
+        return getattr(self._local, "nowait", False)
+
     def _lock(self, eid: int, idx: int) -> threading.Lock:
         # SQLite has one writer: serialising in-process writers on one lock avoids busy-waiting
         if self._sqlite:
@@ -239,18 +266,38 @@ class Study:
         return lock
 
     @contextmanager
+    def _hold(self, lock: threading.Lock) -> Iterator[None]:
+        """Hold ``lock``, waiting at most ``db_wait_seconds`` (503 after), or not at all in :meth:`nowait`."""
+        if self._nowait():
+            if not lock.acquire(blocking=False):
+                raise WouldBlock("lock held")
+        elif not lock.acquire(timeout=self._wait):
+            raise Unavailable(f"busy: no turn within {self._wait:g} s; retry shortly")
+        try:
+            yield
+        finally:
+            lock.release()
+
+    @contextmanager
     def _connect(self, write: bool) -> Iterator[Connection]:
-        hot = self._loop_connection()
-        if hot is not None:
-            # the event loop's own connection: no pool checkout / reset per transaction
-            hot.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
-            try:
-                with hot.begin():
-                    yield hot
-            finally:
-                if hot.invalidated or hot.in_transaction():
-                    self._drop_loop_connection()
-            return
+        if self._nowait():
+            if not self._sqlite:
+                raise WouldBlock("PostgreSQL work runs in a worker thread")
+            hot = self._loop_connection()
+            if hot is not None:
+                # the event loop's own connection: no pool checkout / reset per transaction, no busy wait
+                hot.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
+                try:
+                    with hot.begin():
+                        yield hot
+                except sa.exc.OperationalError as exc:
+                    if _sqlite_busy(exc):
+                        raise WouldBlock("database locked") from exc
+                    raise
+                finally:
+                    if hot.invalidated or hot.in_transaction():
+                        self._drop_loop_connection()
+                return
         with self.engine.connect() as conn:
             if write and self._sqlite:
                 conn = conn.execution_options(sqlite_begin="IMMEDIATE")
@@ -260,23 +307,22 @@ class Study:
     def _loop_connection(self) -> Connection | None:
         """SQLite: one connection kept by the thread running the event loop, else None.
 
-        The participant endpoints run their transactions on the event loop, one at a time, so
-        that thread can keep one connection instead of checking one out of the pool (and
-        resetting it) for every transaction, ~12 % of the server's CPU per answer. Threads
-        without a running loop (owner endpoints, the expiry sweep) use the pool as before.
+        The participant endpoints run their transactions on the event loop when they need not
+        wait, one at a time, so that thread keeps one connection instead of checking one out of
+        the pool (and resetting it) for every transaction, ~12 % of the server's CPU per answer.
+        It never waits for SQLite's write lock (``busy_timeout`` 0: the work goes to a thread
+        instead) and never checkpoints the WAL (``wal_autocheckpoint`` 0: :meth:`checkpoint`
+        does that from a thread), so the loop does no fsync.
         """
-        if not self._sqlite:
-            return None
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return None
         hot = self._hot
         if hot is not None and hot[0] == threading.get_ident():
             return None if hot[1].in_transaction() else hot[1]  # nested use: take one from the pool
         if hot is not None:
             return None  # another loop thread owns it; this one uses the pool
         conn = self.engine.connect()
+        driver = conn.connection.driver_connection
+        driver.execute("PRAGMA busy_timeout=0")  # type: ignore[union-attr]
+        driver.execute("PRAGMA wal_autocheckpoint=0")  # type: ignore[union-attr]
         self._hot = (threading.get_ident(), conn)
         return conn
 
@@ -285,6 +331,15 @@ class Study:
         if hot is not None:
             with suppress(Exception):
                 hot[1].close()
+
+    def checkpoint(self) -> None:
+        """SQLite: copy the WAL into the database file (``PRAGMA wal_checkpoint(PASSIVE)``); else nothing.
+
+        Run from a worker thread (the expiry sweep), as the event loop's connection never does it.
+        """
+        if self._sqlite:
+            with self.engine.connect() as conn:
+                conn.connection.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")  # type: ignore[union-attr]
 
     def close(self) -> None:
         """Release the event loop's connection (call before ``engine.dispose()``)."""
@@ -300,7 +355,7 @@ class Study:
         """
         meta = self.meta(eid)
         key = (eid, idx)
-        with self._lock(eid, idx):
+        with self._hold(self._lock(eid, idx)):
             ok = False
             tx: LogTx | None = None
             try:
@@ -311,14 +366,15 @@ class Study:
                         raise NotFound(f"experiment {eid} does not exist")
                     learner = self._sync(conn, meta, idx, int(row.version))
                     tx = LogTx(self._x, conn, eid, idx, int(row.version), learner)
-                    yield conn, row, tx
-                    if tx.version != row.version:
-                        self._x(conn, "upd_version", tx.version, eid, idx)
-                        every = max(1, int(self.settings.snapshot_every))
-                        if tx.version // every > int(row.version) // every:
-                            write_snapshot(conn, eid, idx, tx.version, learner, self.clock())
-                        if learner.done and row.done_ms is None:
-                            self._x(conn, "upd_done", self.clock(), learner.n_pulls, eid, idx)
+                    with self._pipeline(conn, write):  # hot statements only inside (see _pipeline)
+                        yield conn, row, tx
+                        if tx.version != row.version:
+                            self._x(conn, "upd_version", tx.version, eid, idx)
+                            if learner.done and row.done_ms is None:
+                                self._x(conn, "upd_done", self.clock(), learner.n_pulls, eid, idx)
+                    every = max(1, int(self.settings.snapshot_every))
+                    if tx.version // every > int(row.version) // every:
+                        write_snapshot(conn, eid, idx, tx.version, learner, self.clock())
                 ok = True
                 self._cache[key] = _Cached(tx.version, learner)
             except ServiceError:
@@ -327,8 +383,17 @@ class Study:
                     ok = True
                 raise
             finally:
-                if not ok:
+                if not ok and tx is not None:
                     self._cache.pop(key, None)  # may hold uncommitted changes
+
+    def _pipeline(self, conn: Connection, write: bool) -> Any:
+        """PostgreSQL writes: psycopg's pipeline mode, so statements whose rows nobody reads (the inserts and
+        updates of a batch) go out without a round trip each, with the next read; errors still surface
+        before the commit. Only :class:`HotStatements` run inside (they fetch a read's rows explicitly;
+        SQLAlchemy would take a queued SELECT for one without rows)."""
+        if self._sqlite or not write:
+            return nullcontext()
+        return conn.connection.driver_connection.pipeline()  # type: ignore[union-attr]
 
     def _forget(self, eid: int) -> None:
         """Drop what this process cached of ``eid`` (it was deleted)."""
@@ -427,7 +492,7 @@ class Study:
         meta = self.meta(eid)
         report = []
         for idx, spec in enumerate(meta.learners):
-            with self._lock(eid, idx):
+            with self._hold(self._lock(eid, idx)):
                 self._cache.pop((eid, idx), None)
                 with self._connect(False) as conn:
                     version = self._version(conn, eid, idx)
@@ -459,14 +524,22 @@ class Study:
         return {eid: self.verify(eid) for eid in ids}
 
     # ------------------------------------------------------------------ owners
-    def create_experiment(self, spec: dict[str, Any]) -> tuple[int, str]:
+    def create_experiment(self, spec: dict[str, Any], origin: str | None = None) -> tuple[int, str]:
         """Validate ``spec`` (see :func:`~purebandits.service.validation.validate_spec`) and create the
-        experiment; returns (id, owner token). Nothing is created when the spec is refused."""
+        experiment; returns (id, owner token). Nothing is created when the spec is refused.
+
+        A create from client address ``origin`` counts against its limit (``create_rate_per_second`` /
+        ``create_burst``, shared by every process through the database); the routes pass it only
+        when the server has no admin token (anyone may create).
+        """
         s = validate_spec(spec)
         token = new_token()
-        now = self.clock()
+        now, source = self.clock(), origin_hash(origin)
         with self._connect(True) as conn:
-            eid = conn.execute(experiments.insert().values(
+            if source is not None:
+                self._admit(conn, experiments, source, now, self.settings.create_rate_per_second,
+                            self.settings.create_burst, "new experiments from this address")
+            eid = conn.execute(experiments.insert().values(origin=source,
                 name=s.name, k=s.k, n_arms=len(s.items), labels=s.labels, status="active",
                 owner_token_hash=hash_token(token), query_expiry_seconds=s.query_expiry_seconds, created_ms=now,
                 instructions=s.instructions, repeats=s.repeats, answers_per_participant=s.answers_per_participant,
@@ -553,7 +626,7 @@ class Study:
     def delete_experiment(self, eid: int) -> dict[str, Any]:
         """Remove the experiment and every row of it (items, learners, events, queries, snapshots, image)."""
         self.meta(eid)
-        with self._lock(eid, 0), self._connect(True) as conn:
+        with self._hold(self._lock(eid, 0)), self._connect(True) as conn:
             # children first: the same on every backend, whatever its foreign-key enforcement
             for table in (events, queries, snapshots, images, items, learners):
                 conn.execute(table.delete().where(table.c.experiment_id == eid))
@@ -589,10 +662,13 @@ class Study:
         return row.content_type, bytes(row.data)
 
     # ------------------------------------------------------------------ participants
-    def new_participant(self, pid: str | None = None) -> str:
+    def new_participant(self, pid: str | None = None, origin: str | None = None) -> str:
         """Register a participant and return its id: a random UUID, or ``pid`` (a crowd platform's worker id).
 
-        Registering an id that exists already is fine (the same worker coming back).
+        Registering an id that exists already is fine (the same worker coming back). A new id from
+        client address ``origin`` counts against that address's limit
+        (``participant_rate_per_second`` / ``participant_burst``), kept in the database so every
+        worker process enforces the same one: :class:`RateLimited` when it is spent.
         """
         if pid is None:
             pid = str(uuid.uuid4())
@@ -604,13 +680,30 @@ class Study:
                 if self._x(conn, "sel_participant", pid).first() is not None:
                     self._known_participants.add(pid)
                     return pid
+        now, source = self.clock(), origin_hash(origin)
         try:
             with self._connect(True) as conn:
-                conn.execute(participants.insert().values(id=pid, created_ms=self.clock()))
+                if source is not None:
+                    self._admit(conn, participants, source, now, self.settings.participant_rate_per_second,
+                                self.settings.participant_burst, "new participant ids from this address")
+                conn.execute(participants.insert().values(id=pid, created_ms=now, origin=source))
         except sa.exc.IntegrityError:  # registered by a concurrent request
             pass
         self._known_participants.add(pid)
         return pid
+
+    @staticmethod
+    def _admit(conn: Connection, table: sa.Table, source: str, now: int, rate: float, burst: float, what: str) -> None:
+        """Refuse (:class:`RateLimited`) a new row of ``table`` from ``source`` if ``burst`` rows from it arrived
+        in the last ``burst / rate`` seconds: a sliding window every process reads from the same table."""
+        if rate <= 0 or burst <= 0:
+            return
+        window = int(1000 * burst / rate)
+        recent = conn.execute(sa.select(table.c.created_ms).where(table.c.origin == source,
+                                                                 table.c.created_ms > now - window)
+                              .order_by(table.c.created_ms.desc()).limit(int(burst))).scalars().all()
+        if len(recent) >= int(burst):
+            raise RateLimited(f"too many {what}; slow down", retry_after=max(0.001, (recent[-1] + window - now) / 1000))
 
     def _check_participant(self, conn: Connection, pid: str) -> None:
         if pid in self._known_participants:
@@ -629,77 +722,8 @@ class Study:
         again) or ``"complete"`` (``answers_per_participant`` reached, with its
         ``completion_code``).
         """
-        meta = self.meta(eid)
-        if pid not in self._known_participants:
-            try:
-                pid.encode("utf-8")
-            except UnicodeEncodeError:
-                raise Forbidden("unknown participant id: get one from POST /api/participants") from None
-            with self._connect(False) as conn:
-                self._check_participant(conn, pid)
-        idx = meta.assign(pid)
-        with self._locked(eid, idx) as (conn, row, tx):
-            now = self.clock()
-            if now - self._last_expire.get((eid, idx), -LAZY_EXPIRE_EVERY_MS) >= LAZY_EXPIRE_EVERY_MS:
-                self._expire(conn, tx, now)
-                self._last_expire[(eid, idx)] = now
-            if row.status != "active":
-                return {"state": row.status, "retry_after": 5.0}
-            seen: set[int] = set()
-            last, n_answered, pending = -1, 0, None
-            for q in self._x(conn, "sel_seen", eid, pid).rows:
-                seen.add(q.arm)
-                last = q.arm
-                if q.status == "answered":
-                    n_answered += 1
-                elif q.status == "pending" and q.expires_ms > now:
-                    pending = q
-            quota = meta.answers_per_participant
-            if quota is not None and n_answered >= quota:
-                return {"state": "complete", "completion_code": meta.completion_code(pid), "n_answered": n_answered,
-                        "retry_after": 3600.0}
-            if pending is not None:  # a reload or a retried ask: the same query again, not a second one
-                return self._query_response(meta, pending.id, pending.arm, pending.expires_ms, n_answered)
-            strict = meta.repeats == "never" and len(seen) < meta.n_arms
-            arm, passed = -1, []
-            tries = min(len(seen) + CANDIDATES_BEYOND_SEEN, MAX_CANDIDATES_NEVER) if strict else MAX_CANDIDATES
-            for _ in range(tries):
-                got = tx.learner.ask(1)
-                if not got:
-                    break
-                if got[0] != last and not (strict and got[0] in seen):
-                    arm = got[0]
-                    break
-                passed.append(got[0])
-            if arm < 0 and passed:
-                # nothing served: the candidates go back to the learner, logged as one "pass" event
-                # (replay asks and cancels them too; cheaper than rebuilding the learner)
-                tx.append("pass", str(uuid.uuid4()), passed[0], None, None, now, passed=passed)
-            if arm < 0:
-                if tx.learner.done:
-                    return {"state": "done", "retry_after": 5.0, "n_answered": n_answered}
-                if passed:
-                    return {"state": "exhausted", "retry_after": 30.0, "n_answered": n_answered}
-                return {"state": "waiting", "retry_after": 1.0, "n_answered": n_answered}
-            qid = str(uuid.uuid4())
-            expires = now + int(meta.expiry_s * 1000)
-            # one event: the passed-over candidates go back to the learner (cancelled) right after
-            seq = tx.append("ask", qid, arm, None, None, now, passed=passed)
-            self._x(conn, "ins_query", qid, eid, pid, idx, arm, now, expires, seq)
-        if len(self._query_owner) > 100_000:  # pending queries of other processes' lifetimes: a bound
-            self._query_owner.clear()
-        self._query_owner[qid] = (eid, pid, idx)
-        return self._query_response(meta, qid, arm, expires, n_answered)
-
-    @staticmethod
-    def _query_response(meta: _Meta, qid: str, arm: int, expires_ms: int, n_answered: int) -> dict[str, Any]:
-        item = meta.items[arm]
-        return {
-            "state": "ok", "query_id": qid, "experiment_id": meta.id,
-            "item": {"id": item["id"], "text": item["text"], "image_url": item["image_url"]},
-            "labels": [lab["name"] for lab in meta.labels], "expires_at": expires_ms / 1000.0,
-            "n_answered": n_answered,
-        }
+        eid, idx = self.prepare_ask(eid, pid)
+        return _raise_or_return(self.run_ops(eid, idx, [("ask", pid)])[0])
 
     def answer(self, query_id: str, pid: str, label: str) -> dict[str, Any]:
         """Record ``label`` for a pending query, ``tell`` the learner, commit, then acknowledge.
@@ -709,6 +733,23 @@ class Study:
         -> Forbidden; expired -> Gone; a different label the second time, or an archived
         experiment -> Conflict; a label outside the set -> BadRequest.
         """
+        eid, idx = self.prepare_answer(query_id, pid, label)
+        return _raise_or_return(self.run_ops(eid, idx, [("answer", pid, query_id, label)])[0])
+
+    def prepare_ask(self, eid: int, pid: str) -> tuple[int, int]:
+        """Check an ask before it takes the learner's lock; returns (experiment, learner index) to run it on."""
+        meta = self.meta(eid)
+        if pid not in self._known_participants:
+            try:
+                pid.encode("utf-8")
+            except UnicodeEncodeError:
+                raise Forbidden("unknown participant id: get one from POST /api/participants") from None
+            with self._connect(False) as conn:
+                self._check_participant(conn, pid)
+        return eid, meta.assign(pid)
+
+    def prepare_answer(self, query_id: str, pid: str, label: str) -> tuple[int, int]:
+        """Check an answer before it takes the learner's lock; returns (experiment, learner index) to run it on."""
         owner = self._query_owner.get(query_id)
         if owner is None:
             try:
@@ -725,47 +766,155 @@ class Study:
         eid, owner_pid, idx = owner
         if not hmac.compare_digest(owner_pid.encode(), (pid or "").encode("utf-8", "replace")):
             raise Forbidden("this query was issued to another participant")
-        meta = self.meta(eid)
-        rewards = meta.rewards
+        rewards = self.meta(eid).rewards
         if label not in rewards:
             raise BadRequest(f"label {label!r} is not in this experiment's label set {list(rewards)}")
-        expired = False
+        return eid, idx
+
+    def run_ops(self, eid: int, idx: int, ops: list[tuple[str, ...]]) -> list[Any]:
+        """Run asks ``("ask", pid)`` and answers ``("answer", pid, query_id, label)`` on one learner, in order,
+        in ONE locked transaction (one commit: group commit of concurrent requests); each checked first by
+        :meth:`prepare_ask` / :meth:`prepare_answer`.
+
+        Returns one entry per op: its response, or the :class:`ServiceError` it ends in (a refusal
+        changes nothing, so the others go on). Any other error fails them all and commits nothing.
+        """
+        meta = self.meta(eid)
+        out: list[Any] = []
         with self._locked(eid, idx) as (conn, row, tx):
-            q = self._x(conn, "sel_query", query_id).one()
-            if q.status == "answered":
-                if q.label != label:
-                    raise Conflict(f"query already answered with label {q.label!r}")
-                return _answer_response(query_id, q.label, q.reward)
-            if q.status == "expired":
-                raise Gone("query expired; ask for a new one")
-            if row.status == "archived":
-                raise Conflict("experiment is archived (read-only); answers are no longer accepted")
             now = self.clock()
-            if q.expires_ms <= now:
+            if now - self._last_expire.get((eid, idx), -LAZY_EXPIRE_EVERY_MS) >= LAZY_EXPIRE_EVERY_MS:
                 self._expire(conn, tx, now)
-                expired = True
-            else:
-                reward = rewards[label]
-                seq = tx.append("answer", query_id, int(q.arm), label, reward, now)
-                self._x(conn, "upd_answered", now, label, reward, seq, query_id)
-        # committed: the owner map only needs pending queries (a retry looks the owner up in the table)
-        self._query_owner.pop(query_id, None)
-        if expired:
+                self._last_expire[(eid, idx)] = now
+            for op in ops:
+                try:
+                    if op[0] == "ask":
+                        out.append(self._ask_locked(meta, conn, row, tx, op[1]))
+                    else:
+                        out.append(self._answer_locked(meta, conn, row, tx, op[2], op[3]))
+                except ServiceError as exc:
+                    out.append(exc)
+        # committed: remember the new pending queries' owners; answered or expired ones leave the map
+        if len(self._query_owner) > 100_000:  # pending queries of other processes' lifetimes: a bound
+            self._query_owner.clear()
+        for op, res in zip(ops, out, strict=True):
+            if op[0] == "ask":
+                if isinstance(res, dict) and res.get("query_id"):
+                    self._query_owner[res["query_id"]] = (eid, op[1], idx)
+            elif not isinstance(res, ServiceError) or isinstance(res, Gone):
+                self._query_owner.pop(op[2], None)
+        return out
+
+    def _ask_locked(self, meta: _Meta, conn: Connection, row: Any, tx: LogTx, pid: str) -> dict[str, Any]:
+        now = self.clock()
+        if row.status != "active":
+            return {"state": row.status, "retry_after": 5.0}
+        eid, idx = meta.id, tx.idx
+        seen: set[int] = set()
+        last, n_answered, pending = -1, 0, None
+        for q in self._x(conn, "sel_seen", eid, pid).rows:
+            seen.add(q.arm)
+            last = q.arm
+            if q.status == "answered":
+                n_answered += 1
+            elif q.status == "pending" and q.expires_ms > now:
+                pending = q
+        quota = meta.answers_per_participant
+        if quota is not None and n_answered >= quota:
+            return {"state": "complete", "completion_code": meta.completion_code(pid), "n_answered": n_answered,
+                    "retry_after": 3600.0}
+        if pending is not None:  # a reload or a retried ask: the same query again, not a second one
+            return self._query_response(meta, pending.id, pending.arm, pending.expires_ms, n_answered)
+        strict = meta.repeats == "never" and len(seen) < meta.n_arms
+        arm, passed = self._pick(tx, seen, last, strict)
+        if arm < 0 and not passed and not tx.learner.done and self._reissue_oldest(conn, tx, now):
+            # the learner waits for pulls that are out; the oldest of them was abandoned: ask again
+            arm, passed = self._pick(tx, seen, last, strict)
+        if arm < 0 and passed:
+            # nothing served: the candidates go back to the learner, logged as one "pass" event
+            # (replay asks and cancels them too; cheaper than rebuilding the learner)
+            tx.append("pass", str(uuid.uuid4()), passed[0], None, None, now, passed=passed)
+        if arm < 0:
+            if tx.learner.done:
+                return {"state": "done", "retry_after": 5.0, "n_answered": n_answered}
+            if passed:
+                return {"state": "exhausted", "retry_after": 30.0, "n_answered": n_answered}
+            return {"state": "waiting", "retry_after": 1.0, "n_answered": n_answered}
+        qid = str(uuid.uuid4())
+        expires = now + int(meta.expiry_s * 1000)
+        # one event: the passed-over candidates go back to the learner (cancelled) right after
+        seq = tx.append("ask", qid, arm, None, None, now, passed=passed)
+        self._x(conn, "ins_query", qid, eid, pid, idx, arm, now, expires, seq)
+        return self._query_response(meta, qid, arm, expires, n_answered)
+
+    @staticmethod
+    def _pick(tx: LogTx, seen: set[int], last: int, strict: bool) -> tuple[int, list[int]]:
+        """The first of the learner's candidates this participant may see (-1 if none) and those passed over."""
+        passed: list[int] = []
+        tries = min(len(seen) + CANDIDATES_BEYOND_SEEN, MAX_CANDIDATES_NEVER) if strict else MAX_CANDIDATES
+        for _ in range(tries):
+            got = tx.learner.ask(1)
+            if not got:
+                break
+            if got[0] != last and not (strict and got[0] in seen):
+                return got[0], passed
+            passed.append(got[0])
+        return -1, passed
+
+    def _reissue_oldest(self, conn: Connection, tx: LogTx, now: int) -> bool:
+        """Cancel this learner's oldest pending query if it is older than ``reissue_after_seconds``.
+
+        Called when the learner has nothing to hand out until pulls come back (a round-based
+        rule such as successive elimination or sequential halving): a query left unanswered that
+        long is treated as abandoned (its late answer gets 410, as after expiry), so a few
+        participants who ask and walk away cannot hold the round up for ``query_expiry_seconds``.
+        """
+        cutoff = now - int(max(0.0, float(self.settings.reissue_after_seconds)) * 1000)
+        oldest = self._x(conn, "sel_oldest_pending", tx.eid, tx.idx, cutoff).rows
+        self._cancel_queries(conn, tx, oldest, now)
+        return bool(oldest)
+
+    @staticmethod
+    def _query_response(meta: _Meta, qid: str, arm: int, expires_ms: int, n_answered: int) -> dict[str, Any]:
+        item = meta.items[arm]
+        return {
+            "state": "ok", "query_id": qid, "experiment_id": meta.id,
+            "item": {"id": item["id"], "text": item["text"], "image_url": item["image_url"]},
+            "labels": [lab["name"] for lab in meta.labels], "expires_at": expires_ms / 1000.0,
+            "n_answered": n_answered,
+        }
+
+    def _answer_locked(self, meta: _Meta, conn: Connection, row: Any, tx: LogTx, query_id: str,
+                       label: str) -> dict[str, Any] | Gone:
+        rewards = meta.rewards
+        q = self._x(conn, "sel_query", query_id).one()
+        if q.status == "answered":
+            if q.label != label:
+                raise Conflict(f"query already answered with label {q.label!r}")
+            return _answer_response(query_id, q.label, q.reward)
+        if q.status == "expired":
             raise Gone("query expired; ask for a new one")
-        return _answer_response(query_id, label, rewards[label])
+        if row.status == "archived":
+            raise Conflict("experiment is archived (read-only); answers are no longer accepted")
+        now = self.clock()
+        if q.expires_ms <= now:
+            self._expire(conn, tx, now)
+            return Gone("query expired; ask for a new one")  # after the expiry commits
+        reward = rewards[label]
+        seq = tx.append("answer", query_id, int(q.arm), label, reward, now)
+        self._x(conn, "upd_answered", now, label, reward, seq, query_id)
+        return _answer_response(query_id, label, reward)
 
     def _expire(self, conn: Connection, tx: LogTx, now: int) -> int:
-        stale = conn.execute(
-            sa.select(queries.c.id, queries.c.arm)
-            .where(queries.c.experiment_id == tx.eid, queries.c.learner == tx.idx, queries.c.status == "pending",
-                   queries.c.expires_ms <= now)
-            .order_by(queries.c.expires_ms, queries.c.id)
-        ).all()
-        for q in stale:
+        stale = self._x(conn, "sel_stale", tx.eid, tx.idx, now).rows
+        self._cancel_queries(conn, tx, stale, now)
+        return len(stale)
+
+    def _cancel_queries(self, conn: Connection, tx: LogTx, rows: list[Any], now: int) -> None:
+        for q in rows:
             self._query_owner.pop(q.id, None)
             seq = tx.append("cancel", q.id, int(q.arm), None, None, now)
-            conn.execute(queries.update().where(queries.c.id == q.id).values(status="expired", end_seq=seq))
-        return len(stale)
+            self._x(conn, "upd_expired", seq, q.id)
 
     def expire_stale(self) -> int:
         """Expire every pending query past its time, in every experiment; returns how many."""
@@ -898,6 +1047,27 @@ class Study:
                                 "seed": ls.seed, "version": int(r.version), "done": r.done_ms is not None,
                                 "stopped_at_answers": r.done_answers}
                                for ls, r in zip(meta.learners, lrows, strict=True)]}
+
+
+def origin_hash(address: str | None) -> str | None:
+    """What the database keeps of a client address for the rate limits: a hash (pseudonymous only, as IPv4
+    addresses are few enough to try them all), the same in every process."""
+    if address is None:
+        return None
+    return hashlib.sha256(b"purebandits-origin:" + address.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+def _raise_or_return(result: Any) -> Any:
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def _sqlite_busy(exc: sa.exc.OperationalError) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" / "database table is locked" (it would have to wait)."""
+    orig = exc.orig
+    return isinstance(orig, sqlite3.OperationalError) and \
+        (getattr(orig, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _answer_response(query_id: str, label: str, reward: float) -> dict[str, Any]:

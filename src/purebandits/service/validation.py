@@ -3,6 +3,24 @@
 Every check raises :class:`~purebandits.service.errors.BadRequest` with a message that names
 the problem, before anything is stored. :func:`validate_spec` turns the JSON body of ``POST
 /api/experiments`` into an :class:`ExperimentSpec` that the protocol stores as is.
+
+Input limits (each refused with a 422 whose ``detail`` is one line of at most
+:data:`MAX_DETAIL` characters, so a hostile value is never echoed back whole):
+
+* texts: experiment name <= 200 characters, item text <= :data:`MAX_ITEM_TEXT` (2,000: a
+  caption contest's captions are at most a few hundred), item id <= 200, label name <= 100,
+  at most :data:`MAX_LABELS` labels, instructions <= 2,000, ``image_url`` <= 2,000; no lone
+  UTF-16 surrogates and no control characters other than tab and newlines in any of them;
+* ``image_url``: an absolute ``http://`` or ``https://`` URL with a host and no credentials, or
+  a root-relative path starting with a single ``/``; never protocol-relative (``//host/x``),
+  ``javascript:``, ``data:`` or another scheme, never a backslash (browsers read ``/\\host``
+  as ``//host``), a control or other non-printable character;
+* numbers: label rewards finite with ``|reward| <= 1e6`` (an unbounded learner sums them:
+  1e308 would overflow its sums to inf), shares in ``(0, 1e6]``, integers in learner
+  parameters and the ``k`` / ``delta`` / ``budget`` shortcuts within ``|x| <= 2**62`` and floats
+  finite (checked even for a learner that ignores the shortcut), parameters nested at most
+  :data:`MAX_PARAM_DEPTH` deep, and ``N`` (a lil-KL learner sums ``N`` terms when it starts)
+  at most :data:`MAX_PARAM_N`.
 """
 
 from __future__ import annotations
@@ -16,6 +34,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -25,9 +44,9 @@ from purebandits.service.errors import BadRequest
 
 __all__ = [
     "DEFAULT_LABELS", "DEFAULT_ALGORITHM", "DEFAULT_PARAMS", "DEFAULT_DELTA", "REPEAT_POLICIES", "MAX_ITEMS",
-    "MAX_PARTICIPANT_ID",
+    "MAX_PARTICIPANT_ID", "MAX_ITEM_TEXT", "MAX_LABELS", "MAX_ABS_REWARD", "MAX_SHARE", "MAX_URL",
     "ExperimentSpec", "LearnerSpec", "validate_spec", "parse_items_csv", "has_control", "check_text",
-    "check_participant_id",
+    "check_participant_id", "check_image_url", "one_line",
 ]
 
 #: the caption contest's label set: name -> reward
@@ -49,6 +68,27 @@ REPEAT_POLICIES = ("never", "not_consecutive")
 MAX_ITEMS = 100_000
 MAX_EXPIRY_SECONDS = 366 * 86400
 MAX_INSTRUCTIONS = 2000
+#: an item's text (a caption): the longest New Yorker contest caption is a few hundred characters
+MAX_ITEM_TEXT = 2000
+MAX_ITEM_ID = 200
+MAX_NAME = 200
+MAX_LABEL_NAME = 100
+#: labels are the buttons of the rating page
+MAX_LABELS = 50
+#: |reward| of a label: an unbounded learner keeps sums (and sums of squares) of rewards
+MAX_ABS_REWARD = 1e6
+#: a learner's share of participants is relative (normalised); bounded so that the sum is finite
+MAX_SHARE = 1e6
+#: an item's image_url
+MAX_URL = 2000
+#: integers in learner parameters and shortcuts (the database and the compiled kernels need 64 bits)
+MAX_PARAM_INT = 2**62
+#: nesting of learner parameters (lists / objects in lists / objects)
+MAX_PARAM_DEPTH = 8
+#: the lil-KL learners' ``N`` (a power of two; the paper uses 8): starting sums ``N`` terms
+MAX_PARAM_N = 2**16
+#: an error message is cut to this many characters (one line)
+MAX_DETAIL = 300
 MAX_IMAGE_BYTES = 2_000_000
 IMAGE_TYPES = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff", "image/gif": b"GIF8",
                "image/webp": b"RIFF"}
@@ -56,6 +96,7 @@ IMAGE_TYPES = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff",
 MAX_PARTICIPANT_ID = 36
 _LABEL_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
 _CONTROL = {chr(c) for c in range(32)} - {"\t", "\n", "\r"} | {"\x7f"}
+_FORMULA_START = frozenset("=+-@")
 
 
 @dataclass
@@ -105,32 +146,80 @@ def check_text(text: str, where: str) -> None:
 
 
 def check_participant_id(pid: Any) -> str:
-    """A client-chosen participant id: 1..36 printable characters, no surrounding spaces."""
+    """A client-chosen participant id: 1..36 printable characters, no surrounding spaces, not starting with
+    ``=``, ``+``, ``-`` or ``@`` (a spreadsheet opening the CSV exports would run it as a formula)."""
     if not isinstance(pid, str) or not 1 <= len(pid) <= MAX_PARTICIPANT_ID or pid != pid.strip():
         raise BadRequest(f"participant_id must be 1..{MAX_PARTICIPANT_ID} characters without surrounding spaces")
     check_text(pid, "participant_id")
     if not pid.isprintable():
         raise BadRequest("participant_id must be printable text")
+    if pid[0] in _FORMULA_START:
+        raise BadRequest("participant_id must not start with '=', '+', '-' or '@' (spreadsheet formula)")
     return pid
+
+
+def check_image_url(url: Any, where: str) -> str:
+    """An item's image: an absolute http(s) URL with a host, or a root-relative path (``/img/1.png``).
+
+    Refused: protocol-relative ``//host/x`` (another site), every other scheme (``javascript:``,
+    ``data:``, ``file:``, ...), backslashes (browsers read ``/\\host`` as ``//host``), credentials
+    (``user:pw@host``), control and other non-printable characters, lone surrogates, and more than
+    :data:`MAX_URL` characters.
+    """
+    if not isinstance(url, str) or not url:
+        raise BadRequest(f"{where} must be an http(s) URL or a path starting with '/'")
+    if len(url) > MAX_URL:
+        raise BadRequest(f"{where} is {len(url)} characters long; at most {MAX_URL} are allowed")
+    check_text(url, where)
+    if not url.isprintable() or "\\" in url:
+        raise BadRequest(f"{where} must not contain backslashes, control or other non-printable characters")
+    if url.startswith("/"):
+        if url.startswith("//"):
+            raise BadRequest(f"{where}: a protocol-relative URL ('//host/...') is not allowed; "
+                             "give https://host/... or a path starting with a single '/'")
+        return url
+    try:
+        parts = urlsplit(url)
+        host, user = parts.hostname, parts.username
+    except ValueError:
+        raise BadRequest(f"{where} is not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not url[:8].lower().startswith(("http://", "https://")):
+        raise BadRequest(f"{where} must be an http(s) URL or a path starting with '/' (no javascript:, data: "
+                         "or other schemes)")
+    if not host:
+        raise BadRequest(f"{where}: the URL has no host")
+    if user is not None:
+        raise BadRequest(f"{where}: credentials (user:password@) are not allowed in the URL")
+    return url
 
 
 def parse_items_csv(text: str) -> list[dict[str, Any]]:
     """Items from CSV text with a header: ``text`` (or ``caption``), optional ``id`` and ``image_url``."""
     reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
-    header = [h.strip() for h in (reader.fieldnames or [])]
-    text_col = "text" if "text" in header else "caption" if "caption" in header else None
-    if text_col is None:
-        raise BadRequest(f"items_csv: the header needs a 'text' (or 'caption') column, got {header}")
-    out = []
-    for row in reader:
-        row = {(k or "").strip(): v for k, v in row.items()}
-        item: dict[str, Any] = {"text": row.get(text_col)}
-        if row.get("id") not in (None, ""):
-            item["id"] = row["id"]
-        img = row.get("image_url") or row.get("image")
-        if img:
-            item["image_url"] = img
-        out.append(item)
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        text_col = "text" if "text" in header else "caption" if "caption" in header else None
+        if text_col is None:
+            raise BadRequest(f"items_csv: the header needs a 'text' (or 'caption') column, got {header}")
+        out = []
+        for row in reader:
+            row = {(k or "").strip(): v for k, v in row.items()}
+            item: dict[str, Any] = {"text": row.get(text_col)}
+            if row.get("id") not in (None, ""):
+                item["id"] = row["id"]
+            img = row.get("image_url") or row.get("image")
+            if img:
+                item["image_url"] = img
+            out.append(item)
+            if len(out) > MAX_ITEMS:
+                raise BadRequest(f"items_csv: too many items: more than {MAX_ITEMS}")
+    except csv.Error as exc:  # a field over the csv module's limit (128 KiB), a bare carriage return, ...
+        why = str(exc)
+        if "new-line character" in why:
+            why = "a line break inside an unquoted field (quote the field, or end lines with \\n or \\r\\n)"
+        elif "field limit" in why:
+            why = f"a field longer than {csv.field_size_limit()} characters"
+        raise BadRequest(f"items_csv: not readable as CSV (line {reader.line_num}): {why}") from None
     return out
 
 
@@ -149,45 +238,58 @@ def _validate_items(raw: list[Any]) -> list[dict[str, Any]]:
         text = it.get("text")
         if not isinstance(text, str) or not text.strip():
             raise BadRequest(f"item {i}: 'text' must be a non-empty string")
+        if len(text) > MAX_ITEM_TEXT:
+            raise BadRequest(f"item {i}: 'text' is {len(text)} characters long; at most {MAX_ITEM_TEXT} are allowed")
         check_text(text, f"item {i}: 'text'")
         ext = it.get("id")
+        if ext is not None and (isinstance(ext, bool) or not isinstance(ext, str | int)):
+            raise BadRequest(f"item {i}: 'id' must be a string or an integer")
+        if isinstance(ext, str) and len(ext) > MAX_ITEM_ID:
+            raise BadRequest(f"item {i}: 'id' must be 1..{MAX_ITEM_ID} characters")
         ext = str(i) if ext is None else str(ext).strip()
-        if not ext or len(ext) > 200:
-            raise BadRequest(f"item {i}: 'id' must be 1..200 characters")
+        if not ext or len(ext) > MAX_ITEM_ID:
+            raise BadRequest(f"item {i}: 'id' must be 1..{MAX_ITEM_ID} characters")
         check_text(ext, f"item {i}: 'id'")
         if ext in seen:
             raise BadRequest(f"duplicate item id {ext!r} (items {seen[ext]} and {i})")
         seen[ext] = i
         img = it.get("image_url")
         if img is not None:
-            if not isinstance(img, str) or not (img.startswith(("https://", "http://", "/"))):
-                raise BadRequest(f"item {i}: 'image_url' must be an http(s) URL or an absolute path")
-            check_text(img, f"item {i}: 'image_url'")
+            check_image_url(img, f"item {i}: 'image_url'")
         out.append({"id": ext, "text": text.strip(), "image_url": img})
     if len(out) < 2:
         raise BadRequest(f"an experiment needs at least 2 items, got {len(out)}")
     return out
 
 
-def _check_json_numbers(value: Any, where: str) -> None:
+def _number(x: int | float) -> str:
+    """A number for an error message: short even for an integer of a thousand digits."""
+    return str(x) if not isinstance(x, int) or abs(x) < 10**20 else f"~{'-' if x < 0 else ''}10**{len(str(abs(x))) - 1}"
+
+
+def _check_json_numbers(value: Any, where: str, depth: int = 0) -> None:
     """Integers must fit in 64 bits and floats be finite (the learners and the database need both)."""
+    if depth > MAX_PARAM_DEPTH:
+        raise BadRequest(f"{where}: nested more than {MAX_PARAM_DEPTH} levels deep")
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, str):
+        if len(value) > MAX_NAME:
+            raise BadRequest(f"{where}: text longer than {MAX_NAME} characters")
         check_text(value, where)
     elif isinstance(value, int):
-        if not -(2**62) <= value <= 2**62:
-            raise BadRequest(f"{where}: integer {value} out of range (|x| <= 2**62)")
+        if not -MAX_PARAM_INT <= value <= MAX_PARAM_INT:
+            raise BadRequest(f"{where}: integer {_number(value)} out of range (|x| <= 2**62)")
     elif isinstance(value, float):
         if not math.isfinite(value):
-            raise BadRequest(f"{where}: number must be finite")
+            raise BadRequest(f"{where}: number must be finite, got {value}")
     elif isinstance(value, dict):
         for k, v in value.items():
             check_text(str(k), where)
-            _check_json_numbers(v, f"{where}.{k}")
+            _check_json_numbers(v, f"{where}.{str(k)[:40]}", depth + 1)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _check_json_numbers(v, f"{where}[{i}]")
+            _check_json_numbers(v, f"{where}[{i}]", depth + 1)
     else:
         raise BadRequest(f"{where}: params must be JSON values")
 
@@ -197,19 +299,24 @@ def _validate_labels(raw: list[Any] | None) -> list[dict[str, Any]]:
         return [dict(lab) for lab in DEFAULT_LABELS]
     if not isinstance(raw, list) or len(raw) < 2:
         raise BadRequest("labels: give at least 2 labels, each {'name': ..., 'reward': ...}")
+    if len(raw) > MAX_LABELS:
+        raise BadRequest(f"labels: at most {MAX_LABELS} labels, got {len(raw)}")
     out, seen = [], set()
     for i, lab in enumerate(raw):
         if not isinstance(lab, dict) or not isinstance(lab.get("name"), str) or not lab["name"].strip():
             raise BadRequest(f"label {i}: needs a non-empty 'name'")
         name = lab["name"].strip()
+        if len(name) > MAX_LABEL_NAME:
+            raise BadRequest(f"label {i}: name is {len(name)} characters long; at most {MAX_LABEL_NAME} are allowed")
         check_text(name, f"label {i}")
-        if len(name) > 100:
-            raise BadRequest(f"label {name[:20]!r}...: name longer than 100 characters")
         if lab.get("reward") is None:
             raise BadRequest(f"label {name!r} has no reward")
         r = lab["reward"]
-        if isinstance(r, bool) or not isinstance(r, int | float) or not math.isfinite(r):
-            raise BadRequest(f"label {name!r}: reward must be a finite number, got {r!r}")
+        if isinstance(r, bool) or not isinstance(r, int | float):
+            raise BadRequest(f"label {name!r}: reward must be a number")
+        if not (abs(r) <= MAX_ABS_REWARD if isinstance(r, int) else math.isfinite(r) and abs(r) <= MAX_ABS_REWARD):
+            raise BadRequest(f"label {name!r}: reward must be a finite number with |reward| <= {MAX_ABS_REWARD:,.0f}, "
+                             f"got {_number(r)}")
         if name in seen:
             raise BadRequest(f"duplicate label {name!r}")
         seen.add(name)
@@ -242,7 +349,7 @@ def _validate_learner(i: int, entry: dict[str, Any], shortcuts: dict[str, Any], 
                       labels: list[dict[str, Any]]) -> tuple[LearnerSpec, Learner]:
     where = f"algorithms[{i}]"
     algorithm = entry.get("algorithm") or DEFAULT_ALGORITHM
-    if not isinstance(algorithm, str):
+    if not isinstance(algorithm, str) or len(algorithm) > 64:
         raise BadRequest(f"{where}: 'algorithm' must be a registry name (see `purebandits algorithms`)")
     try:
         cls = get_learner_class(algorithm)
@@ -269,12 +376,16 @@ def _validate_learner(i: int, entry: dict[str, Any], shortcuts: dict[str, Any], 
             raise BadRequest(f"parameter {key!r} given twice with different values")
         params[key] = value
     _check_json_numbers(params, f"{where}.params")
+    n_param = params.get("N")
+    if isinstance(n_param, int) and not isinstance(n_param, bool) and n_param > MAX_PARAM_N:
+        raise BadRequest(f"{where}.params.N: at most {MAX_PARAM_N} (2**16; the default is 8), got {n_param}")
     label = entry.get("label") or cls.__name__
     if not isinstance(label, str) or not _LABEL_RE.match(label):
         raise BadRequest(f"{where}: label must be 1..40 letters, digits, '_', '.' or '-', got {label!r}")
     share = entry.get("share", 1.0)
-    if isinstance(share, bool) or not isinstance(share, int | float) or not math.isfinite(share) or share <= 0:
-        raise BadRequest(f"{where}: share must be a positive number, got {share!r}")
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= MAX_SHARE:
+        raise BadRequest(f"{where}: share must be a positive number of at most {MAX_SHARE:,.0f} (shares are relative), "
+                         f"got {share!r}")
     lseed = entry.get("seed")
     lseed = (seed + i) % 2**63 if lseed is None else lseed
     if isinstance(lseed, bool) or not isinstance(lseed, int) or not 0 <= lseed < 2**63:
@@ -291,6 +402,31 @@ def _validate_learner(i: int, entry: dict[str, Any], shortcuts: dict[str, Any], 
 def validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
     """Check the body of ``POST /api/experiments`` and return what to store; BadRequest names the problem.
 
+    See :func:`_validate_spec` for the keys and the module docstring for the limits. The
+    message of a refusal is one line of at most :data:`MAX_DETAIL` characters, ASCII-safe for
+    lone surrogates, so a hostile value is never echoed back whole.
+    """
+    if not isinstance(spec, dict):
+        raise BadRequest("the experiment spec must be a JSON object")
+    try:
+        return _validate_spec(spec)
+    except BadRequest as exc:
+        raise BadRequest(one_line(exc.message)) from None
+    except RecursionError:  # a value nested deeper than the checks above let through
+        raise BadRequest("the experiment spec is nested too deeply") from None
+
+
+def one_line(message: str, limit: int = MAX_DETAIL) -> str:
+    """``message`` on one line (runs of whitespace with a line break become one space), at most ``limit``
+    characters (cut with an ellipsis), lone surrogates written as ``\\udXXX``."""
+    text = re.sub(r"\s*[\r\n\v\f\x85\u2028\u2029]\s*", " ", message)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
+def _validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
+    """Check the body of ``POST /api/experiments`` and return what to store; BadRequest names the problem.
+
     Keys: ``name``, ``items`` (list of {id, text, image_url} or strings) or ``items_csv`` (CSV
     text), ``labels`` (list of {name, reward}; default the caption contest's), one learner as
     ``algorithm`` + ``params`` or several as ``algorithms`` (list of {label, algorithm, params,
@@ -301,8 +437,8 @@ def validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
     (base64)}), ``repeats`` (``never`` or ``not_consecutive``), ``answers_per_participant``.
     """
     name = spec.get("name") or "experiment"
-    if not isinstance(name, str) or len(name) > 200:
-        raise BadRequest("name must be a string of at most 200 characters")
+    if not isinstance(name, str) or len(name) > MAX_NAME:
+        raise BadRequest(f"name must be a string of at most {MAX_NAME} characters")
     check_text(name, "name")
     if spec.get("items") is not None and spec.get("items_csv") is not None:
         raise BadRequest("give either 'items' or 'items_csv', not both")
@@ -330,6 +466,10 @@ def validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
     order = np.random.default_rng([seed, 1]).permutation(len(items))
     items = [items[i] for i in order]
     shortcuts = {key: spec[key] for key in ("k", "delta", "budget") if spec.get(key) is not None}
+    for key, value in shortcuts.items():  # even for learners that ignore them: no 1e400 or 2**70 anywhere
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise BadRequest(f"{key} must be a number, got {type(value).__name__}")
+        _check_json_numbers(value, key)
     entries = spec.get("algorithms")
     if entries is not None:
         if spec.get("algorithm") is not None or spec.get("params"):

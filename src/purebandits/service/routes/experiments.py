@@ -33,15 +33,18 @@ LearnerQuery = Annotated[str | None, Query(max_length=40, description="a learner
 
 
 def base_url(request: Request) -> str:
-    """The service's base URL as the client sees it (no trailing slash), for the links in responses."""
-    return str(request.base_url).rstrip("/")
+    """The configured ``Settings.public_url`` without trailing slash, or "" (root-relative links), for the links
+    in responses; never the request's ``Host`` header, which a client (or a poisoned proxy cache) chooses."""
+    return (request.app.state.settings.public_url or "").rstrip("/")
 
 
 @router.post("", status_code=201, response_model=ExperimentCreated)
 def create_experiment(body: ExperimentCreate, study: StudyDep, token: TokenDep, request: Request) -> Any:
     """Create an experiment; the response holds the owner token (shown only once)."""
     study.check_admin(token, "creating experiments")
-    eid, owner_token = study.create_experiment(body.to_spec())
+    # anyone may create when the server has no admin token: then creates are limited per client address
+    origin = None if study.settings.admin_token else (request.client.host if request.client else "unknown")
+    eid, owner_token = study.create_experiment(body.to_spec(), origin)
     base = base_url(request)
     return {"id": eid, "owner_token": owner_token, "participant_url": f"{base}/rate/{eid}",
             "dashboard_url": f"{base}/dashboard/{eid}#token={owner_token}"}
@@ -121,9 +124,24 @@ def get_state(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Learner
     return study.learner_state(eid, learner=algorithm)
 
 
+#: a spreadsheet reads a cell starting with one of these as a formula (OWASP "CSV injection")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralize(cell: Any) -> Any:
+    """``cell`` with a leading ``'`` if it is a string a spreadsheet would run as a formula; other values as they are.
+
+    Item texts, labels and participant ids come from organizers and participants: opened in Excel or
+    LibreOffice, ``=HYPERLINK(...)`` or ``@SUM(...)`` would be evaluated. Numbers stay numbers.
+    """
+    if isinstance(cell, str) and cell.startswith(_FORMULA_START):
+        return "'" + cell
+    return cell
+
+
 def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(rows)
+    csv.writer(buf, lineterminator="\n").writerows([neutralize(c) for c in row] for row in rows)
     return Response(buf.getvalue(), media_type="text/csv; charset=utf-8",
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 

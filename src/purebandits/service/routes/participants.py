@@ -1,11 +1,10 @@
 """Participant endpoints: get an anonymous id, ask for a query, answer it.
 
-These are the hot path, and they run the (short, blocking) database transaction directly on
-the event loop rather than in the thread pool: each ask or answer is a handful of
-sub-millisecond statements under one lock, and handing them to pool threads made every
-statement wait for the GIL behind the request parsing of other threads (Python's 5 ms switch
-interval), which cut throughput by an order of magnitude. Owner endpoints (results,
-exports) do more work and stay in the thread pool.
+These are the hot path: they go through the app's
+:class:`~purebandits.service.dispatch.Dispatcher`, which runs their short transactions on the
+event loop when nothing has to wait and in a worker thread when something might (a lock, a
+slow or hung database), batching concurrent asks and answers of one learner into one commit.
+Owner endpoints (results, exports) do more work and run in the thread pool.
 """
 
 from __future__ import annotations
@@ -35,8 +34,9 @@ async def new_participant(study: StudyDep, request: Request, body: ParticipantIn
     """A new anonymous participant id (keep it; send it with every query and answer), or register an id of
     your own, such as the worker id a crowd-work platform passes in the link (registering it again is fine).
     Rate-limited per client address."""
-    request.app.state.participant_limiter.check(request.client.host if request.client else "unknown")
-    return {"participant_id": study.new_participant(body.participant_id if body else None)}
+    origin = request.client.host if request.client else "unknown"
+    pid = await request.app.state.dispatcher.call(study.new_participant, body.participant_id if body else None, origin)
+    return {"participant_id": pid}
 
 
 @router.get("/experiments/{eid}/public", response_model=ExperimentPublic, responses=error_responses(404))
@@ -62,13 +62,13 @@ def context_image(eid: EidPath, study: StudyDep) -> Response:
 async def ask(eid: EidPath, body: QueryRequest, study: StudyDep, request: Request) -> Any:
     """The next item to rate, chosen by the learner's ``ask``; a pending query until answered or expired."""
     request.app.state.limiter.check(body.participant_id)
-    return study.next_query(eid, body.participant_id)
+    return await request.app.state.dispatcher.ask(eid, body.participant_id)
 
 
 @router.post("/queries/{query_id}/answer", response_model=AnswerOut, responses=error_responses(403, 404, 409, 410))
-async def answer(query_id: QueryIdPath, body: AnswerRequest, study: StudyDep) -> Any:
+async def answer(query_id: QueryIdPath, body: AnswerRequest, request: Request) -> Any:
     """Answer a query with one of the experiment's labels; acknowledged after it is committed.
 
     Answering again with the same label returns the same response and counts once.
     """
-    return study.answer(query_id, body.participant_id, body.label)
+    return await request.app.state.dispatcher.answer(query_id, body.participant_id, body.label)

@@ -1,14 +1,22 @@
 // Dashboard: polls the owner results endpoint every second and redraws the table and charts.
 // The owner token comes from the URL fragment (#token=...) or the form; it is sent only as a
-// Bearer header. All item text is inserted with textContent.
+// Bearer header. The fragment is cleared from the address bar and the history at once (the token
+// stays in this tab's sessionStorage, so a reload still works). All item text is inserted with
+// textContent.
 (function () {
   "use strict";
   const cfg = JSON.parse(document.getElementById("config").textContent);
   const eid = cfg.experiment_id;
   const $ = (id) => document.getElementById(id);
-  // the fragment's owner token, else one typed here before, else the admin token of /admin in this tab
-  let token = new URLSearchParams(location.hash.slice(1)).get("token") || sessionStorage.getItem("pb.token." + eid) ||
-    sessionStorage.getItem("purebandits.admin_token");
+  const TOKEN_KEY = "pb.token." + eid;
+  // the fragment's owner token, else one given here before, else the admin token of /admin in this tab
+  const fromUrl = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromUrl !== null) {
+    if (fromUrl) sessionStorage.setItem(TOKEN_KEY, fromUrl);
+    // out of the address bar and the history: not shown on screen, not kept in the browser's history
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  let token = fromUrl || sessionStorage.getItem(TOKEN_KEY) || sessionStorage.getItem("purebandits.admin_token");
   let timer = null;
   // several learners side by side: `learners` lists their labels, `learner` is the one shown
   let learners = [], learner = null, seq = 0;
@@ -23,7 +31,8 @@
   $("token-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     token = $("token-input").value.trim();
-    sessionStorage.setItem("pb.token." + eid, token);
+    $("token-input").value = "";
+    sessionStorage.setItem(TOKEN_KEY, token);
     $("token-form").hidden = true;
     poll();
   });
@@ -227,7 +236,11 @@
       // at most 2,000 ranking rows per poll: a contest with thousands of items is not sent whole every second
       const q = `?limit=2000` + (learner ? `&algorithm=${encodeURIComponent(learner)}` : "");
       const r = await fetch(`/api/experiments/${eid}/results${q}`, {headers: auth()});
-      if (r.status === 401) { askToken("Invalid owner token."); return; }
+      if (r.status === 401) {
+        if (sessionStorage.getItem(TOKEN_KEY) === token) sessionStorage.removeItem(TOKEN_KEY);  // not kept if wrong
+        askToken("Invalid owner token.");
+        return;
+      }
       if (mine !== seq) return;
       if (!r.ok) { $("error").textContent = `results: ${r.status}`; }
       else {

@@ -227,9 +227,11 @@
     $("new-form").hidden = true;
     $("created-id").textContent = String(data.id);
     $("owner-token").textContent = data.owner_token;
+    // the server gives root-relative links when it has no public URL configured: show them in full
+    const rateUrl = new URL(data.participant_url, location.href).href;
     const p = $("participant-link");
-    p.href = data.participant_url; p.textContent = data.participant_url;
-    $("dashboard-link").href = data.dashboard_url;
+    p.href = rateUrl; p.textContent = rateUrl;
+    $("dashboard-link").href = new URL(data.dashboard_url, location.href).href;
     $("created").hidden = false;
     document.body.dataset.experimentId = String(data.id);
     window.scrollTo(0, 0);
