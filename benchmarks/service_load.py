@@ -72,6 +72,7 @@ def start_server(db_url: str, workers: int, src: Path | None = None,
            "PUREBANDITS_ASK_RATE_PER_SECOND": "0",
            "PUREBANDITS_PARTICIPANT_RATE_PER_SECOND": "0", "PUREBANDITS_CREATE_RATE_PER_SECOND": "0",
            "PUREBANDITS_QUERY_EXPIRY_SECONDS": "600", **(env or {})}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("PUREBANDITS_")})
     proc = subprocess.Popen([sys.executable, "-m", "purebandits.cli", "serve", "--db", db_url, "--port", str(port),
                              "--workers", str(workers), "--no-access-log", "--log-level", "warning"], env=env)
     url = f"http://127.0.0.1:{port}"

@@ -54,6 +54,10 @@ _HOT_SQL = {
     "sel_oldest_pending": "SELECT id, arm FROM queries WHERE experiment_id = ? AND learner = ? AND status = 'pending' "
                           "AND created_ms <= ? ORDER BY created_ms, id LIMIT 1",
     "upd_expired": "UPDATE queries SET status = 'expired', end_seq = ? WHERE id = ?",
+    # PostgreSQL only (a list parameter is an array there): a whole batch's rows in one statement
+    "sel_seen_many": "SELECT participant_id, id, arm, status, expires_ms FROM queries WHERE experiment_id = ? "
+                     "AND participant_id = ANY(?) ORDER BY created_ms, ask_seq",
+    "sel_query_many": "SELECT id, status, label, reward, arm, expires_ms FROM queries WHERE id = ANY(?)",
 }
 
 

@@ -198,6 +198,77 @@ class _Cached:
     learner: Learner
 
 
+class _Query:
+    """One ``queries`` row as a batch sees it (kept current as the batch's ops change it)."""
+
+    __slots__ = ("id", "arm", "status", "expires_ms", "label", "reward")
+
+    def __init__(self, id: str, arm: int, status: str, expires_ms: int, label: str | None = None,
+                 reward: float | None = None) -> None:
+        self.id, self.arm, self.status, self.expires_ms, self.label, self.reward = \
+            id, arm, status, expires_ms, label, reward
+
+
+class _BatchQueries:
+    """The ``queries`` rows a batch of asks and answers reads: per op (SQLite, where a read costs no round
+    trip), or, with ``prefetch`` (PostgreSQL), the rows of every participant and query in the batch in two
+    statements, then kept current by the batch's own writes (its asks, answers and cancels), so each op
+    costs no round trip and reads exactly what it would have read from the database at its turn."""
+
+    def __init__(self, hot: HotStatements, conn: Connection, eid: int, ops: list[tuple[str, ...]],
+                 prefetch: bool) -> None:
+        self.hot, self.conn, self.eid, self.prefetch = hot, conn, eid, prefetch
+        self._seen: dict[str, list[_Query]] = {}
+        self._by_id: dict[str, _Query] = {}
+        if not prefetch:
+            return
+        pids = sorted({op[1] for op in ops if op[0] == "ask"})
+        qids = sorted({op[2] for op in ops if op[0] == "answer"})
+        if pids:
+            self._seen = {pid: [] for pid in pids}
+            for r in hot(conn, "sel_seen_many", eid, pids).rows:
+                q = _Query(r.id, r.arm, r.status, r.expires_ms)
+                self._seen[r.participant_id].append(q)
+                self._by_id[q.id] = q
+        if qids:
+            for r in hot(conn, "sel_query_many", qids).rows:
+                q = self._by_id.get(r.id)
+                if q is None:
+                    self._by_id[r.id] = _Query(r.id, r.arm, r.status, r.expires_ms, r.label, r.reward)
+                else:
+                    q.label, q.reward = r.label, r.reward
+
+    def seen(self, pid: str) -> list[Any]:
+        """The participant's queries in this experiment, oldest first."""
+        if not self.prefetch:
+            return self.hot(self.conn, "sel_seen", self.eid, pid).rows
+        return self._seen[pid]
+
+    def query(self, qid: str) -> Any:
+        """The query ``qid`` (it exists: :meth:`Study.prepare_answer` found it)."""
+        if not self.prefetch:
+            return self.hot(self.conn, "sel_query", qid).one()
+        q = self._by_id.get(qid)
+        if q is None:
+            raise sa.exc.NoResultFound("expected exactly one row")
+        return q
+
+    def asked(self, pid: str, qid: str, arm: int, expires_ms: int) -> None:
+        if self.prefetch:
+            q = self._by_id[qid] = _Query(qid, arm, "pending", expires_ms)
+            self._seen.setdefault(pid, []).append(q)
+
+    def answered(self, qid: str, label: str, reward: float) -> None:
+        q = self._by_id.get(qid)
+        if q is not None:
+            q.status, q.label, q.reward = "answered", label, reward
+
+    def expired(self, qid: str) -> None:
+        q = self._by_id.get(qid)
+        if q is not None:
+            q.status = "expired"
+
+
 class Study:
     """Experiments over a SQL database, driving registered learners; one per process.
 
@@ -786,12 +857,13 @@ class Study:
             if now - self._last_expire.get((eid, idx), -LAZY_EXPIRE_EVERY_MS) >= LAZY_EXPIRE_EVERY_MS:
                 self._expire(conn, tx, now)
                 self._last_expire[(eid, idx)] = now
+            view = _BatchQueries(self._x, conn, eid, ops, prefetch=not self._sqlite and len(ops) > 1)
             for op in ops:
                 try:
                     if op[0] == "ask":
-                        out.append(self._ask_locked(meta, conn, row, tx, op[1]))
+                        out.append(self._ask_locked(meta, conn, row, tx, op[1], view))
                     else:
-                        out.append(self._answer_locked(meta, conn, row, tx, op[2], op[3]))
+                        out.append(self._answer_locked(meta, conn, row, tx, op[2], op[3], view))
                 except ServiceError as exc:
                     out.append(exc)
         # committed: remember the new pending queries' owners; answered or expired ones leave the map
@@ -805,14 +877,15 @@ class Study:
                 self._query_owner.pop(op[2], None)
         return out
 
-    def _ask_locked(self, meta: _Meta, conn: Connection, row: Any, tx: LogTx, pid: str) -> dict[str, Any]:
+    def _ask_locked(self, meta: _Meta, conn: Connection, row: Any, tx: LogTx, pid: str,
+                    view: _BatchQueries) -> dict[str, Any]:
         now = self.clock()
         if row.status != "active":
             return {"state": row.status, "retry_after": 5.0}
         eid, idx = meta.id, tx.idx
         seen: set[int] = set()
         last, n_answered, pending = -1, 0, None
-        for q in self._x(conn, "sel_seen", eid, pid).rows:
+        for q in view.seen(pid):
             seen.add(q.arm)
             last = q.arm
             if q.status == "answered":
@@ -827,7 +900,7 @@ class Study:
             return self._query_response(meta, pending.id, pending.arm, pending.expires_ms, n_answered)
         strict = meta.repeats == "never" and len(seen) < meta.n_arms
         arm, passed = self._pick(tx, seen, last, strict)
-        if arm < 0 and not passed and not tx.learner.done and self._reissue_oldest(conn, tx, now):
+        if arm < 0 and not passed and not tx.learner.done and self._reissue_oldest(conn, tx, now, view):
             # the learner waits for pulls that are out; the oldest of them was abandoned: ask again
             arm, passed = self._pick(tx, seen, last, strict)
         if arm < 0 and passed:
@@ -845,6 +918,7 @@ class Study:
         # one event: the passed-over candidates go back to the learner (cancelled) right after
         seq = tx.append("ask", qid, arm, None, None, now, passed=passed)
         self._x(conn, "ins_query", qid, eid, pid, idx, arm, now, expires, seq)
+        view.asked(pid, qid, arm, expires)
         return self._query_response(meta, qid, arm, expires, n_answered)
 
     @staticmethod
@@ -861,7 +935,7 @@ class Study:
             passed.append(got[0])
         return -1, passed
 
-    def _reissue_oldest(self, conn: Connection, tx: LogTx, now: int) -> bool:
+    def _reissue_oldest(self, conn: Connection, tx: LogTx, now: int, view: _BatchQueries | None = None) -> bool:
         """Cancel this learner's oldest pending query if it is older than ``reissue_after_seconds``.
 
         Called when the learner has nothing to hand out until pulls come back (a round-based
@@ -871,7 +945,7 @@ class Study:
         """
         cutoff = now - int(max(0.0, float(self.settings.reissue_after_seconds)) * 1000)
         oldest = self._x(conn, "sel_oldest_pending", tx.eid, tx.idx, cutoff).rows
-        self._cancel_queries(conn, tx, oldest, now)
+        self._cancel_queries(conn, tx, oldest, now, view)
         return bool(oldest)
 
     @staticmethod
@@ -885,9 +959,9 @@ class Study:
         }
 
     def _answer_locked(self, meta: _Meta, conn: Connection, row: Any, tx: LogTx, query_id: str,
-                       label: str) -> dict[str, Any] | Gone:
+                       label: str, view: _BatchQueries) -> dict[str, Any] | Gone:
         rewards = meta.rewards
-        q = self._x(conn, "sel_query", query_id).one()
+        q = view.query(query_id)
         if q.status == "answered":
             if q.label != label:
                 raise Conflict(f"query already answered with label {q.label!r}")
@@ -898,23 +972,27 @@ class Study:
             raise Conflict("experiment is archived (read-only); answers are no longer accepted")
         now = self.clock()
         if q.expires_ms <= now:
-            self._expire(conn, tx, now)
+            self._expire(conn, tx, now, view)
             return Gone("query expired; ask for a new one")  # after the expiry commits
         reward = rewards[label]
         seq = tx.append("answer", query_id, int(q.arm), label, reward, now)
         self._x(conn, "upd_answered", now, label, reward, seq, query_id)
+        view.answered(query_id, label, reward)
         return _answer_response(query_id, label, reward)
 
-    def _expire(self, conn: Connection, tx: LogTx, now: int) -> int:
+    def _expire(self, conn: Connection, tx: LogTx, now: int, view: _BatchQueries | None = None) -> int:
         stale = self._x(conn, "sel_stale", tx.eid, tx.idx, now).rows
-        self._cancel_queries(conn, tx, stale, now)
+        self._cancel_queries(conn, tx, stale, now, view)
         return len(stale)
 
-    def _cancel_queries(self, conn: Connection, tx: LogTx, rows: list[Any], now: int) -> None:
+    def _cancel_queries(self, conn: Connection, tx: LogTx, rows: list[Any], now: int,
+                        view: _BatchQueries | None = None) -> None:
         for q in rows:
             self._query_owner.pop(q.id, None)
             seq = tx.append("cancel", q.id, int(q.arm), None, None, now)
             self._x(conn, "upd_expired", seq, q.id)
+            if view is not None:
+                view.expired(q.id)
 
     def expire_stale(self) -> int:
         """Expire every pending query past its time, in every experiment; returns how many."""
