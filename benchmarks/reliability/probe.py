@@ -467,7 +467,8 @@ def pg_hang(ctx: Ctx) -> Report:
         def fault(marks: dict[str, float]) -> threading.Thread:
             def acquire() -> Callable[[], None]:
                 for p in pids:
-                    os.kill(p, signal.SIGSTOP)
+                    with suppress(ProcessLookupError):  # a backend that just ended (the one that listed them)
+                        os.kill(p, signal.SIGSTOP)
 
                 def release() -> None:
                     for p in pids:
