@@ -226,7 +226,7 @@ def test_body_limit_rate_limit_admin_token_and_db_errors(sqlite_url, monkeypatch
         def down(*a, **k):
             raise sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("connection refused"))
 
-        monkeypatch.setattr(study, "run_ops", down)
+        monkeypatch.setattr(study, "run_batch", down)
         r = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": participant(c)})
         assert r.status_code == 503 and r.json() == {"detail": "database unavailable, retry shortly"}
 

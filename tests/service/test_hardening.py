@@ -331,3 +331,40 @@ def test_group_commit_batches_answer_exactly_as_one_at_a_time(db_url):
     a, b = study._cache[(batched, 0)].learner, study._cache[(single, 0)].learner
     assert a.state_json() == b.state_json()
     assert study.replay(batched).state_json() == a.state_json()
+
+
+def test_one_batch_commits_several_learners_of_an_experiment(db_url, tmp_path):
+    """Requests for different learners of one experiment share one batch (one transaction, learners locked in
+    index order) and end exactly as they do one at a time (on a second database, so that the experiment id,
+    and with it each participant's learner, is the same); each learner's log replays to its state."""
+    clock = Clock()
+    spec = {"name": "two", "items": ITEMS, "seed": 5, "repeats": "not_consecutive",
+            "algorithms": [{"label": "A", "algorithm": "lil_ucb"}, {"label": "B", "algorithm": "random_sampling"}]}
+    studies = {False: open_study(db_url, clock=clock), True: open_study(f"sqlite:///{tmp_path / 'one.sqlite'}",
+                                                                        clock=clock)}
+    outcomes, learners = {}, {}
+    for one_by_one, study in studies.items():
+        eid = study.create_experiment(spec)[0]
+        assert eid == 1
+        pids = [study.new_participant(f"w{i}") for i in range(8)]
+        route = {pid: study.prepare_ask(eid, pid)[1] for pid in pids}
+        assert set(route.values()) == {0, 1}  # both learners get participants
+        got, pending = [], {}
+        for _ in range(3):
+            ops = [(route[p], ("ask", p)) for p in pids]
+            res = [study.run_batch(eid, [op])[0] for op in ops] if one_by_one else study.run_batch(eid, ops)
+            pending = {p: r["query_id"] for p, r in zip(pids, res, strict=True) if r.get("query_id")}
+            got += [_outcome(r) for r in res]
+            ops = [(route[p], ("answer", p, q, "funny" if i % 2 else "unfunny"))
+                   for i, (p, q) in enumerate(pending.items())]
+            res = [study.run_batch(eid, [op])[0] for op in ops] if one_by_one else study.run_batch(eid, ops)
+            got += [_outcome(r) for r in res]
+            clock.ms += 1000
+        outcomes[one_by_one] = got
+        learners[one_by_one] = [study._cache[(eid, idx)].learner for idx in (0, 1)]
+        for idx in (0, 1):
+            assert study.replay(eid, learner=idx).state_json() == learners[one_by_one][idx].state_json()
+    assert outcomes[False] == outcomes[True]
+    for a, b in zip(learners[False], learners[True], strict=True):
+        assert a.state_json() == b.state_json()
+    assert sum(lrn.n_pulls for lrn in learners[False]) == 24

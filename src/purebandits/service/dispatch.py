@@ -12,10 +12,10 @@ One :class:`Dispatcher` per app. The participant endpoints await it instead of c
   ``Retry-After`` (safe to retry: an ask re-serves the participant's pending query, an answer is
   idempotent), so a hung database, a lock held elsewhere or a slow statement delays only the
   requests that need it; ``/healthz``, pages and other experiments go on.
-* **Group commit.** Asks and answers for one learner queue while its previous batch runs, and
-  the next batch runs them all in one locked transaction
-  (:meth:`Study.run_ops`): one lock turn, one version update and, on PostgreSQL, one durable
-  commit (one WAL flush) for the whole batch. No answer is acknowledged before its batch has
+* **Group commit.** Asks and answers for one experiment queue while its previous batch runs, and
+  the next batch runs them all in one transaction that locks each learner involved
+  (:meth:`Study.run_batch`): one lock turn per learner, one version update each and, on
+  PostgreSQL, one durable commit (one WAL flush) for the whole batch. No answer is acknowledged before its batch has
   committed, and the batch size grows with the load by itself.
 
 SQLite runs batches inline on the loop (its own connection, no fsync: WAL with
@@ -46,8 +46,8 @@ class Dispatcher:
         self.timeout = 2.0 * max(0.001, float(settings.db_wait_seconds))
         self._inline_batches = study.engine.dialect.name == "sqlite"
         self._pool = ThreadPoolExecutor(max(1, int(settings.db_threads)), thread_name_prefix="purebandits-db")
-        self._queues: dict[tuple[int, int], list[tuple[tuple[str, ...], asyncio.Future]]] = {}
-        self._draining: set[tuple[int, int]] = set()
+        self._queues: dict[int, list[tuple[tuple[int, tuple[str, ...]], asyncio.Future]]] = {}
+        self._draining: set[int] = set()
 
     def close(self) -> None:
         """Stop the worker threads (running calls finish; queued ones are dropped)."""
@@ -70,15 +70,15 @@ class Dispatcher:
 
     async def ask(self, eid: int, pid: str) -> dict[str, Any]:
         """:meth:`Study.next_query`, batched with concurrent requests for the same learner."""
-        key = await self.call(self.study.prepare_ask, eid, pid)
-        return await self._submit(key, ("ask", pid))
+        eid, idx = await self.call(self.study.prepare_ask, eid, pid)
+        return await self._submit(eid, (idx, ("ask", pid)))
 
     async def answer(self, query_id: str, pid: str, label: str) -> dict[str, Any]:
         """:meth:`Study.answer`, batched with concurrent requests for the same learner."""
-        key = await self.call(self.study.prepare_answer, query_id, pid, label)
-        return await self._submit(key, ("answer", pid, query_id, label))
+        eid, idx = await self.call(self.study.prepare_answer, query_id, pid, label)
+        return await self._submit(eid, (idx, ("answer", pid, query_id, label)))
 
-    async def _submit(self, key: tuple[int, int], op: tuple[str, ...]) -> dict[str, Any]:
+    async def _submit(self, key: int, op: tuple[int, tuple[str, ...]]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         self._queues.setdefault(key, []).append((op, fut))
@@ -91,8 +91,8 @@ class Dispatcher:
             fut.cancel()  # still queued: its batch skips it; running: its result is dropped
             raise Unavailable(f"the database did not answer within {self.timeout:g} s; retry shortly") from None
 
-    async def _drain(self, key: tuple[int, int]) -> None:
-        """Run the learner's queued ops batch after batch until none are left."""
+    async def _drain(self, key: int) -> None:
+        """Run the experiment's queued ops batch after batch until none are left."""
         try:
             while True:
                 batch = [(op, fut) for op, fut in self._queues.pop(key, ()) if not fut.done()]
@@ -117,5 +117,5 @@ class Dispatcher:
         finally:
             self._draining.discard(key)
 
-    async def _run_batch(self, key: tuple[int, int], ops: list[tuple[str, ...]]) -> list[Any]:
-        return await self.call(self.study.run_ops, key[0], key[1], ops, inline=self._inline_batches)
+    async def _run_batch(self, key: int, ops: list[tuple[int, tuple[str, ...]]]) -> list[Any]:
+        return await self.call(self.study.run_batch, key, ops, inline=self._inline_batches)

@@ -51,7 +51,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -425,38 +425,58 @@ class Study:
         ``snapshot_every`` events, and the moment the learner stopped) is written back on
         exit, and the transaction commits when the block ends without an exception.
         """
+        with self._locked_many(eid, [idx], write) as (conn, parts):
+            row, tx = parts[idx]
+            yield conn, row, tx
+
+    @contextmanager
+    def _locked_many(self, eid: int, idxs: list[int],
+                     write: bool = True) -> Iterator[tuple[Connection, dict[int, tuple[Any, LogTx]]]]:
+        """:meth:`_locked` for several learners of ``eid`` in ONE transaction (one commit for all of them).
+
+        Learners are locked in increasing index, in every code path, so two transactions never
+        wait for each other in a cycle. Yields (connection, {idx: (row, LogTx)}).
+        """
         meta = self.meta(eid)
-        key = (eid, idx)
-        with self._hold(self._lock(eid, idx)):
-            ok = False
-            tx: LogTx | None = None
+        idxs = sorted(set(idxs))
+        txs: dict[int, LogTx] = {}
+        ok = False
+        with ExitStack() as held:
+            for lock in dict.fromkeys(self._lock(eid, i) for i in idxs):  # SQLite: one lock for all
+                held.enter_context(self._hold(lock))
             try:
                 with self._connect(write) as conn:
-                    row = self._x(conn, "lock_learner_update" if write else "lock_learner", eid, idx).first()
-                    if row is None:
-                        self._forget(eid)
-                        raise NotFound(f"experiment {eid} does not exist")
-                    learner = self._sync(conn, meta, idx, int(row.version))
-                    tx = LogTx(self._x, conn, eid, idx, int(row.version), learner)
+                    parts: dict[int, tuple[Any, LogTx]] = {}
+                    for idx in idxs:
+                        row = self._x(conn, "lock_learner_update" if write else "lock_learner", eid, idx).first()
+                        if row is None:
+                            self._forget(eid)
+                            raise NotFound(f"experiment {eid} does not exist")
+                        learner = self._sync(conn, meta, idx, int(row.version))
+                        txs[idx] = LogTx(self._x, conn, eid, idx, int(row.version), learner)
+                        parts[idx] = (row, txs[idx])
                     with self._pipeline(conn, write):  # hot statements only inside (see _pipeline)
-                        yield conn, row, tx
-                        if tx.version != row.version:
-                            self._x(conn, "upd_version", tx.version, eid, idx)
-                            if learner.done and row.done_ms is None:
-                                self._x(conn, "upd_done", self.clock(), learner.n_pulls, eid, idx)
+                        yield conn, parts
+                        for idx, (row, tx) in parts.items():
+                            if tx.version != row.version:
+                                self._x(conn, "upd_version", tx.version, eid, idx)
+                                if tx.learner.done and row.done_ms is None:
+                                    self._x(conn, "upd_done", self.clock(), tx.learner.n_pulls, eid, idx)
                     every = max(1, int(self.settings.snapshot_every))
-                    if tx.version // every > int(row.version) // every:
-                        write_snapshot(conn, eid, idx, tx.version, learner, self.clock())
+                    for idx, (row, tx) in parts.items():
+                        if tx.version // every > int(row.version) // every:
+                            write_snapshot(conn, eid, idx, tx.version, tx.learner, self.clock())
                 ok = True
-                self._cache[key] = _Cached(tx.version, learner)
+                for idx, tx in txs.items():
+                    self._cache[(eid, idx)] = _Cached(tx.version, tx.learner)
             except ServiceError:
-                # refusals are raised before any change; keep the cache unless events were appended
-                if tx is not None and tx.version == tx.start_version:
-                    ok = True
+                # refusals are raised before any change; keep the caches unless events were appended
+                ok = all(tx.version == tx.start_version for tx in txs.values())
                 raise
             finally:
-                if not ok and tx is not None:
-                    self._cache.pop(key, None)  # may hold uncommitted changes
+                if not ok:
+                    for idx in txs:  # synced learners may hold uncommitted changes
+                        self._cache.pop((eid, idx), None)
 
     def _pipeline(self, conn: Connection, write: bool) -> Any:
         """PostgreSQL writes: psycopg's pipeline mode, so statements whose rows nobody reads (the inserts and
@@ -844,22 +864,30 @@ class Study:
         return eid, idx
 
     def run_ops(self, eid: int, idx: int, ops: list[tuple[str, ...]]) -> list[Any]:
-        """Run asks ``("ask", pid)`` and answers ``("answer", pid, query_id, label)`` on one learner, in order,
-        in ONE locked transaction (one commit: group commit of concurrent requests); each checked first by
-        :meth:`prepare_ask` / :meth:`prepare_answer`.
+        """Run asks ``("ask", pid)`` and answers ``("answer", pid, query_id, label)`` on learner ``idx``:
+        :meth:`run_batch` for one learner."""
+        return self.run_batch(eid, [(idx, op) for op in ops])
+
+    def run_batch(self, eid: int, ops: list[tuple[int, tuple[str, ...]]]) -> list[Any]:
+        """Run ``(learner index, op)`` pairs of experiment ``eid`` -- asks ``("ask", pid)`` and answers
+        ``("answer", pid, query_id, label)``, each checked first by :meth:`prepare_ask` /
+        :meth:`prepare_answer` -- in order, in ONE transaction that locks every learner involved
+        (one commit: group commit of concurrent requests, whichever learner they go to).
 
         Returns one entry per op: its response, or the :class:`ServiceError` it ends in (a refusal
         changes nothing, so the others go on). Any other error fails them all and commits nothing.
         """
         meta = self.meta(eid)
         out: list[Any] = []
-        with self._locked(eid, idx) as (conn, row, tx):
+        with self._locked_many(eid, [idx for idx, _ in ops]) as (conn, parts):
             now = self.clock()
-            if now - self._last_expire.get((eid, idx), -LAZY_EXPIRE_EVERY_MS) >= LAZY_EXPIRE_EVERY_MS:
-                self._expire(conn, tx, now)
-                self._last_expire[(eid, idx)] = now
-            view = _BatchQueries(self._x, conn, eid, ops, prefetch=not self._sqlite and len(ops) > 1)
-            for op in ops:
+            for idx, (_row, tx) in parts.items():
+                if now - self._last_expire.get((eid, idx), -LAZY_EXPIRE_EVERY_MS) >= LAZY_EXPIRE_EVERY_MS:
+                    self._expire(conn, tx, now)
+                    self._last_expire[(eid, idx)] = now
+            view = _BatchQueries(self._x, conn, eid, [op for _, op in ops], prefetch=not self._sqlite and len(ops) > 1)
+            for idx, op in ops:
+                row, tx = parts[idx]
                 try:
                     if op[0] == "ask":
                         out.append(self._ask_locked(meta, conn, row, tx, op[1], view))
@@ -870,7 +898,7 @@ class Study:
         # committed: remember the new pending queries' owners; answered or expired ones leave the map
         if len(self._query_owner) > 100_000:  # pending queries of other processes' lifetimes: a bound
             self._query_owner.clear()
-        for op, res in zip(ops, out, strict=True):
+        for (idx, op), res in zip(ops, out, strict=True):
             if op[0] == "ask":
                 if isinstance(res, dict) and res.get("query_id"):
                     self._query_owner[res["query_id"]] = (eid, op[1], idx)
