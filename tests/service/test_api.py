@@ -80,9 +80,9 @@ def test_full_flow(db_url):
         answers = list(csv.reader(io.StringIO(c.get(f"/api/experiments/{eid}/answers.csv", headers=auth).text)))
         assert len(answers) == n + 1 and answers[0][:3] == ["seq", "query_id", "participant_id"]
         summary = list(csv.reader(io.StringIO(c.get(f"/api/experiments/{eid}/summary.csv", headers=auth).text)))
-        assert summary[0] == ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision",
-                              "contest", "caption"]
-        assert sum(int(r[4]) for r in summary[1:]) == n
+        assert summary[0] == ["rank", "item_id", "funny", "somewhat_funny", "unfunny", "count", "score",
+                              "precision", "contest", "caption"]
+        assert sum(int(r[5]) for r in summary[1:]) == n
         state = c.get(f"/api/experiments/{eid}/state", headers=auth).json()
         assert state["version"] == info["version"] and state["state"]["state"]["t_"] == n
 
@@ -153,8 +153,9 @@ def test_items_as_csv_and_custom_labels(sqlite_url):
         assert c.post(f"/api/queries/{q['query_id']}/answer", json={"participant_id": pid, "label": "good"}).json()[
             "reward"] == 0.75
         summary = list(csv.reader(io.StringIO(c.get(f"/api/experiments/{eid}/summary.csv", headers=auth).text)))
-        row = [r for r in summary[1:] if r[4] == "1"][0]
-        assert row[1:4] == ["0", "1", "0"] and float(row[5]) == pytest.approx(1 + 2 * 0.75)
+        assert summary[0][2:8] == ["bad", "ok", "good", "great", "count", "mean_reward"]
+        row = [r for r in summary[1:] if r[6] == "1"][0]
+        assert row[2:6] == ["0", "0", "1", "0"] and float(row[7]) == pytest.approx(0.75)
 
 
 def test_answer_errors(db_url):

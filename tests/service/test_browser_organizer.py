@@ -19,7 +19,8 @@ from purebandits.service.validation import DEFAULT_ALGORITHM
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 ADMIN = "organizer-admin-token-0123456789"
-SUMMARY_COLUMNS = ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest", "caption"]
+SUMMARY_COLUMNS = ["rank", "item_id", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest",
+                   "caption"]
 
 pytestmark = pytest.mark.browser
 

@@ -16,7 +16,7 @@ from purebandits.instances.real import _data_path, caption_contest
 from purebandits.registry import all_learners
 from purebandits.service.errors import BadRequest, Conflict, Forbidden, Gone, NotFound, Unauthorized
 from purebandits.service.models import experiments, metadata, snapshots
-from purebandits.service.study import summary_rows
+from purebandits.service.study import DEFAULT_LABELS, summary_rows
 
 
 def spec(n=6, **kw):
@@ -221,16 +221,20 @@ def test_summary_matches_public_caption_contest_file():
     """Given contest 559's vote counts, the summary export reproduces the public file."""
     cc = caption_contest("559")
     counts = cc.votes  # columns unfunny, somewhat_funny, funny
-    rows = summary_rows(counts, [0.0, 0.5, 1.0], cc.captions, "559")
+    items = [{"id": f"c{i}", "text": text} for i, text in enumerate(cc.captions)]
+    rows = summary_rows(counts, DEFAULT_LABELS, items, "559")
     with open(_data_path("caption_contest", "559_summary_RandomSamping.csv"), newline="", encoding="utf-8") as fh:
         public = list(csv.reader(fh))
-    assert rows[0] == public[0]
+    # the public columns, with the item id after the rank
+    assert rows[0] == [public[0][0], "item_id", *public[0][1:]]
     by_caption = {r[8].strip(): r for r in public[1:]}
     for row in rows[1:]:
-        ref = by_caption[row[8]]
-        assert [str(x) for x in row[1:5]] == ref[1:5]
-        assert float(row[5]) == pytest.approx(float(ref[5]), rel=1e-12)
-        assert float(row[6]) == pytest.approx(float(ref[6]), rel=1e-9)
+        pub = [row[0], *row[2:]]  # the row without its item id
+        ref = by_caption[pub[8]]
+        assert row[1] == items[cc.captions.index(pub[8])]["id"]
+        assert [str(x) for x in pub[1:5]] == ref[1:5]
+        assert float(pub[5]) == pytest.approx(float(ref[5]), rel=1e-12)
+        assert float(pub[6]) == pytest.approx(float(ref[6]), rel=1e-9)
     # ranks follow the score, as in the public file
-    scores = [float(r[5]) for r in rows[1:]]
+    scores = [float(r[6]) for r in rows[1:]]
     assert scores == sorted(scores, reverse=True)

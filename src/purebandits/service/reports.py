@@ -7,6 +7,7 @@ the database; the protocol (:mod:`purebandits.service.study`) takes the locks an
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,12 +18,20 @@ from sqlalchemy.engine import Connection
 
 from purebandits.base import Learner
 from purebandits.service.models import events, queries
+from purebandits.service.validation import DEFAULT_LABELS
 
-__all__ = ["SUMMARY_COLUMNS", "stopping_progress", "summary_rows", "label_counts", "ranking_rows", "timeline",
-           "answers_rows", "participants_rows", "agreement", "iso_time", "learner_intervals"]
+__all__ = ["PUBLIC_SUMMARY_COLUMNS", "SUMMARY_COLUMNS", "summary_columns", "stopping_progress", "summary_rows",
+           "label_counts", "ranking_rows", "timeline", "answers_rows", "participants_rows", "agreement", "iso_time",
+           "learner_intervals"]
 
 #: columns of the public caption-contest summaries (nextml/caption-contest-data)
-SUMMARY_COLUMNS = ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest", "caption"]
+PUBLIC_SUMMARY_COLUMNS = ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest",
+                          "caption"]
+#: the summary CSV's columns for the default labels: the public ones, with ``item_id`` after ``rank``
+SUMMARY_COLUMNS = ["rank", "item_id", *PUBLIC_SUMMARY_COLUMNS[1:]]
+#: the summary CSV's columns for any other label set, around one count column per label
+_CUSTOM_HEAD = ["rank", "item_id"]
+_CUSTOM_TAIL = ["count", "mean_reward", "precision", "contest", "caption"]
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -176,35 +185,96 @@ def agreement(recs: dict[str, list[int]]) -> list[dict[str, Any]]:
     return out
 
 
-def summary_rows(counts: np.ndarray, rewards: list[float], texts: list[str], contest: str) -> list[list[Any]]:
-    """Summary CSV rows with the columns of the public caption-contest summaries.
+def _is_default_labels(labels: list[dict[str, Any]]) -> bool:
+    """Whether ``labels`` are the caption contest's (DEFAULT_LABELS: same names and rewards, in any order)."""
+    return len(labels) == len(DEFAULT_LABELS) and (
+        {(lab["name"], float(lab["reward"])) for lab in labels}
+        == {(lab["name"], float(lab["reward"])) for lab in DEFAULT_LABELS})
 
-    For the default labels this is exactly the public format: ``funny / somewhat_funny /
-    unfunny`` are the label counts, ``score`` is the mean on the 1 (unfunny) .. 3 (funny)
-    scale and ``precision`` the standard error of that mean (sample std / sqrt(count)).
-    Other label sets: ``funny`` counts the labels with the highest reward, ``unfunny`` those
-    with the lowest, ``somewhat_funny`` all others, and ``score = 1 + 2 (r - r_min) /
-    (r_max - r_min)`` averaged over answers (so the scale is still 1..3).
+
+def _label_columns(names: list[str]) -> list[str]:
+    """One CSV column name per label, in order: lower-case, every run of characters other than letters,
+    digits and ``_`` turned into one ``_`` (so none starts with ``=``, ``+``, ``-`` or ``@``), ``_`` trimmed
+    from both ends, ``label_<j>`` (1-based) if nothing is left; then made unique, against the fixed
+    columns too (a label named "count" or "Caption" does not shadow them), by appending ``_2``, ``_3``, ..."""
+    taken = set(_CUSTOM_HEAD) | set(_CUSTOM_TAIL)
+    out = []
+    for j, name in enumerate(names, 1):
+        base = re.sub(r"\W+", "_", name.strip().lower()).strip("_") or f"label_{j}"
+        col, k = base, 2
+        while col in taken:
+            col, k = f"{base}_{k}", k + 1
+        taken.add(col)
+        out.append(col)
+    return out
+
+
+def summary_columns(labels: list[dict[str, Any]]) -> list[str]:
+    """The summary CSV's header for a label set (see :func:`summary_rows`)."""
+    if _is_default_labels(labels):
+        return list(SUMMARY_COLUMNS)
+    return [*_CUSTOM_HEAD, *_label_columns([lab["name"] for lab in labels]), *_CUSTOM_TAIL]
+
+
+def summary_rows(counts: np.ndarray, labels: list[dict[str, Any]], items: list[dict[str, Any]],
+                 contest: str) -> list[list[Any]]:
+    """Summary CSV rows (header first), one per item: ``counts[arm, j]`` answers of label ``labels[j]``.
+
+    **Default labels** (unfunny / somewhat funny / funny, rewards 0 / 0.5 / 1, in any order): the
+    columns of the public caption-contest summaries (nextml/caption-contest-data) with the same
+    names, meanings and values -- ``funny / somewhat_funny / unfunny`` are the label counts,
+    ``score`` the mean on the 1 (unfunny) .. 3 (funny) scale (``1 + 2 reward``) and ``precision``
+    its standard error (sample std / sqrt(count); 0 for one answer) -- plus ``item_id``, the
+    item's id in the experiment::
+
+        rank,item_id,funny,somewhat_funny,unfunny,count,score,precision,contest,caption
+
+    ``item_id`` sits right after ``rank`` so that every file this service writes starts with
+    ``rank,item_id`` and ends with ``contest,caption`` whatever its labels; the public columns
+    keep their names and their order among themselves, so a reader of the public format that
+    goes by column name (pandas, :func:`purebandits.instances.real.load_caption_summary`) reads
+    the file unchanged. Only a reader going by position sees the public columns one place later.
+
+    **Any other label set**: one count column per label, in the experiment's label order, named
+    after the label (made a safe, unique header by :func:`_label_columns`: "Not sure" ->
+    ``not_sure``)::
+
+        rank,item_id,<label columns>,count,mean_reward,precision,contest,caption
+
+    The 1..3 score only means something for the caption contest's labels, so these files give
+    ``mean_reward``, the mean reward of the item's answers in the labels' own reward units, and
+    ``precision`` its standard error (sample std / sqrt(count)).
+
+    Both: the best mean first (items without answers last, in item order, with empty mean and
+    precision); ties in item order. Counts are ints; means and precisions are floats (the CSV
+    writer gives their shortest round-trip text; floats, not strings, so that the export's formula
+    guard leaves a negative mean reward alone). ``contest`` is the experiment's name, ``caption``
+    the item's text.
     """
-    r = np.asarray(rewards, dtype=float)
-    lo_r, hi_r = float(r.min()), float(r.max())
-    spread = hi_r - lo_r if hi_r > lo_r else 1.0
-    s = 1.0 + 2.0 * (r - lo_r) / spread  # score of each label
-    top, bottom = r == hi_r, r == lo_r
-    mid = ~(top | bottom)
-    rows = []
+    default = _is_default_labels(labels)
+    header = summary_columns(labels)
+    r = np.array([float(lab["reward"]) for lab in labels])
+    if default:
+        s = 1.0 + 2.0 * r  # the public 1..3 score of each label
+        j_of = {lab["name"]: j for j, lab in enumerate(labels)}
+        public = [j_of["funny"], j_of["somewhat funny"], j_of["unfunny"]]  # the public count columns' labels
+    else:
+        s = r
+        public = list(range(len(labels)))
+    stats = []
     for a in range(counts.shape[0]):
         c = counts[a]
         n = int(c.sum())
         if n:
-            score = float(c @ s) / n
-            var = float(c @ (s - score) ** 2) / (n - 1) if n > 1 else 0.0
+            mean = float(c @ s) / n
+            var = float(c @ (s - mean) ** 2) / (n - 1) if n > 1 else 0.0
             prec = math.sqrt(var) / math.sqrt(n)
         else:
-            score = prec = math.nan
-        rows.append([int(c[top].sum()), int(c[mid].sum()), int(c[bottom].sum()), n, score, prec, a])
-    rows.sort(key=lambda x: (x[3] == 0, -x[4] if x[3] else 0.0, x[6]))
-    out = [list(SUMMARY_COLUMNS)]
-    for rank, (f, sf, u, n, score, prec, a) in enumerate(rows, 1):
-        out.append([rank, f, sf, u, n, "" if n == 0 else repr(score), "" if n == 0 else repr(prec), contest, texts[a]])
+            mean = prec = math.nan
+        stats.append((n, mean, prec, a))
+    stats.sort(key=lambda x: (x[0] == 0, -x[1] if x[0] else 0.0, x[3]))
+    out = [header]
+    for rank, (n, mean, prec, a) in enumerate(stats, 1):
+        out.append([rank, items[a]["id"], *(int(counts[a, j]) for j in public), n,
+                    "" if n == 0 else mean, "" if n == 0 else prec, contest, items[a]["text"]])
     return out

@@ -1126,14 +1126,15 @@ class Study:
         yield from rows
 
     def export_summary(self, eid: int, learner: str | None = None) -> list[list[Any]]:
-        """One learner's answers in the public caption-contest summary format (see ``summary_rows``)."""
+        """One learner's per-item summary, rows with header (see ``summary_rows``): the public caption-contest
+        columns plus ``item_id`` for the default labels, one count column per label and the mean reward
+        for other label sets."""
         meta = self.meta(eid)
         idx = meta.learner_index(learner)
         names = [lab["name"] for lab in meta.labels]
         with self._connect(False) as conn:
             counts = label_counts(conn, eid, idx, meta.n_arms, names)
-        return summary_rows(counts, [lab["reward"] for lab in meta.labels], [it["text"] for it in meta.items],
-                            meta.name)
+        return summary_rows(counts, meta.labels, meta.items, meta.name)
 
     def export_participants(self, eid: int) -> list[list[Any]]:
         """CSV rows (with header): each participant's learner, answers, first and last answer, completion code."""

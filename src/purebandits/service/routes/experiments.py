@@ -155,8 +155,13 @@ def export_answers(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
 
 @router.get("/{eid}/summary.csv", response_class=Response)
 def export_summary(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: LearnerQuery = None) -> Response:
-    """One learner's per-item summary with the columns of the public caption-contest summaries
-    (file ``<id>_summary_<label>.csv``, as NEXT named them)."""
+    """One learner's per-item summary (file ``<id>_summary_<label>.csv``, as NEXT named them).
+
+    Default labels: the columns of the public caption-contest summaries plus ``item_id``
+    (``rank,item_id,funny,somewhat_funny,unfunny,count,score,precision,contest,caption``); other
+    label sets: ``rank,item_id,<one count column per label>,count,mean_reward,precision,contest,caption``
+    (see ``purebandits.service.reports.summary_rows``). Cells a spreadsheet would run as formulas
+    (an item id or caption starting with ``=``, ``+``, ``-``, ``@``) get a leading ``'``."""
     study.check_owner(eid, token)
     meta = study.meta(eid)
     label = meta.learners[meta.learner_index(algorithm)].label
