@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -36,7 +38,24 @@ def dashboard(request: Request, eid: EidPath) -> HTMLResponse:
     """Owner dashboard of an experiment (the script reads the owner token from the URL fragment)."""
     # no data here: the page's script reads the owner token from the URL fragment (never sent
     # to the server in the page request) and polls the owner API with it
-    return templates.TemplateResponse(request, "dashboard.html", {"eid": eid})
+    return templates.TemplateResponse(request, "dashboard.html", {"eid": eid, "learners_meta": learners_meta()})
+
+
+def _json_default(value: Any) -> Any:
+    """A parameter's default if it is a plain JSON value (else None: shown as 'default')."""
+    return value if value is None or isinstance(value, bool | int | float | str) else None
+
+
+def learners_meta() -> dict[str, dict[str, Any]]:
+    """Every learner class's kind, paper and parameter defaults, for the dashboard's readable settings
+    (public facts about the algorithms, nothing of the experiment)."""
+    out = {}
+    for name, cls in all_learners().items():
+        params = inspect.signature(cls.__init__).parameters
+        defaults = {p: _json_default(params[p].default) for p in cls._param_names()
+                    if p in params and params[p].default is not inspect.Parameter.empty}
+        out[name] = {"kind": cls.kind, "paper": cls.paper, "defaults": defaults}
+    return out
 
 
 KIND_TITLES = {"fixed_confidence": "fixed confidence (stops when sure)",

@@ -7,6 +7,8 @@
   "use strict";
   const cfg = JSON.parse(document.getElementById("config").textContent);
   const eid = cfg.experiment_id;
+  // every learner class's kind, paper and parameter defaults (rendered by the server, public facts)
+  const META = JSON.parse(document.getElementById("learners-meta").textContent);
   const $ = (id) => document.getElementById(id);
   const TOKEN_KEY = "pb.token." + eid;
   // the fragment's owner token, else one given here before, else the admin token of /admin in this tab
@@ -20,12 +22,29 @@
   let timer = null;
   // several learners side by side: `learners` lists their labels, `learner` is the one shown
   let learners = [], learner = null, seq = 0;
+  let info = null;  // GET /api/experiments/{eid}: the learners' settings, fetched once per accepted token
 
   function auth() { return {Authorization: "Bearer " + token}; }
 
+  // the widgets and the control buttons are shown only while the token is accepted
+  function showDashboard(on) {
+    $("dash-body").hidden = !on;
+    $("controls").hidden = !on;
+    if (on) $("token-form").hidden = true;
+  }
+
   function askToken(msg) {
+    clearTimeout(timer);
+    seq++;  // answers of polls still running are dropped
+    info = null;
+    showDashboard(false);
     $("token-form").hidden = false;
     $("error").textContent = msg || "";
+  }
+
+  function rejected() {
+    if (sessionStorage.getItem(TOKEN_KEY) === token) sessionStorage.removeItem(TOKEN_KEY);  // not kept if wrong
+    askToken("Invalid owner token.");
   }
 
   $("token-form").addEventListener("submit", (ev) => {
@@ -39,6 +58,7 @@
 
   async function control(action) {
     const r = await fetch(`/api/experiments/${eid}/${action}`, {method: "POST", headers: auth()});
+    if (r.status === 401) { rejected(); return; }
     if (!r.ok) { const d = await r.json().catch(() => ({})); $("error").textContent = d.detail || r.statusText; }
     poll();
   }
@@ -87,11 +107,40 @@
     return svg;
   }
 
+  // ---- readable numbers of the intervals: clipped to the reward range, a clipped end marked
+  // (a lower bound below the range shows as "≤ min", an upper bound above it as "≥ max"), null as "–"
+  function clipEnd(v, lowerEnd) {
+    if (v === null || v === undefined) return {text: "–", clipped: false, value: null};
+    const c = Math.min(rmax, Math.max(rmin, v));
+    const clipped = lowerEnd ? v < rmin : v > rmax;
+    return {text: (clipped ? (lowerEnd ? "≤ " : "≥ ") : "") + fmt(c, 2), clipped, value: c};
+  }
+
+  function intervalCell(row) {
+    const box = document.createElement("div");
+    box.className = "ci-box";
+    box.appendChild(ciSvg(row));
+    const lo = clipEnd(row.lower, true), hi = clipEnd(row.upper, false);
+    const txt = document.createElement("span");
+    txt.className = "ci-text";
+    txt.textContent = `[${lo.text}, ${hi.text}]`;
+    box.appendChild(txt);
+    let title = `interval [${lo.value === null ? "–" : fmt(lo.value, 3)}, ${hi.value === null ? "–" : fmt(hi.value, 3)}]`;
+    if (row.mean !== null) title = `mean ${fmt(Math.min(rmax, Math.max(rmin, row.mean)), 3)}, ` + title;
+    const notes = [];
+    if (lo.clipped) notes.push(`the lower bound is below ${fmt(rmin, 2)}`);
+    if (hi.clipped) notes.push(`the upper bound is above ${fmt(rmax, 2)}`);
+    if (row.lower === null || row.upper === null) notes.push("– : no bound yet");
+    title += ` (reward range ${fmt(rmin, 2)} to ${fmt(rmax, 2)}` + (notes.length ? "; " + notes.join("; ") : "") + ")";
+    return [box, title];
+  }
+
   function cell(tr, text, cls) {
     const td = document.createElement("td");
     if (cls) td.className = cls;
     if (text instanceof Node) td.appendChild(text); else td.textContent = text;
     tr.appendChild(td);
+    return td;
   }
 
   function drawTable(res) {
@@ -101,12 +150,15 @@
       const tr = document.createElement("tr");
       if (row.recommended) tr.className = "rec";
       tr.dataset.arm = row.arm;
-      cell(tr, String(row.rank));
+      cell(tr, String(row.rank), "rank");
       cell(tr, row.text, "text");
-      cell(tr, fmt(row.mean));
-      cell(tr, ciSvg(row));
+      cell(tr, fmt(row.mean), "mean");
+      const [box, title] = intervalCell(row);
+      cell(tr, box, "interval").title = title;
       cell(tr, String(row.count) + (row.pending ? ` (+${row.pending})` : ""), "count");
-      cell(tr, Object.entries(row.labels).map(([k, v]) => `${k}: ${v}`).join(", "), "muted");
+      cell(tr, Object.entries(row.labels).map(([k, v]) => `${k}: ${v}`).join(", "), "labels muted");
+      // the column names, for the one-card-per-item layout of narrow screens
+      ["#", "item", "mean", "interval", "answers", "labels"].forEach((h, i) => { tr.children[i].dataset.label = h; });
       tbody.appendChild(tr);
     });
   }
@@ -176,7 +228,7 @@
       const name = document.createElement("span");
       const b = document.createElement("b"); b.textContent = a.label;
       const alg = document.createElement("span"); alg.className = "muted";
-      alg.textContent = ` ${a.algorithm} ${JSON.stringify(a.params)}`;
+      alg.textContent = ` ${a.algorithm}`;
       name.append(b, alg);
       const stop = a.stopped_at_answers === null || a.stopped_at_answers === undefined ? "?" : a.stopped_at_answers;
       const btn = document.createElement("button");
@@ -215,7 +267,7 @@
     $("n-answers").textContent = String(res.n_answers);
     $("n-pending").textContent = String(res.n_pending);
     $("n-items").textContent = String(res.n_items);
-    $("algorithm").textContent = `${learners.length > 1 ? res.algorithm_label + ": " : ""}${res.algorithm} ${JSON.stringify(res.params)}`;
+    $("algorithm").textContent = `${learners.length > 1 ? res.algorithm_label + " · " : ""}${res.algorithm}`;
     $("recommendation").textContent = res.recommendation.map((r) => r.text).join(" | ");
     const s = res.stopping;
     $("progress-bar").style.width = `${Math.round(100 * s.fraction)}%`;
@@ -228,6 +280,77 @@
     document.body.dataset.version = String(res.version);
   }
 
+  // ---- the learners' settings in words: label, algorithm, paper, one "name = value" line per parameter,
+  // and the stopping rule of its kind
+  function valueText(v) {
+    if (v === null || v === undefined) return "default";
+    return typeof v === "string" ? v : JSON.stringify(v);
+  }
+
+  function stoppingRule(kind, params, defaults, k) {
+    const get = (name) => (name in params ? params[name] : defaults[name]);
+    if (kind === "fixed_confidence") {
+      return `Stops when its confidence bounds separate the top ${k} at error probability ` +
+        `delta = ${valueText(get("delta"))}.`;
+    }
+    if (kind === "fixed_budget") return `Stops after budget = ${valueText(get("budget"))} answers.`;
+    if (kind === "anytime") return "Never stops by itself; the owner stops it.";
+    return `Stopping rule: ${kind}.`;
+  }
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function renderSettings(inf) {
+    const box = $("learner-settings");
+    box.textContent = "";
+    const specs = inf.algorithms && inf.algorithms.length ? inf.algorithms
+      : [{label: inf.algorithm, algorithm: inf.algorithm, params: inf.params || {}, share: 1}];
+    const total = specs.reduce((s, a) => s + (a.share || 0), 0) || 1;
+    specs.forEach((a) => {
+      const m = META[a.algorithm] || {kind: "", paper: "", defaults: {}};
+      const params = a.params || {};
+      const card = el("article", "learner-card");
+      card.dataset.label = a.label;
+      const head = el("h3", "");
+      head.appendChild(el("span", "learner-name", a.label));
+      if (specs.length > 1) head.appendChild(el("span", "muted share", ` ${Math.round(100 * (a.share || 0) / total)}% of the participants`));
+      card.appendChild(head);
+      const dl = el("dl", "");
+      const row = (dt, dd) => { dl.appendChild(el("dt", "", dt)); dl.appendChild(dd); };
+      const alg = el("dd", ""); alg.appendChild(el("code", "", a.algorithm));
+      if (m.kind) alg.appendChild(el("span", "muted", ` (${m.kind.replace(/_/g, " ")})`));
+      row("algorithm", alg);
+      if (m.paper) row("paper", el("dd", "paper", m.paper));
+      const list = el("dd", "");
+      const names = Object.keys(params);
+      if (names.length) {
+        const ul = el("ul", "params");
+        names.forEach((n) => ul.appendChild(el("li", "", `${n} = ${valueText(params[n])}`)));
+        list.appendChild(ul);
+      }
+      list.appendChild(el("span", "muted", names.length ? "others at their defaults" : "all at their defaults"));
+      row("parameters", list);
+      const k = "k" in params ? params.k : inf.k;
+      row("stopping", el("dd", "stopping", stoppingRule(m.kind, params, m.defaults || {}, k)));
+      card.appendChild(dl);
+      box.appendChild(card);
+    });
+  }
+
+  async function loadInfo(mine) {
+    try {
+      const r = await fetch(`/api/experiments/${eid}`, {headers: auth()});
+      if (mine !== seq) return;
+      if (r.status === 401) { rejected(); return; }
+      if (r.ok) { info = await r.json(); renderSettings(info); }
+    } catch (e) { /* shown again by the next poll */ }
+  }
+
   async function poll() {
     clearTimeout(timer);
     if (!token) { askToken("Enter the owner token to open this dashboard."); return; }
@@ -236,17 +359,16 @@
       // at most 2,000 ranking rows per poll: a contest with thousands of items is not sent whole every second
       const q = `?limit=2000` + (learner ? `&algorithm=${encodeURIComponent(learner)}` : "");
       const r = await fetch(`/api/experiments/${eid}/results${q}`, {headers: auth()});
-      if (r.status === 401) {
-        if (sessionStorage.getItem(TOKEN_KEY) === token) sessionStorage.removeItem(TOKEN_KEY);  // not kept if wrong
-        askToken("Invalid owner token.");
-        return;
-      }
       if (mine !== seq) return;
+      if (r.status === 401) { rejected(); return; }
       if (!r.ok) { $("error").textContent = `results: ${r.status}`; }
       else {
         const res = await r.json();
         if (mine !== seq) return;
         $("error").textContent = "";
+        showDashboard(true);
+        if (!info) await loadInfo(mine);
+        if (mine !== seq) return;
         learners = res.algorithms || [];
         if (learners.length > 1 && !learner) learner = res.algorithm_label;
         drawTabs();
