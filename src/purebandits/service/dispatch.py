@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from purebandits.service.errors import Unavailable, WouldBlock
 from purebandits.service.settings import Settings
+from purebandits.service.storage import is_sqlite
 from purebandits.service.study import Study
 
 __all__ = ["Dispatcher"]
@@ -44,7 +45,7 @@ class Dispatcher:
     def __init__(self, study: Study, settings: Settings) -> None:
         self.study = study
         self.timeout = 2.0 * max(0.001, float(settings.db_wait_seconds))
-        self._inline_batches = study.engine.dialect.name == "sqlite"
+        self._inline_batches = is_sqlite(study.engine)
         self._pool = ThreadPoolExecutor(max(1, int(settings.db_threads)), thread_name_prefix="purebandits-db")
         self._queues: dict[int, list[tuple[tuple[int, tuple[str, ...]], asyncio.Future]]] = {}
         self._draining: set[int] = set()
@@ -61,11 +62,15 @@ class Dispatcher:
                     return fn(*args)
             except WouldBlock:
                 pass
-        fut = asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return await self._bounded(asyncio.get_running_loop().run_in_executor(self._pool, fn, *args))
+
+    async def _bounded(self, fut: asyncio.Future) -> Any:
+        """``fut``'s result, or :class:`Unavailable` after the timeout; ``fut`` is then cancelled: a call not
+        started never runs, an op still queued is skipped by its batch, a running one's result is dropped."""
         try:
             return await asyncio.wait_for(asyncio.shield(fut), self.timeout)
         except TimeoutError:
-            fut.cancel()  # not started yet: never runs
+            fut.cancel()
             raise Unavailable(f"the database did not answer within {self.timeout:g} s; retry shortly") from None
 
     async def ask(self, eid: int, pid: str) -> dict[str, Any]:
@@ -85,11 +90,7 @@ class Dispatcher:
         if key not in self._draining:
             self._draining.add(key)
             loop.create_task(self._drain(key))
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.timeout)
-        except TimeoutError:
-            fut.cancel()  # still queued: its batch skips it; running: its result is dropped
-            raise Unavailable(f"the database did not answer within {self.timeout:g} s; retry shortly") from None
+        return await self._bounded(fut)
 
     async def _drain(self, key: int) -> None:
         """Run the experiment's queued ops batch after batch until none are left."""
