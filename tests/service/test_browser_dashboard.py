@@ -195,3 +195,28 @@ def test_dashboard_fits_a_phone_and_shows_interval_numbers(browser, served):
     page.screenshot(path=str(SHOTS / "dashboard-1280.png"), full_page=True)
     page.goto(f"{url}/dashboard/{eid}")
     desk.close()
+
+
+def test_dashboard_says_so_when_the_network_drops_an_action(browser, served):
+    """With the network cut, Pause and an export say they were not done (no uncaught error); once it is back,
+    the message goes and Pause works."""
+    from playwright.sync_api import expect
+
+    url, eid, token = served
+    ctx = browser.new_context(bypass_csp=False, viewport={"width": 390, "height": 844})
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{url}/dashboard/{eid}#token={token}")
+    expect(page.locator("#n-answers")).not_to_have_text("0")
+    ctx.set_offline(True)
+    page.click("#pause")
+    expect(page.locator("#action-error")).to_contain_text("pause was not done")
+    page.click("#export-answers")
+    expect(page.locator("#action-error")).to_contain_text("the export was not done")
+    ctx.set_offline(False)
+    page.click("#pause")
+    expect(page.locator("#action-error")).to_have_text("")
+    expect(page.locator("#status")).to_have_text("paused")
+    assert errors == []
+    ctx.close()

@@ -56,8 +56,26 @@
     poll();
   });
 
+  // a request the network lost: say so instead of failing silently (nothing was changed or downloaded);
+  // in its own line, which the polling (that rewrites #error every second) leaves alone
+  const actionError = document.createElement("p");
+  actionError.id = "action-error";
+  actionError.className = $("error").className;
+  $("error").after(actionError);
+  async function send(url, opts, what) {
+    try {
+      const r = await fetch(url, opts);
+      actionError.textContent = "";
+      return r;
+    } catch (e) {
+      actionError.textContent = `Could not reach the server: ${what} was not done. Try again when the connection is back.`;
+      return null;
+    }
+  }
+
   async function control(action) {
-    const r = await fetch(`/api/experiments/${eid}/${action}`, {method: "POST", headers: auth()});
+    const r = await send(`/api/experiments/${eid}/${action}`, {method: "POST", headers: auth()}, action);
+    if (r === null) return;
     if (r.status === 401) { rejected(); return; }
     if (!r.ok) { const d = await r.json().catch(() => ({})); $("error").textContent = d.detail || r.statusText; }
     poll();
@@ -67,7 +85,8 @@
   }));
 
   async function download(path, name) {
-    const r = await fetch(`/api/experiments/${eid}/${path}`, {headers: auth()});
+    const r = await send(`/api/experiments/${eid}/${path}`, {headers: auth()}, "the export");
+    if (r === null) return;
     if (!r.ok) { $("error").textContent = "export failed: " + r.status; return; }
     const url = URL.createObjectURL(await r.blob());
     const a = document.createElement("a");
