@@ -24,6 +24,7 @@ concurrent participants are spread over arms).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
@@ -36,7 +37,7 @@ from purebandits.exceptions import NotStartedError
 if TYPE_CHECKING:
     from purebandits.instances.rewards import RewardStream
 
-__all__ = ["Learner", "check_param"]
+__all__ = ["Learner", "StoppingProgress", "check_param", "NOT_DONE_CAP"]
 
 SeedLike = int | np.random.SeedSequence | None
 
@@ -107,13 +108,62 @@ def _decode(value: Any) -> Any:
     return value
 
 
+#: the largest ``StoppingProgress.fraction`` of a learner that has not stopped. A rule is tested only at
+#: certain moments (after an answer; at the end of a round; between the two pulls of a pair), and a
+#: measure may reach its end before the test runs: it is shown as this until the learner stops.
+NOT_DONE_CAP = 0.999
+
+
+@dataclasses.dataclass(frozen=True)
+class StoppingProgress:
+    """How close a learner's own stopping rule is to firing (:meth:`Learner.stopping_progress`).
+
+    Computed from the rule the learner tests (its bounds, threshold, strictness and epsilon) on
+    its current state, so it cannot tell a different story than ``done``.
+
+    Attributes
+    ----------
+    fraction : float
+        In [0, 1]: exactly 1.0 once the learner has stopped, below 1 before. What it measures
+        depends on the rule family and is said in each learner's ``_stopping_progress``
+        docstring (share of the other arms separated, arms decided, a statistic over its
+        threshold, pulls over the budget).
+    margin : float or None
+        ``statistic - threshold``: the rule fires when it is >= 0 (or > 0 for a strict rule,
+        which ``description`` says). None before the rule is defined (an arm with no answer yet)
+        or when the rule compares no two numbers (a fixed-budget schedule).
+    statistic, threshold : float or None
+        The two numbers the rule compares.
+    separated, of : int or None
+        For rules that decide arms one by one: how many are separated / decided, of how many.
+    description : str
+        The rule in one sentence an organizer understands.
+    reason : str or None
+        Set when the learner cannot report progress (e.g. it never stops by itself); then
+        ``fraction`` is 1.0 if done else 0.0 and ``margin`` is None.
+    """
+
+    fraction: float
+    margin: float | None = None
+    statistic: float | None = None
+    threshold: float | None = None
+    separated: int | None = None
+    of: int | None = None
+    description: str = ""
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-able dict."""
+        return dataclasses.asdict(self)
+
+
 class Learner:
     """Base class of all pure-exploration learners (the ask/tell contract).
 
     Subclasses implement :meth:`_start` (allocate algorithm state), :meth:`_ask_one`
     (choose one arm, or return ``-1`` when nothing is needed now), :meth:`_recommend`,
     and optionally :meth:`_on_tell`, :meth:`_on_cancel`, :meth:`_check_stop`,
-    :meth:`_validate`, :meth:`_restore` and :meth:`intervals`.
+    :meth:`_stopping_progress`, :meth:`_validate`, :meth:`_restore` and :meth:`intervals`.
 
     Attributes
     ----------
@@ -321,6 +371,46 @@ class Learner:
 
     def _check_stop(self) -> None:
         """Evaluate the stopping rule; call :meth:`_finish` when it fires."""
+
+    def _stopping_progress(self) -> StoppingProgress | None:
+        """The stopping rule's progress on the current state (see :meth:`stopping_progress`).
+
+        Every registered learner overrides it with the quantities its :meth:`_check_stop` tests
+        (sharing the code of the test), with ``fraction`` exactly 1.0 when the rule holds on the
+        current state and below 1 otherwise; the base class has no rule and returns None.
+        """
+        return None
+
+    def stopping_progress(self) -> StoppingProgress | None:
+        """How close the learner's own stopping rule is to firing, or None if it does not say.
+
+        The learner's :meth:`_stopping_progress`, with ``fraction`` set to exactly 1.0 when
+        :attr:`done` and kept in ``[0, NOT_DONE_CAP]`` before (a rule tested only at certain
+        moments can be met between two tests). Answers that arrive after the stop (pulls that
+        were out when the rule fired) still update the counts but are not tested: if the rule no
+        longer holds on the current state, its figures (margin, statistic, threshold, separated)
+        are dropped rather than shown next to ``done``, and the description says why. Reads the
+        state only: calling it never changes a decision.
+        """
+        self._require_started()
+        progress = self._stopping_progress()
+        if progress is None:
+            return None
+        frac = float(progress.fraction)
+        if self.done_:
+            if frac < 1.0 and progress.reason is None:
+                progress = dataclasses.replace(
+                    progress, margin=None, statistic=None, threshold=None, separated=None,
+                    description=progress.description + "; it fired at an earlier answer (answers that arrived "
+                    "after the stop are recorded but not tested)")
+            frac = 1.0
+        elif not frac >= 0.0:  # negative or NaN
+            frac = 0.0
+        else:
+            frac = min(frac, NOT_DONE_CAP)
+        if frac != progress.fraction:
+            progress = dataclasses.replace(progress, fraction=frac)
+        return progress
 
     def _finish(self, recommendation: list[int] | None = None) -> None:
         """Stop and freeze the recommendation; a later call (a late answer re-firing a rule) changes nothing."""

@@ -1,11 +1,18 @@
-"""The LIL stopping rule LS (JMNB14 Sec. 5), usable on any learner's counts and sums.
+"""Stopping rules shared by several learners, and how close a rule is to firing.
 
-:func:`lil_stopping_arm` (in :mod:`purebandits.bounds`) checks the rule in O(n);
-:func:`ls_check` applies it to any started learner. For compiled kernels the rule is
-tracked incrementally by :func:`ls_tracker` / :func:`ls_tracker_update`: a certificate (a level
-above every lower bound with two upper bounds above it) shows in O(1) that LS cannot stop, and
-an O(n) rescan runs only when the certificate fails. Both forms give the same decision at every
-pull (tested).
+The LIL stopping rule LS (JMNB14 Sec. 5) is usable on any learner's counts and sums:
+:func:`ls_separation` computes its bounds (the O(n) test, shared by every learner's
+``_check_stop`` and by its progress report), :func:`ls_check` applies it to any started learner.
+For compiled kernels the rule is tracked incrementally by :func:`ls_tracker` /
+:func:`ls_tracker_update`: a certificate (a level above every lower bound with two upper bounds
+above it) shows in O(1) that LS cannot stop, and an O(n) rescan runs only when the certificate
+fails. Both forms give the same decision at every pull as :func:`purebandits.bounds.lil_stopping_arm`
+(tested).
+
+The ``*_progress`` helpers build a :class:`~purebandits.base.StoppingProgress` for each family of
+rules (separation of bounds, arms decided, a statistic over a threshold, a budget), with
+``fraction`` exactly 1.0 when the rule holds on the state given, so :func:`either` can report the
+rule nearer to firing for learners that stop by the first of two rules.
 """
 
 from __future__ import annotations
@@ -15,21 +22,165 @@ import math
 import numpy as np
 from numba import njit
 
-from purebandits.base import Learner
-from purebandits.bounds import lil_stopping_arm, ls_delta, ls_radius_s
+from purebandits.base import NOT_DONE_CAP, Learner, StoppingProgress
+from purebandits.bounds import ls_delta, ls_radius_s
 from purebandits.jit import borrow
 
-__all__ = ["ls_check", "ls_tracker", "ls_tracker_update", "ls_workspace", "ls_tracker_fill", "borrow_tracker",
-           "LS_EPSILON", "radius_memo_size"]
+__all__ = ["ls_check", "ls_separation", "ls_stop_arm", "ls_progress", "ls_tracker", "ls_tracker_update",
+           "ls_workspace", "ls_tracker_fill", "borrow_tracker", "LS_EPSILON", "radius_memo_size",
+           "StoppingProgress", "separation_progress", "count_progress", "statistic_progress", "budget_progress",
+           "never_stops_progress", "either"]
 
 #: epsilon of the LIL stopping rule (ALGORITHMS.md 0.2: 0.01 assumed for JMNB14 Sec. 5)
 LS_EPSILON = 0.01
 
 
+@njit(cache=True)
+def ls_separation(sums, counts, d_ls, eps, sigma):  # pragma: no cover - compiled
+    """The bounds LS compares: ``(best, lcb_best, max other ucb, other arms separated)``.
+
+    ``best`` = the empirical best arm (ties to the lower index), ``lcb_best = mu_best - B(T_best)``,
+    the largest ``mu_j + B(T_j)`` over the other arms, and how many of them have
+    ``mu_j + B(T_j) <= lcb_best`` (JMNB14 Sec. 5; ``B`` = :func:`purebandits.bounds.ls_radius_s`,
+    ``counts`` as float64). LS stops with ``best`` when every other arm is separated. Before every
+    arm has an answer LS is not defined: ``(-1, -inf, inf, 0)``. The same arithmetic as
+    :func:`purebandits.bounds.lil_stopping_arm`, hence the same decisions.
+    """
+    n = counts.shape[0]
+    best = -1
+    best_mean = -math.inf
+    for i in range(n):
+        if counts[i] == 0:
+            return -1, -math.inf, math.inf, 0
+        m = sums[i] / counts[i]
+        if m > best_mean:
+            best_mean = m
+            best = i
+    lcb = best_mean - ls_radius_s(counts[best], d_ls, n, eps, sigma)
+    umax = -math.inf
+    n_sep = 0
+    for j in range(n):
+        if j != best:
+            u = sums[j] / counts[j] + ls_radius_s(counts[j], d_ls, n, eps, sigma)
+            if u > umax:
+                umax = u
+            if not u > lcb:
+                n_sep += 1
+    return best, lcb, umax, n_sep
+
+
+def ls_stop_arm(sums: np.ndarray, counts: np.ndarray, d_ls: float, sigma: float = 0.5) -> int:
+    """The arm LS (confidence ``d_ls``, epsilon :data:`LS_EPSILON`) outputs now, or -1 to continue."""
+    best, _, _, n_sep = ls_separation(sums, counts.astype(np.float64), d_ls, LS_EPSILON, sigma)
+    return int(best) if best >= 0 and n_sep == counts.shape[0] - 1 else -1
+
+
 def ls_check(learner: Learner, nu: float, sigma: float = 0.5) -> int:
     """Arm that LS with error budget ``nu`` would output for ``learner`` now, or -1."""
-    return int(lil_stopping_arm(learner.sums_, learner.counts_.astype(np.float64),
-                                ls_delta(nu, LS_EPSILON), LS_EPSILON, sigma))
+    return ls_stop_arm(learner.sums_, learner.counts_, ls_delta(nu, LS_EPSILON), sigma)
+
+
+# ------------------------------------------------------------------------------------ progress
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def separation_progress(lcb_h: float, ucb_l: float, holds: bool, n_sep: int, of: int, epsilon: float,
+                        description: str) -> StoppingProgress:
+    """Progress of an LUCB-type rule "``ucb_l - lcb_h < epsilon``" (or ``<=``).
+
+    ``statistic = lcb_h - ucb_l`` (the weakest top arm's lower bound minus the strongest other
+    arm's upper bound), ``threshold = -epsilon``, so ``margin = epsilon - (ucb_l - lcb_h)``;
+    ``fraction`` = share of the ``of`` other arms separated by the rule's own bounds (``n_sep``),
+    1.0 exactly when ``holds`` (the learner's own stop test).
+    """
+    stat = -(ucb_l - lcb_h)  # = lcb_h - ucb_l, rounded as the stop test rounds ucb_l - lcb_h
+    thr = -float(epsilon) if epsilon > 0 else 0.0
+    frac = 1.0 if holds else min(n_sep / of if of > 0 else 0.0, NOT_DONE_CAP)
+    return StoppingProgress(fraction=frac, margin=stat - thr, statistic=stat, threshold=thr, separated=int(n_sep),
+                            of=int(of), description=description)
+
+
+def count_progress(decided: int, of: int, description: str, fraction: float | None = None) -> StoppingProgress:
+    """Progress of an elimination rule that stops when ``decided`` reaches ``of`` (arms decided).
+
+    ``statistic = decided``, ``threshold = of``, ``margin = decided - of`` (fires at >= 0);
+    ``fraction = decided / of`` unless the learner gives its own (e.g. pulls of a fixed schedule).
+    """
+    holds = decided >= of
+    if fraction is None:
+        fraction = decided / of if of > 0 else 0.0
+    frac = 1.0 if holds else min(float(fraction), NOT_DONE_CAP)
+    return StoppingProgress(fraction=frac, margin=float(decided - of), statistic=float(decided),
+                            threshold=float(of), separated=int(decided), of=int(of), description=description)
+
+
+def statistic_progress(statistic: float, threshold: float, holds: bool, description: str,
+                       fraction: float | None = None) -> StoppingProgress:
+    """Progress of a rule "``statistic > threshold``" (or ``>=``): ``fraction = statistic / threshold``.
+
+    ``holds`` is the learner's own test; the ratio is used only for a positive threshold (0
+    otherwise) unless the learner gives its own ``fraction``.
+    """
+    if fraction is None:
+        fraction = statistic / threshold if threshold > 0 and statistic > 0 else 0.0
+    frac = 1.0 if holds else min(float(fraction), NOT_DONE_CAP)
+    return StoppingProgress(fraction=frac, margin=float(statistic - threshold), statistic=float(statistic),
+                            threshold=float(threshold), description=description)
+
+
+def budget_progress(pulls: int, budget: int, description: str, schedule_end: bool | None = None,
+                    separated: int | None = None, of: int | None = None) -> StoppingProgress:
+    """Progress towards a budget: ``fraction = pulls / budget``.
+
+    For a rule that stops at ``pulls >= budget`` (``schedule_end`` None) the margin is
+    ``pulls - budget``. A fixed-budget schedule stops when its last round is answered
+    (``schedule_end`` says whether that happened), which may leave part of the budget unused,
+    so it compares no two numbers: margin None (statistic = pulls, threshold = budget).
+    """
+    holds = pulls >= budget if schedule_end is None else bool(schedule_end)
+    frac = 1.0 if holds else min(pulls / budget if budget > 0 else 0.0, NOT_DONE_CAP)
+    margin = float(pulls - budget) if schedule_end is None else None
+    return StoppingProgress(fraction=frac, margin=margin, statistic=float(pulls), threshold=float(budget),
+                            separated=separated, of=of, description=description)
+
+
+def never_stops_progress(done: bool, description: str, reason: str) -> StoppingProgress:
+    """A learner whose rule gives no progress: fraction 1.0 if done else 0.0, no margin, a reason."""
+    return StoppingProgress(fraction=1.0 if done else 0.0, description=description, reason=reason)
+
+
+def either(rules: list[tuple[str, StoppingProgress]], description: str) -> StoppingProgress:
+    """A learner that stops by the first of several rules: the figures of the one nearer to firing.
+
+    ``rules`` = (name, progress) pairs; the rule with the largest ``fraction`` is reported (the
+    first on ties; a rule that holds has fraction 1.0), its name appended to ``description``.
+    """
+    name, best = rules[0]
+    for nm, pr in rules[1:]:
+        if pr.fraction > best.fraction:
+            name, best = nm, pr
+    return StoppingProgress(fraction=best.fraction, margin=best.margin, statistic=best.statistic,
+                            threshold=best.threshold, separated=best.separated, of=best.of,
+                            description=f"{description}; figures of the {name}, the nearer to firing")
+
+
+def ls_progress(sums: np.ndarray, counts: np.ndarray, d_ls: float, sigma: float, nu: float) -> StoppingProgress:
+    """Progress of LS with confidence ``d_ls`` (error budget ``nu``), from :func:`ls_separation`.
+
+    ``statistic`` = the leader's lower bound, ``threshold`` = the largest other upper bound
+    (fires at margin >= 0); ``fraction`` = share of the other arms whose upper bound is at or
+    below the leader's lower bound. Not defined (margin None) before every arm has an answer.
+    """
+    n = counts.shape[0]
+    best, lcb, umax, n_sep = ls_separation(sums, counts.astype(np.float64), d_ls, LS_EPSILON, sigma)
+    desc = (f"stops when the leading item's lower bound is at or above every other item's upper bound "
+            f"(LIL stopping rule LS, Jamieson et al. 2014 Sec. 5; error {_fmt(nu)})")
+    if best < 0:
+        return StoppingProgress(fraction=0.0, separated=0, of=n - 1, description=desc)
+    return StoppingProgress(fraction=1.0 if n_sep == n - 1 else min(n_sep / (n - 1), NOT_DONE_CAP),
+                            margin=float(lcb - umax), statistic=float(lcb), threshold=float(umax),
+                            separated=int(n_sep), of=n - 1, description=desc)
 
 
 #: bounds on the slots of the tracker's radius memo (direct-mapped on the pull count)
@@ -126,7 +277,7 @@ def borrow_tracker(tr):  # pragma: no cover - compiled
 def ls_rescan(tr):  # pragma: no cover - compiled
     """The exact LS test in O(n), and a new certificate level; return LS's arm or -1.
 
-    best = the largest mean (ties to the lower index, as :func:`purebandits.bounds.lil_stopping_arm`);
+    best = the largest mean (ties to the lower index, as :func:`ls_separation`);
     LS stops iff no arm is unpulled and ``lcb[best] >= max_{j != best} ucb[j]``. Otherwise the
     level is put halfway between the largest lower bound and the second-largest upper bound,
     and ``above`` counts the arms whose upper bound exceeds it (see :func:`ls_tracker_update`).
@@ -178,7 +329,7 @@ def ls_tracker_update(tr, sums, counts, arm, d_ls, sigma):  # pragma: no cover -
     whose upper bound is above its lower bound, so LS cannot stop (whichever arm is best). A
     pull updates the count in O(1); only when the pulled arm's lower bound passes L or fewer
     than two arms stay above it does :func:`ls_rescan` test exactly and set a new level. Same
-    decision as :func:`purebandits.bounds.lil_stopping_arm` at every pull (tested).
+    decision as :func:`ls_separation` / :func:`purebandits.bounds.lil_stopping_arm` at every pull (tested).
     """
     mean, ucb, lcb, n_zero, level, above, rescans, rcount, rval, rpar = tr
     ci = counts[arm]

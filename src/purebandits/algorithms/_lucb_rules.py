@@ -57,6 +57,7 @@ __all__ = [
     "family_bound_s",
     "family_select",
     "stop_test",
+    "separated_count",
     "random_pick",
     "family_kernel",
 ]
@@ -229,6 +230,20 @@ def stop_test(lcb_h, ucb_l, eps_stop, strict):
     if strict:
         return gap < eps_stop
     return gap <= eps_stop
+
+
+@njit(cache=True)
+def separated_count(lcb_h, ucb, in_top, eps_stop, strict):
+    """How many arms outside the top-K already pass :func:`stop_test` against ``lcb_h``.
+
+    The stop test holds exactly when all of them do (``l`` has the largest upper bound and the
+    test is monotone in it), so ``count / (n - K)`` is the share of the rule already met.
+    """
+    c = 0
+    for i in range(ucb.shape[0]):
+        if not in_top[i] and stop_test(lcb_h, ucb[i], eps_stop, strict):
+            c += 1
+    return c
 
 
 @njit(cache=True)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from purebandits.base import Learner, check_param
+from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.instances.rewards import (
     BERNOULLI,
     GAUSSIAN,
@@ -37,6 +37,7 @@ from purebandits.instances.rewards import (
     reward_from_block,
     stream_refill,
 )
+from purebandits.stopping import budget_progress
 
 ACTIVE, ACCEPTED, REJECTED = 0, 1, 2
 
@@ -268,6 +269,20 @@ class _RoundLearner(Learner):
     def _check_stop(self) -> None:
         if self.left_ == 0 and self.out_ == 0:
             self._cycle()
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """A fixed-budget schedule: ``fraction`` = answered pulls / budget.
+
+        The learner stops when its last round is answered (rounds close in :meth:`_check_stop`),
+        which may leave part of the budget unused, so the fraction jumps to 1 then; no margin
+        (statistic = answered pulls, threshold = budget). ``separated`` = arms accepted or
+        rejected so far, of all n (every arm is decided at the end).
+        """
+        decided = int((self.status_ != ACTIVE).sum())
+        return budget_progress(int(self.t_), int(self.budget),
+                               f"stops when the last round of its fixed schedule is answered, within a budget of "
+                               f"{int(self.budget)} answers; {self.paper}",
+                               schedule_end=bool(self.done_), separated=decided, of=self.n_arms_)
 
     # ------------------------------------------------------------------ outputs
     def _means(self) -> np.ndarray:

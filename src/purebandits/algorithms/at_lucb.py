@@ -7,11 +7,12 @@ import math
 import numpy as np
 from numba import njit
 
-from purebandits.base import Learner, check_param, top_k_by
+from purebandits.base import Learner, StoppingProgress, check_param, top_k_by
 from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
 from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.ranking import borrow_topk, topk_mask, topk_tracker_fill, topk_tracker_update, topk_workspace
+from purebandits.stopping import never_stops_progress, separation_progress
 
 __all__ = ["ATLUCB"]
 
@@ -37,14 +38,21 @@ def at_lucb_radius(u, t, n, delta1, stage, alpha, sigma):  # pragma: no cover - 
     return math.sqrt(_at_lucb_scale(t, n, delta1, stage, alpha, sigma) / u)
 
 
+@njit(cache=True, inline="always")
+def _radii(u, c):  # pragma: no cover - compiled
+    """Every arm's ``sqrt(c / u)`` (:func:`at_lucb_radius`'s arithmetic, given its scale ``c``)."""
+    n = u.shape[0]
+    rad = np.empty(n)
+    for i in range(n):  # branch-free, so the divisions and square roots vectorise
+        rad[i] = math.sqrt(c / u[i]) if u[i] > 0.0 else math.inf
+    return rad
+
+
 @njit(cache=True)
 def at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma):  # pragma: no cover - compiled
     """LUCB1's h (weakest top arm by LCB) and l (strongest other arm by UCB) and ``U_l - L_h``."""
     n = mu.shape[0]
-    c = _at_lucb_scale(t, n, delta1, stage, alpha, sigma)  # one logarithm per call, not n
-    rad = np.empty(n)
-    for i in range(n):  # branch-free, so the divisions and square roots vectorise
-        rad[i] = math.sqrt(c / u[i]) if u[i] > 0.0 else math.inf  # at_lucb_radius's arithmetic
+    rad = _radii(u, _at_lucb_scale(t, n, delta1, stage, alpha, sigma))  # one logarithm per call, not n
     h, lo = -1, -1
     lo_h, up_l = math.inf, -math.inf
     for i in range(n):
@@ -56,6 +64,22 @@ def at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma):  # pragma: no cove
             if mu[i] + r > up_l or lo < 0:
                 up_l, lo = mu[i] + r, i
     return h, lo, up_l - lo_h
+
+
+@njit(cache=True)
+def at_lucb_separation(mu, u, top, t, delta1, stage, alpha, sigma, eps):  # pragma: no cover - compiled
+    """:func:`at_lucb_pair`'s ``(L_h, U_l)`` and how many other arms have ``U_j - L_h < eps``.
+
+    Term holds (``U_l - L_h < eps``) exactly when every other arm does (``U_l`` is their largest).
+    """
+    h, lo, _ = at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma)
+    rad = _radii(u, _at_lucb_scale(t, mu.shape[0], delta1, stage, alpha, sigma))
+    lo_h = mu[h] - rad[h]
+    n_sep = 0
+    for i in range(mu.shape[0]):
+        if not top[i] and (mu[i] + rad[i]) - lo_h < eps:
+            n_sep += 1
+    return lo_h, mu[lo] + rad[lo], n_sep
 
 
 @njit(cache=True)
@@ -311,14 +335,43 @@ class ATLUCB(Learner):
         self.queue_.append(int(lo))
         return int(h)
 
+    def _stop_args(self) -> tuple:
+        """The arguments of the fixed-confidence test: LUCB1's pair at ``delta`` (stage 1), round ``round_ + 1``."""
+        mu = self.means()
+        return (mu, self.counts_.astype(np.float64), topk_mask(mu, int(self.k)), float(self.round_ + 1),
+                float(self.delta), 1, float(self.alpha), float(self.sigma))
+
     def _check_stop(self) -> None:
         if self.delta is None or self.queue_ or (self.counts_ == 0).any():
             return
-        mu = self.means()
-        gap = at_lucb_pair(mu, self.counts_.astype(np.float64), topk_mask(mu, int(self.k)), float(self.round_ + 1),
-                           float(self.delta), 1, float(self.alpha), float(self.sigma))[2]
+        args = self._stop_args()
+        gap = at_lucb_pair(*args)[2]
         if gap < self.epsilon:
-            self._finish(top_k_by(mu, int(self.k)))
+            self._finish(top_k_by(args[0], int(self.k)))
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """LUCB1's stop at ``delta`` (KTAS12 Sec. 3; JN16 Alg. 1's Term at stage 1): ``U_l - L_h < eps``.
+
+        ``fraction`` = share of the arms outside the empirical top-k with ``U_j - L_h < eps``
+        (:func:`at_lucb_separation`), ``margin = eps - (U_l - L_h)`` (strict). The test runs only
+        between the two pulls of a pair, so the figures are those of the next test. Without
+        ``delta`` the learner is anytime and never stops by itself.
+        """
+        if self.delta is None:
+            return never_stops_progress(bool(self.done_), "anytime AT-LUCB without delta: never stops",
+                                        "this learner never stops by itself; the owner stops it")
+        k = int(self.k)
+        of = self.n_arms_ - k
+        who = "the leader's lower bound" if k == 1 else f"the lowest lower bound among the top {k} items"
+        eps = f" minus epsilon = {self.epsilon:g}" if self.epsilon > 0 else ""
+        desc = (f"stops when {who} is above every other item's upper bound{eps} "
+                f"(LUCB1 bounds, KTAS12 beta(u, t), delta = {self.delta:g})")
+        if (self.counts_ == 0).any():
+            return StoppingProgress(fraction=0.0, separated=0, of=of, description=desc)
+        args = self._stop_args()
+        lcb_h, ucb_l, n_sep = at_lucb_separation(*args, float(self.epsilon))
+        holds = bool(at_lucb_pair(*args)[2] < self.epsilon)
+        return separation_progress(float(lcb_h), float(ucb_l), holds, int(n_sep), of, float(self.epsilon), desc)
 
     # ------------------------------------------------------------------ outputs
     def _recommend(self) -> list[int]:

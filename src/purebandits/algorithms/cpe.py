@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit
 
 from purebandits.algorithms._rounds import ranked
-from purebandits.base import Learner, check_param
+from purebandits.base import NOT_DONE_CAP, Learner, StoppingProgress, check_param
 from purebandits.bounds import c_epsilon, lil_radius_s
 from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.ranking import topk_mask
@@ -278,19 +278,33 @@ def cpe_tilde(mu, rad, m):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def cpe_stops(m, mt, tilde, sets_equal):  # pragma: no cover - compiled
-    """lil'CLUCB: M~ == M. CLUCB: w~(M~) == w~(M) (M already maximises the adjusted weight)."""
-    if sets_equal:
-        for i in range(m.shape[0]):
-            if m[i] != mt[i]:
-                return False
-        return True
+def cpe_weights(m, mt, tilde):  # pragma: no cover - compiled
+    """``(w~(M), w~(M~))``: the adjusted weights of the two decisions, summed in arm order."""
     wm, wt = 0.0, 0.0
     for i in range(m.shape[0]):
         if m[i]:
             wm += tilde[i]
         if mt[i]:
             wt += tilde[i]
+    return wm, wt
+
+
+@njit(cache=True)
+def cpe_differ(m, mt):  # pragma: no cover - compiled
+    """``|M symdiff M~|``: arms in exactly one of the two decisions."""
+    c = 0
+    for i in range(m.shape[0]):
+        if m[i] != mt[i]:
+            c += 1
+    return c
+
+
+@njit(cache=True)
+def cpe_stops(m, mt, tilde, sets_equal):  # pragma: no cover - compiled
+    """lil'CLUCB: M~ == M. CLUCB: w~(M~) == w~(M) (M already maximises the adjusted weight)."""
+    if sets_equal:
+        return cpe_differ(m, mt) == 0
+    wm, wt = cpe_weights(m, mt, tilde)
     return wt <= wm
 
 
@@ -395,15 +409,55 @@ class _CPELearner(Learner):
         return cpe_radii(u.astype(np.float64), float(self.t_ + 1), self._mode, self._conf, self._eps,
                          float(self.sigma))
 
-    def _update(self) -> bool:
-        """Recompute M_t and M~_t from the answered pulls; True when the stopping rule holds."""
+    def _decisions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(M_t, M~_t, adjusted means)`` from the answered pulls (every arm answered)."""
         mu = self.means()
         rad = self._radii(self.counts_)
         m = np.asarray(self._dec.oracle(mu), dtype=np.bool_)
         tilde = cpe_tilde(mu, rad, m)
         mt = np.asarray(self._dec.oracle(tilde), dtype=np.bool_)
+        return m, mt, tilde
+
+    def _update(self) -> bool:
+        """Recompute M_t and M~_t from the answered pulls; True when the stopping rule holds."""
+        m, mt, tilde = self._decisions()
         self._m, self._mt = m, mt
         return bool(cpe_stops(m, mt, tilde, self._sets_equal))
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """CLUCB's stop ``w~(M~) <= w~(M)`` (Chen et al. 2014 Alg. 1) or lil'CLUCB's ``M~ == M`` (JLQ17 Alg. 2/3).
+
+        CLUCB: ``statistic = w~(M)``, ``threshold = w~(M~)`` (fires at margin >= 0). lil'CLUCB:
+        ``statistic`` = arms on which M and M~ agree, ``threshold = n`` (fires at margin >= 0,
+        i.e. ``-|M symdiff M~|``). ``fraction``: for the top-K class, the share of the arms
+        outside M whose upper bound ``mu + u`` is below (CLUCB: at most) the lowest lower bound
+        ``mu - u`` in M, which is the rule met for that arm; for other decision classes, the
+        overlap ``|M and M~| / |M or M~|``. Not defined before every arm has an answer.
+        """
+        of = self.n_arms_ - int(self.k) if self._topk else None
+        if self._sets_equal:
+            desc = "stops when the pessimistic-optimistic best set equals the empirical best set"
+        else:
+            desc = "stops when the empirical best set is also best for the pessimistic-optimistic weights"
+        desc += f" ({type(self).__name__}, {self.paper.split(' (')[0]}, delta = {self.delta:g})"
+        if (self.counts_ == 0).any():
+            return StoppingProgress(fraction=0.0, separated=0 if self._topk else None, of=of, description=desc)
+        m, mt, tilde = self._decisions()
+        holds = bool(cpe_stops(m, mt, tilde, self._sets_equal))
+        if self._sets_equal:
+            stat, thr = float(self.n_arms_ - cpe_differ(m, mt)), float(self.n_arms_)
+        else:
+            stat, thr = (float(w) for w in cpe_weights(m, mt, tilde))
+        n_sep = None
+        if self._topk:
+            low = float(tilde[m].min())  # mu - u is the adjusted mean inside M, mu + u outside
+            out = tilde[~m]
+            n_sep = int((out < low).sum() if self._sets_equal else (out <= low).sum())
+            frac = n_sep / of
+        else:
+            frac = float((m & mt).sum() / (m | mt).sum())
+        return StoppingProgress(fraction=1.0 if holds else min(frac, NOT_DONE_CAP), margin=stat - thr, statistic=stat,
+                                threshold=thr, separated=n_sep, of=of, description=desc)
 
     def _ask_one(self) -> int:
         zero = np.flatnonzero(self.counts_ == 0)

@@ -16,11 +16,21 @@ import math
 import numpy as np
 from numba import njit
 
-from purebandits.base import Learner, check_param, top_k_by
-from purebandits.bounds import edmm_radius_s, lil_stopping_arm, ls_delta, ls_radius_s
+from purebandits.base import Learner, StoppingProgress, check_param, top_k_by
+from purebandits.bounds import edmm_radius_s, ls_delta, ls_radius_s
 from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
-from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
+from purebandits.stopping import (
+    LS_EPSILON,
+    borrow_tracker,
+    count_progress,
+    either,
+    ls_progress,
+    ls_stop_arm,
+    ls_tracker_fill,
+    ls_tracker_update,
+    ls_workspace,
+)
 
 __all__ = ["SuccessiveElimination", "MedianElimination", "ExpGapElimination",
            "me_stage_pulls", "expgap_stage_pulls"]
@@ -85,6 +95,27 @@ def expgap_stage_pulls(r: int, delta: float, sigma: float) -> int:
 
 
 @njit(cache=True)
+def median_keep_size(n_arms):  # pragma: no cover - compiled
+    """Arms a Median Elimination round keeps out of ``n_arms``: ``ceil(n/2)``."""
+    return (n_arms + 1) // 2
+
+
+def me_schedule(n_arms: int, epsilon: float, delta: float, sigma: float) -> list[tuple[int, int]]:
+    """Median Elimination's whole schedule: (arms, pulls per arm) of each round l = 1, 2, ...
+
+    The rounds do not depend on the rewards (the set halves, :func:`median_keep_size`, and the
+    pulls are :func:`me_stage_pulls`), so the total is known from the start.
+    """
+    out = []
+    size, stage = int(n_arms), 1
+    while size > 1:
+        out.append((size, int(me_stage_pulls(epsilon, delta, stage, sigma))))
+        size = int(median_keep_size(size))
+        stage += 1
+    return out
+
+
+@njit(cache=True)
 def _median_keep(arms, n_arms, ssum, scnt):  # pragma: no cover - compiled
     """Keep the better half (``ceil(n/2)``) of ``arms[:n_arms]`` by stage mean, in place.
 
@@ -92,7 +123,7 @@ def _median_keep(arms, n_arms, ssum, scnt):  # pragma: no cover - compiled
     below the median; with ties at the median this reading still terminates). The kept arms
     stay in ascending order. Returns the new size.
     """
-    keep = (n_arms + 1) // 2
+    keep = median_keep_size(n_arms)
     key = np.empty(n_arms)
     for j in range(n_arms):
         a = arms[j]
@@ -194,6 +225,10 @@ class _Staged(Learner):
         vals[idx] = self.means()[idx]
         return top_k_by(vals, 1)
 
+    def _decided_progress(self, desc: str, fraction: float | None = None) -> StoppingProgress:
+        """Progress of "stop when one arm of the set is left": arms eliminated of ``n - 1``."""
+        return count_progress(self.n_arms_ - int(self.n_act_), self.n_arms_ - 1, desc, fraction)
+
     def _check_kernel_ready(self) -> bool:
         if self.done_:
             return False
@@ -283,6 +318,17 @@ class SuccessiveElimination(_Staged):
 
     def _recommend(self) -> list[int]:
         return self._active_best(self.act_, self.n_act_)
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """Arms eliminated of ``n - 1`` (EDMM02 Sec. 3: stop when one active arm is left).
+
+        ``statistic`` = arms eliminated, ``threshold = n - 1`` (fires at margin >= 0); arms are
+        eliminated only when a round (one pull of every active arm) is answered.
+        """
+        radius = "LIL stopping radius B(T)" if self.radius == "ls" else "EDMM02 radius"
+        return self._decided_progress(
+            f"stops when one item is left: an item is dropped when its upper bound falls to or below the best "
+            f"item's lower bound, checked after each round ({radius}, delta = {self.delta:g})")
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if not self._check_kernel_ready():
@@ -399,6 +445,25 @@ class MedianElimination(_Staged):
 
     def _recommend(self) -> list[int]:
         return self._active_best(self.act_, self.n_act_)
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """Median Elimination's fixed schedule (EDMM02): stop after the round that leaves one arm.
+
+        ``fraction`` = pulls of the schedule answered / pulls of the whole schedule
+        (:func:`me_schedule`; the rounds do not adapt, so this is exact progress). ``separated``
+        = arms eliminated of ``n - 1``, and ``margin`` = eliminated - (n - 1) (fires at >= 0).
+        """
+        sched = me_schedule(self.n_arms_, float(self.epsilon), float(self.delta), float(self.sigma))
+        total = sum(a * m for a, m in sched)
+        if self.done_:
+            answered = total
+        else:
+            size, m = sched[self.l_ - 1]
+            answered = sum(a * mm for a, mm in sched[: self.l_ - 1]) + size * m - int(self.remaining_)
+        return self._decided_progress(
+            f"stops after its fixed schedule of {total} answers: rounds that keep the better half of the items "
+            f"until one is left (Median Elimination, epsilon = {self.epsilon:g}, delta = {self.delta:g})",
+            fraction=answered / total)
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if not self._check_kernel_ready():
@@ -544,10 +609,25 @@ class ExpGapElimination(_Staged):
 
     def _check_stop(self) -> None:
         if self.ls:
-            arm = lil_stopping_arm(self.sums_, self.counts_.astype(np.float64), self._d_ls, LS_EPSILON,
-                                   float(self.sigma))
+            arm = ls_stop_arm(self.sums_, self.counts_, self._d_ls, float(self.sigma))
             if arm >= 0:
                 self._finish([int(arm)])
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """Arms of S_r eliminated of ``n - 1`` (KKS13 Alg. 2), and LS (JMNB14 Sec. 5) with ``ls=True``.
+
+        ExpGap eliminates only when a round r (its sampling step and Median Elimination) is
+        answered; ``statistic`` = arms eliminated, ``threshold = n - 1``. With LS, the rule nearer
+        to firing is reported (:func:`purebandits.stopping.either`).
+        """
+        rule = ("stops when one item is left after rounds that drop the items clearly below a reference item "
+                "(Exponential-Gap Elimination, Karnin et al. 2013)")
+        gap = self._decided_progress(f"{rule}, delta = {self.delta:g}")
+        if not self.ls:
+            return gap
+        ls = ls_progress(self.sums_, self.counts_, self._d_ls, float(self.sigma), float(self.delta) / 2)
+        return either([("elimination rule", gap), ("LIL stopping rule", ls)],
+                      f"{rule}, or by the LIL stopping rule LS; delta/2 each, delta = {self.delta:g}")
 
     def _recommend(self) -> list[int]:
         return self._active_best(self.act_, self.n_act_)

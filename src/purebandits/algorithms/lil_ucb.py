@@ -8,12 +8,22 @@ import math
 import numpy as np
 from numba import njit
 
-from purebandits.base import Learner, check_param
-from purebandits.bounds import c_epsilon, lil_radius_s, lil_stopping_arm, lil_ucb_index_s, ls_delta
+from purebandits.base import Learner, StoppingProgress, check_param
+from purebandits.bounds import c_epsilon, lil_radius_s, lil_ucb_index_s, ls_delta
 from purebandits.heaps import topheap_init, topheap_replace, topheap_size
 from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
-from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
+from purebandits.stopping import (
+    LS_EPSILON,
+    borrow_tracker,
+    either,
+    ls_progress,
+    ls_stop_arm,
+    ls_tracker_fill,
+    ls_tracker_update,
+    ls_workspace,
+    statistic_progress,
+)
 
 __all__ = ["LilUCB"]
 
@@ -332,7 +342,8 @@ class LilUCB(Learner):
                 self._move(arm, old, new)
         if c == 1:
             self._n_zero -= 1
-        # as in _on_tell: only the told arm can newly satisfy T_i >= 1 + lam (t - T_i)
+        # as in _on_tell: only the told arm can newly satisfy T_i >= 1 + lam (t - T_i); the
+        # threshold is _count_threshold(c), inlined on this fast path (tests hold them equal)
         if self._n_zero == 0 and c >= 1 + lam * (total - c):
             self._finish()
         if self.ls and not self.done_:
@@ -349,8 +360,15 @@ class LilUCB(Learner):
             self._n_zero -= 1
         # the rule applies after the initial pull of every arm (JMNB14 Fig. 1); only the told
         # arm can newly satisfy T_i >= 1 + lam (t - T_i), so this is O(1) per pull
-        if self._n_zero == 0 and c >= 1 + self._lam * (self.t_ - c):
+        if self._n_zero == 0 and c >= self._count_threshold(c):
             self._finish()
+
+    def _count_threshold(self, c: int) -> float:
+        """The pulls an arm with ``c`` of the ``t_`` answered pulls needs to stop: ``1 + lam (t - c)``.
+
+        JMNB14 Fig. 1: stop once some arm has ``T_i >= 1 + lam sum_{j != i} T_j``.
+        """
+        return 1 + self._lam * (self.t_ - c)
 
     def _on_cancel(self, arm: int) -> None:
         if self._heap is not None:
@@ -360,10 +378,33 @@ class LilUCB(Learner):
 
     def _check_stop(self) -> None:
         if self.ls:
-            arm = lil_stopping_arm(self.sums_, self.counts_.astype(np.float64), self._d_ls, LS_EPSILON,
-                                   float(self.sigma))
+            arm = ls_stop_arm(self.sums_, self.counts_, self._d_ls, float(self.sigma))
             if arm >= 0:
                 self._finish([int(arm)])
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """The count rule (JMNB14 Fig. 1), and LS (Sec. 5) with ``ls=True``.
+
+        Count rule: ``statistic`` = the most-pulled arm's answers ``T``, ``threshold`` =
+        :meth:`_count_threshold` ``= 1 + lam (t - T)``, fires at margin >= 0; ``fraction = T /
+        threshold``. It applies once every arm has an answer (margin None before). With
+        ``ls=True`` the rule nearer to firing is reported (:func:`purebandits.stopping.either`).
+        """
+        counts = self.counts_
+        rule = f"stops when one item has at least 1 + {self._lam:.3g} x (the other items' answers) answers"
+        source = f"(lil'UCB, Jamieson et al. 2014 Fig. 1, {self.preset} preset, delta = {self.delta:g})"
+        desc = f"{rule} {source}"
+        if (counts == 0).any():
+            count = StoppingProgress(fraction=0.0, description=desc)
+        else:
+            c = int(counts.max())
+            thr = self._count_threshold(c)
+            count = statistic_progress(float(c), thr, c >= thr, desc, fraction=c / thr)
+        if not self.ls:
+            return count
+        ls = ls_progress(self.sums_, counts, self._d_ls, float(self.sigma), float(self.delta) / 2)
+        return either([("count rule", count), ("LIL stopping rule", ls)],
+                      f"{rule}, or by the LIL stopping rule LS {source}")
 
     def _recommend(self) -> list[int]:
         # the most-pulled arm (JMNB14's output), ties to the higher mean then the lower index

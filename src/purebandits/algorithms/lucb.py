@@ -45,11 +45,13 @@ from purebandits.algorithms._lucb_rules import (
     family_select,
     family_time_term,
     random_pick,
+    separated_count,
     stop_test,
 )
-from purebandits.base import Learner, check_param
+from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import c_epsilon, lil_kl_c, lil_kl_kappa
 from purebandits.instances.rewards import RewardStream
+from purebandits.stopping import separation_progress
 
 __all__ = ["LUCB1", "KLLUCB", "LilLUCB", "LUCBPlusPlus", "LilRandLUCB", "LilKLUCB", "KLRandLUCB"]
 
@@ -131,12 +133,49 @@ class _LUCBFamily(Learner):
             return h
         return int(random_pick(h, el, int(T[h]), int(T[el]), self.rng_.random()))
 
-    def _check_stop(self) -> None:
+    def _stop_pair(self) -> tuple[int, int] | None:
+        """The stop test's pair (h, l) on the answered pulls (bounds left in ``_lcb``/``_ucb``).
+
+        None before every arm has an answer (infinite bounds: the rule is not tested).
+        """
         if (self.counts_ == 0).any():
-            return
-        h, el = self._select(self.counts_)
-        if stop_test(self._lcb[h], self._ucb[el], self._eps, self._strict):
+            return None
+        return self._select(self.counts_)
+
+    def _check_stop(self) -> None:
+        pair = self._stop_pair()
+        if pair is not None and stop_test(self._lcb[pair[0]], self._ucb[pair[1]], self._eps, self._strict):
             self._finish()
+
+    def _stop_description(self) -> str:
+        k = self.k_
+        who = "the leader's lower bound" if k == 1 else f"the lowest lower bound among the top {k} items"
+        cmp = "is above" if self._strict else "is at or above"
+        eps = f" minus epsilon = {self._eps:g}" if self._eps > 0 else ""
+        return (f"stops when {who} {cmp} every other item's upper bound{eps} "
+                f"({self._bound_label()}, delta = {self.delta:g})")
+
+    def _bound_label(self) -> str:
+        return type(self).__name__ + " bounds"
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """LUCB stop (KTAS12 Sec. 3; strict ``ucb_l - lcb_h < eps``, lil'RandLUCB's ``<=``).
+
+        ``fraction`` = share of the arms outside the empirical top-K whose upper bound already
+        passes the test against ``lcb_h`` (:func:`separated_count`; 1 exactly when the test
+        holds), ``margin = eps - (ucb_l - lcb_h)``. The bounds are those of the stop test
+        (answered pulls, round index ``rounds_ + 1``); before every arm has an answer the rule
+        is not tested and nothing is separated.
+        """
+        of = self.n_arms_ - self.k_
+        desc = self._stop_description()
+        pair = self._stop_pair()
+        if pair is None:
+            return StoppingProgress(fraction=0.0, separated=0, of=of, description=desc)
+        lcb_h, ucb_l = float(self._lcb[pair[0]]), float(self._ucb[pair[1]])
+        holds = bool(stop_test(lcb_h, ucb_l, self._eps, self._strict))
+        n_sep = int(separated_count(lcb_h, self._ucb, self._in_top, self._eps, self._strict))
+        return separation_progress(lcb_h, ucb_l, holds, n_sep, of, self._eps, desc)
 
     def intervals(self) -> tuple[np.ndarray, np.ndarray]:
         """This learner's own (lower, upper) bounds from the answered pulls.
@@ -219,6 +258,9 @@ class LUCB1(_LUCBFamily):
     def _eps_stop(self) -> float:
         return float(self.epsilon)
 
+    def _bound_label(self) -> str:
+        return "LUCB1 bounds, KTAS12 beta(u, t)"
+
     def _bound(self) -> tuple[int, np.ndarray]:
         d = float(self.delta)
         return BOUND_LUCB, _bp(w_top=d, w_bot=d, sigma=self.sigma, k1=self.k1, n=self.n_arms_)
@@ -273,6 +315,9 @@ class KLLUCB(_LUCBFamily):
     def _eps_stop(self) -> float:
         return float(self.epsilon)
 
+    def _bound_label(self) -> str:
+        return "KL-LUCB bounds, KK13"
+
     def _bound(self) -> tuple[int, np.ndarray]:
         d = float(self.delta)
         return BOUND_KL_LUCB, _bp(w_top=d, w_bot=d, alpha=self.alpha, k1=self.k1, n=self.n_arms_)
@@ -319,6 +364,9 @@ class _LilBase(_LUCBFamily):
     def _split(self, d: float) -> tuple[float, float]:
         """(w_top, w_bot) for the internal confidence d."""
         raise NotImplementedError
+
+    def _bound_label(self) -> str:
+        return f"finite-LIL bounds of {self.name}, {self.preset} preset"
 
     def _bound(self) -> tuple[int, np.ndarray]:
         eps, d = self._lil_eps_delta()
@@ -448,6 +496,10 @@ class _LilKLBase(_LUCBFamily):
         if self.N & (self.N - 1):
             raise ValueError(f"N must be a power of two (TNM17 Thm 2: N = 2^l), got {self.N}")
         check_param("form", self.form, allowed=("simplified", "exact"))
+
+    def _bound_label(self) -> str:
+        bound = getattr(self, "bound", "kl")
+        return "lil-KL bounds, TNM17 Thm 2" if bound == "kl" else f"{bound.upper()} bounds, TNM17 Sec. 5"
 
     def _lil_kl_bp(self, code: int) -> np.ndarray:
         w_top, w_bot = _lil_kl_split(float(self.delta), self.n_arms_, self.k)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from numba import njit
 
-from purebandits.base import Learner, check_param
+from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
+from purebandits.stopping import never_stops_progress
 
 __all__ = ["RandomSampling"]
 
@@ -83,6 +84,11 @@ class RandomSampling(Learner):
     def _ask_one(self) -> int:
         # i.i.d. uniform, independent of pending_: the unbiased baseline (see the class docstring)
         return int(self.rng_.integers(self.n_arms_))
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """No stopping rule (the point of the baseline): a reason, no margin."""
+        return never_stops_progress(bool(self.done_), "uniform random sampling: never stops",
+                                    "this learner never stops by itself; the owner stops it")
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         """Pull uniform random arms from ``stream`` until ``max_pulls`` total pulls (the learner never stops).

@@ -5,11 +5,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from purebandits.base import Learner, check_param
-from purebandits.bounds import lil_stopping_arm, ls_delta
+from purebandits.base import Learner, StoppingProgress, check_param
+from purebandits.bounds import ls_delta
 from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.special import betainc, betaincinv
-from purebandits.stopping import LS_EPSILON, ls_tracker, ls_tracker_update
+from purebandits.stopping import (
+    LS_EPSILON,
+    budget_progress,
+    either,
+    ls_progress,
+    ls_stop_arm,
+    ls_tracker,
+    ls_tracker_update,
+    never_stops_progress,
+)
 
 __all__ = ["ThompsonSampling"]
 
@@ -202,13 +211,32 @@ class ThompsonSampling(Learner):
 
     def _check_stop(self) -> None:
         if self._use_ls:
-            arm = lil_stopping_arm(self.sums_, self.counts_.astype(np.float64), self._d_ls, LS_EPSILON,
-                                   float(self.sigma))
+            arm = ls_stop_arm(self.sums_, self.counts_, self._d_ls, float(self.sigma))
             if arm >= 0:
                 self._finish([int(arm)])
                 return
         if self._budget >= 0 and self.t_ >= self._budget:
             self._finish()
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """LS (JMNB14 Sec. 5) with a ``delta``, the budget (pulls / budget) with a ``budget``.
+
+        With both, the rule nearer to firing is reported (:func:`purebandits.stopping.either`);
+        with neither the learner never stops by itself (a reason, no margin).
+        """
+        rules = []
+        if self._use_ls:
+            rules.append(("LIL stopping rule", ls_progress(self.sums_, self.counts_, self._d_ls, float(self.sigma),
+                                                           float(self.delta))))
+        if self._budget >= 0:
+            rules.append(("budget", budget_progress(int(self.t_), self._budget,
+                                                    f"stops after {self._budget} answers (its budget)")))
+        if not rules:
+            return never_stops_progress(bool(self.done_), "Thompson sampling without delta or budget: never stops",
+                                        "this learner never stops by itself; the owner stops it")
+        if len(rules) == 1:
+            return rules[0][1]
+        return either(rules, f"{rules[0][1].description}, or after {self._budget} answers (its budget)")
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:

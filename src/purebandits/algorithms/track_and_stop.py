@@ -8,9 +8,10 @@ import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
 
-from purebandits.base import Learner, check_param
+from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import glr_statistic_s, glr_stop_s, glr_threshold_s, kl_bernoulli_s
 from purebandits.instances.rewards import RewardStream, stream_draw
+from purebandits.stopping import statistic_progress
 
 __all__ = ["TrackAndStop", "optimal_weights", "TAS_CLIP"]
 
@@ -307,10 +308,29 @@ class TrackAndStop(Learner):
     def _ask_one(self) -> int:
         return int(tas_pick(self.sums_, self.counts_, self.pending_, self._w))
 
-    def _check_stop(self) -> None:
+    def _glr(self) -> tuple[int, float, float]:
+        """(empirical best arm, Bernoulli GLR statistic Z(t), threshold beta(t, delta)) on the answered pulls."""
         best, z = glr_statistic_s(self.sums_, self.counts_, False, 0.5)
-        if z > glr_threshold_s(float(self.t_), float(self.n_arms_), float(self.delta), self.threshold == "theory"):
-            self._finish([int(best)])
+        return int(best), float(z), float(glr_threshold_s(float(self.t_), float(self.n_arms_), float(self.delta),
+                                                          self.threshold == "theory"))
+
+    def _check_stop(self) -> None:
+        if self.t_ == 0:  # no answer yet (a cancel before the first one): beta(0) = log 0 = -inf would fire
+            return
+        best, z, thr = self._glr()
+        if z > thr:
+            self._finish([best])
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """Chernoff/GLR stop (GK16 Sec. 3): ``statistic = Z(t)``, ``threshold = beta(t, delta)``.
+
+        Strict (fires at margin > 0); ``fraction = min(1, Z/beta)``. ``Z = 0`` while an arm has no answer.
+        """
+        _, z, thr = self._glr()
+        beta = "log(2 t (n-1)/delta)" if self.threshold == "theory" else "log((log t + 1)/delta)"
+        return statistic_progress(z, thr, z > thr, (
+            f"stops when the evidence that the leading item is best (the GLR statistic) exceeds {beta}, "
+            f"delta = {self.delta:g} (Track-and-Stop, Garivier and Kaufmann 2016)"))
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:

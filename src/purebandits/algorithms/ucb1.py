@@ -7,12 +7,20 @@ import math
 import numpy as np
 from numba import njit
 
-from purebandits.base import Learner, check_param
-from purebandits.bounds import lil_stopping_arm, ls_delta
+from purebandits.base import Learner, StoppingProgress, check_param
+from purebandits.bounds import ls_delta
 from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
 from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
-from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
+from purebandits.stopping import (
+    LS_EPSILON,
+    borrow_tracker,
+    ls_progress,
+    ls_stop_arm,
+    ls_tracker_fill,
+    ls_tracker_update,
+    ls_workspace,
+)
 
 __all__ = ["UCB1"]
 
@@ -114,10 +122,13 @@ class UCB1(Learner):
         return int(ucb1_pick(self.sums_, self.counts_, self.pending_, t, float(self.index_sigma)))
 
     def _check_stop(self) -> None:
-        arm = lil_stopping_arm(self.sums_, self.counts_.astype(np.float64), self._d_ls, LS_EPSILON,
-                               float(self.sigma))
+        arm = ls_stop_arm(self.sums_, self.counts_, self._d_ls, float(self.sigma))
         if arm >= 0:
             self._finish([int(arm)])
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """LS (JMNB14 Sec. 5): other arms whose upper bound is at or below the leader's lower bound."""
+        return ls_progress(self.sums_, self.counts_, self._d_ls, float(self.sigma), float(self.delta))
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:

@@ -5,11 +5,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from purebandits.base import Learner, check_param
-from purebandits.bounds import lil_stopping_arm, ls_delta
+from purebandits.base import Learner, StoppingProgress, check_param
+from purebandits.bounds import ls_delta
 from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
-from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
+from purebandits.stopping import (
+    LS_EPSILON,
+    borrow_tracker,
+    ls_progress,
+    ls_stop_arm,
+    ls_tracker_fill,
+    ls_tracker_update,
+    ls_workspace,
+)
 
 __all__ = ["NonAdaptive"]
 
@@ -62,10 +70,13 @@ class NonAdaptive(Learner):
         return arm
 
     def _check_stop(self) -> None:
-        arm = lil_stopping_arm(self.sums_, self.counts_.astype(np.float64), self._d_ls, LS_EPSILON,
-                               float(self.sigma))
+        arm = ls_stop_arm(self.sums_, self.counts_, self._d_ls, float(self.sigma))
         if arm >= 0:
             self._finish([int(arm)])
+
+    def _stopping_progress(self) -> StoppingProgress:
+        """LS (JMNB14 Sec. 5): other arms whose upper bound is at or below the leader's lower bound."""
+        return ls_progress(self.sums_, self.counts_, self._d_ls, float(self.sigma), float(self.delta))
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:
