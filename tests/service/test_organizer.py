@@ -200,7 +200,7 @@ def test_worker_ids_completion_codes_and_participants_export(db_url):
     study.answer(q["query_id"], other, "unfunny")
     rows = study.export_participants(eid)
     assert rows[0] == ["participant_id", "algorithm", "answers", "first_answer_at", "last_answer_at",
-                       "completion_code"]
+                       "completion_code", "mean_response_seconds", "max_response_seconds"]
     by_id = {r[0]: r for r in rows[1:]}
     assert by_id["A1B2C3"][2] == 3 and by_id["A1B2C3"][5] == done["completion_code"]
     assert by_id[other][2] == 1 and by_id[other][5] == ""

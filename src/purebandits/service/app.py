@@ -71,13 +71,16 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
         app.state.study = study
         app.state.dispatcher = dispatcher = Dispatcher(study, settings)
         app.state.limiter = RateLimiter(settings.ask_rate_per_second, settings.ask_burst)
-        task = asyncio.create_task(_expire_loop(study, settings.expire_interval_seconds))
+        tasks = [asyncio.create_task(_expire_loop(study, settings.expire_interval_seconds)),
+                 asyncio.create_task(_webhook_loop(study, settings.expire_interval_seconds))]
         try:
             yield
         finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with suppress(asyncio.CancelledError):
+                    await task
             dispatcher.close()
             study.close()
             engine.dispose()
@@ -153,3 +156,16 @@ async def _expire_loop(study: Study, interval: float) -> None:
             raise
         except Exception as exc:  # keep sweeping; the next ask expires lazily anyway
             log.warning("expiring stale queries failed: %s", brief(exc))
+
+
+async def _webhook_loop(study: Study, interval: float) -> None:
+    """Call the owners' webhooks whose experiments' learners have all stopped (apart from the expiry sweep:
+    a slow webhook must not hold up expiring queries)."""
+    while True:
+        await asyncio.sleep(max(0.05, interval))
+        try:
+            await run_in_threadpool(study.call_webhooks)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the claim is kept; a call without result is claimed again later
+            log.warning("calling webhooks failed: %s", brief(exc))

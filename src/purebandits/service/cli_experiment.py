@@ -113,11 +113,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--algorithm", metavar="LABEL", help="the learner's label (default: the first learner)")
     p.add_argument("--top", type=int, default=20, metavar="N", help="show the N best items (default 20; 0: all)")
 
-    p = add("export", "download a CSV: every answer, the per-item summary or the participants", json_out=False)
-    p.add_argument("--what", choices=["answers", "summary", "participants"], default="answers",
+    p = add("export", "download a CSV: every answer, the per-item summary, the participants or the results over time",
+            json_out=False)
+    p.add_argument("--what", choices=["answers", "summary", "participants", "history"], default="answers",
                    help="which CSV (default answers)")
     p.add_argument("--algorithm", metavar="LABEL",
-                   help="only this learner (summary: that learner's summary; answers, participants: its rows)")
+                   help="only this learner (summary: that learner's summary; answers, participants, history: its rows)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="where to write ('-': stdout; default: the file name the server suggests)")
 
@@ -474,21 +475,26 @@ def _stopping_line(res: dict[str, Any]) -> str:
     line = f"stopping: {100 * frac:.0f}%" if isinstance(frac, int | float) else "stopping: ?"
     if done:
         line += " - done: the learner's stopping rule fired (or its budget is spent)"
+    elif st.get("reason"):
+        line += f" - {st['reason']}"
     elif st.get("budget"):
         line += f" - {st.get('n_pulls')} of a budget of {st['budget']} answers"
-    elif "separated" in st:
-        n_items = len(res.get("ranking") or [])
-        n_others = n_items - len(res.get("recommendation") or [])
-        margin = st.get("margin")
-        line += (f" - {st['separated']} of {n_others} other items separated from the recommended set"
-                 f" (margin {_fmt(margin, '-inf')}); not done")
+    else:
+        parts = []
+        if st.get("separated") is not None and st.get("of"):
+            parts.append(f"{st['separated']} of {st['of']} decided")
+        if st.get("margin") is not None:
+            parts.append(f"margin {_fmt(st['margin'], '-inf')}")
+        line += " - " + "; ".join([*parts, "not done"])
+        if st.get("description"):
+            line += f"\n  rule: {st['description']}"
     return line
 
 
 def _export(api: Any, args: argparse.Namespace) -> int:
     from purebandits.service.client import ClientError
 
-    resp = api.export(args.eid, args.what, algorithm=args.algorithm if args.what == "summary" else None)
+    resp = api.export(args.eid, args.what, algorithm=args.algorithm if args.what in ("summary", "history") else None)
     body = resp.body
     text = body.decode("utf-8")
     if args.algorithm and args.what != "summary":

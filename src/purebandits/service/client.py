@@ -196,8 +196,8 @@ class ServiceClient:
                         timeline=None if timeline else "false")
 
     def export(self, eid: int, what: str, algorithm: str | None = None) -> Response:
-        """``GET /api/experiments/{eid}/{what}.csv`` (answers, summary, participants): the raw response."""
-        if what not in ("answers", "summary", "participants"):
+        """``GET /api/experiments/{eid}/{what}.csv`` (answers, summary, participants, history): the raw response."""
+        if what not in ("answers", "summary", "participants", "history"):
             raise ValueError(f"unknown export {what!r}")
         return self.request("GET", f"/api/experiments/{eid}/{what}.csv", params={"algorithm": algorithm})
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-__all__ = ["metadata", "experiments", "learners", "items", "images", "participants", "queries", "events", "snapshots"]
+__all__ = ["metadata", "experiments", "learners", "items", "images", "participants", "queries", "events", "history",
+           "snapshots"]
 
 metadata = sa.MetaData(
     naming_convention={
@@ -45,6 +46,12 @@ experiments = sa.Table(
     sa.Column("answers_per_participant", sa.Integer, nullable=True),
     sa.Column("code_secret", sa.String(64), nullable=True),  # keys the completion codes (HMAC)
     sa.Column("origin", sa.String(32), nullable=True),  # keyed hash of the creator's address (rate limit)
+    # when every learner has stopped: stop the experiment too, and/or POST to the owner's webhook once
+    sa.Column("auto_stop", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("webhook_url", sa.Text, nullable=True),
+    sa.Column("webhook_ms", sa.BigInteger, nullable=True),  # when a process claimed the call (at most one does)
+    sa.Column("webhook_status", sa.Integer, nullable=True),  # the HTTP status it got, or NULL
+    sa.Column("webhook_error", sa.String(300), nullable=True),
     sa.Index("ix_experiments_origin_created", "origin", "created_ms"),
 )
 
@@ -130,6 +137,22 @@ events = sa.Table(
     sa.Column("passed", sa.Text, nullable=True),
     # a query is asked once and ends (answer or cancel) at most once per kind
     sa.UniqueConstraint("query_id", "kind", name="uq_events_query_kind"),
+)
+
+# The results over time: every ``history_every`` answers of a learner (and when it stops), its leaders
+# with their intervals and its stopping progress, written in the transaction of the answer that
+# crossed the mark (so a point describes exactly the state committed with it).
+history = sa.Table(
+    "history",
+    metadata,
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("learner", sa.Integer, primary_key=True),
+    sa.Column("n_answers", sa.BigInteger, primary_key=True),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("done", sa.Boolean, nullable=False),
+    sa.Column("fraction", sa.Float, nullable=False),
+    sa.Column("margin", sa.Float, nullable=True),
+    sa.Column("leaders", sa.JSON, nullable=False),  # [{rank, arm, mean, lower, upper, count}]
 )
 
 snapshots = sa.Table(

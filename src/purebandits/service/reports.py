@@ -16,12 +16,13 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from purebandits.base import Learner
+from purebandits.base import NOT_DONE_CAP, Learner
 from purebandits.service.models import events, queries
 from purebandits.service.validation import DEFAULT_LABELS
 
 __all__ = ["PUBLIC_SUMMARY_COLUMNS", "SUMMARY_COLUMNS", "summary_columns", "stopping_progress", "summary_rows",
-           "label_counts", "ranking_rows", "timeline", "answers_rows", "participants_rows", "agreement", "iso_time",
+           "label_counts", "rank_order", "ranking_page", "RANKING_SORTS",
+           "ranking_rows", "timeline", "answers_rows", "participants_rows", "agreement", "iso_time",
            "learner_intervals"]
 
 #: columns of the public caption-contest summaries (nextml/caption-contest-data)
@@ -62,33 +63,48 @@ def label_counts(conn: Connection, eid: int, idx: int | None, n_arms: int, label
 
 def stopping_progress(learner: Learner, params: dict[str, Any], lo: np.ndarray, hi: np.ndarray,
                       rec: list[int]) -> dict[str, Any]:
-    """How close the learner is to stopping, for any learner.
+    """How close the learner is to stopping, in the terms of its own stopping rule.
 
-    ``fraction`` in [0, 1] is 1 once ``done``; for a budgeted learner it is pulls / budget;
-    otherwise it is the share of non-recommended arms whose upper bound is already below
-    the lowest lower bound of the recommended set (all separated = the intervals alone would
-    stop). A learner may add its own figures with an optional ``stopping_progress()`` method.
+    The figures come from :meth:`purebandits.base.Learner.stopping_progress`: the bounds,
+    threshold, strictness and epsilon the learner's rule tests, on its current state, so they
+    agree with ``done``: ``fraction`` in [0, 1] is exactly 1.0 when ``done`` and below 1 before;
+    ``margin`` = ``statistic - threshold`` (the rule fires at >= 0, or > 0 for a strict rule, as
+    ``description`` says; None before the rule is defined); ``separated`` of ``of`` for rules
+    that decide arms one by one. ``source`` is ``"learner"``, or ``"none"`` when the learner
+    cannot report progress (``reason`` says why: it never stops by itself, or it has no
+    ``stopping_progress``); ``fraction`` is then 1.0 if done else 0.0. A learner with a budget
+    also gets ``budget`` and ``budget_fraction`` (answers / budget). ``lo``, ``hi`` and ``rec``
+    are not used (the learner's rule, not the displayed intervals, decides the stop).
     """
     n = learner.n_pulls
-    out: dict[str, Any] = {"done": bool(learner.done), "kind": learner.kind, "n_pulls": n}
+    done = bool(learner.done)
+    out: dict[str, Any] = {"done": done, "kind": learner.kind, "n_pulls": n}
     budget = params.get("budget", getattr(learner, "budget", None))
-    rec_set = set(rec)
-    others = [a for a in range(len(lo)) if a not in rec_set]
-    threshold = min(lo[a] for a in rec) if rec else -np.inf
-    separated = int(sum(1 for a in others if hi[a] < threshold))
-    out["separated"] = separated
-    out["separated_fraction"] = separated / len(others) if others else 1.0
-    out["margin"] = _finite_or_none(threshold - max((hi[a] for a in others), default=-np.inf))
     if isinstance(budget, int | float) and not isinstance(budget, bool) and budget > 0:
         out["budget"] = budget
         out["budget_fraction"] = min(1.0, n / budget)
-        fraction = out["budget_fraction"]
-    else:
-        fraction = out["separated_fraction"]
-    out["fraction"] = 1.0 if out["done"] else float(fraction)
     hook = getattr(learner, "stopping_progress", None)
-    if callable(hook):
-        out["learner"] = hook()
+    progress = hook() if callable(hook) else None
+    if progress is None:
+        out.update(source="none", fraction=1.0 if done else 0.0, margin=None, statistic=None, threshold=None,
+                   separated=None, of=None, description="",
+                   reason="this learner does not report the progress of its stopping rule")
+        return out
+
+    def num(x: float | None) -> float | None:
+        return None if x is None else _finite_or_none(float(x))
+
+    frac = float(progress.fraction)  # settled by Learner.stopping_progress; kept so for any override
+    if done:
+        frac = 1.0
+    elif not frac >= 0.0:
+        frac = 0.0
+    out.update(
+        source="learner" if progress.reason is None else "none",
+        fraction=frac if done else min(frac, NOT_DONE_CAP),
+        margin=num(progress.margin), statistic=num(progress.statistic), threshold=num(progress.threshold),
+        separated=progress.separated, of=progress.of, description=progress.description, reason=progress.reason,
+    )
     return out
 
 
@@ -100,22 +116,73 @@ def learner_intervals(learner: Learner, n_arms: int) -> tuple[np.ndarray, np.nda
         return np.full(n_arms, -np.inf), np.full(n_arms, np.inf)
 
 
-def ranking_rows(learner: Learner, items: list[dict[str, Any]], counts: np.ndarray, names: list[str],
-                 lo: np.ndarray, hi: np.ndarray, rec: list[int], limit: int | None = None,
-                 offset: int = 0) -> list[dict[str, Any]]:
-    """Items ranked as the owner reads them (the recommendation first, then by empirical mean), ranks
-    ``offset + 1 ..`` up to ``limit`` rows."""
+def rank_order(learner: Learner, rec: list[int]) -> np.ndarray:
+    """Every arm in the order the owner reads the ranking: the recommendation first (in its order), then
+    the answered arms by decreasing empirical mean, then the unanswered ones, ties by arm index."""
+    means, lcounts = learner.means(), learner.counts_
+    n = len(lcounts)
+    rec_pos = np.full(n, n, dtype=np.int64)
+    rec_pos[np.asarray(rec, dtype=np.int64)] = np.arange(len(rec))
+    answered = lcounts > 0
+    key = np.where(answered, -np.asarray(means, dtype=float), np.inf)
+    return np.lexsort((np.arange(n), key, rec_pos))
+
+
+#: the columns the ranking can be sorted by (``label:<name>`` sorts by one label's count)
+RANKING_SORTS = ("rank", "text", "mean", "lower", "upper", "count")
+
+
+def ranking_page(learner: Learner, items: list[dict[str, Any]], counts: np.ndarray, names: list[str],
+                 lo: np.ndarray, hi: np.ndarray, rec: list[int], limit: int | None = None, offset: int = 0,
+                 q: str | None = None, sort: str = "rank",
+                 descending: bool = False) -> tuple[list[dict[str, Any]], int]:
+    """One page of the ranking and how many items match ``q``.
+
+    ``rank`` is always the learner's rank (:func:`rank_order`); ``q`` keeps the items whose text or
+    id contains it (case-insensitive); ``sort`` is one of :data:`RANKING_SORTS` or ``label:<name>``,
+    with items that have no value (no answer, no bound) last in either direction.
+    """
+    order = rank_order(learner, rec)
+    rank_of = np.empty(len(order), dtype=np.int64)
+    rank_of[order] = np.arange(1, len(order) + 1)
+    arms = order.tolist()
+    if q:
+        needle = q.casefold()
+        arms = [a for a in arms if needle in items[a]["text"].casefold() or needle in str(items[a]["id"]).casefold()]
+    if sort != "rank" or descending:
+        means, lcounts = learner.means(), learner.counts_
+        if sort == "rank":
+            value = rank_of.tolist()
+        elif sort == "text":
+            value = [it["text"].casefold() for it in items]
+        elif sort == "mean":
+            value = [float(means[a]) if lcounts[a] else None for a in range(len(items))]
+        elif sort in ("lower", "upper"):
+            value = [_finite_or_none(float(x)) for x in (lo if sort == "lower" else hi)]
+        elif sort == "count":
+            value = lcounts.tolist()
+        elif sort.startswith("label:") and sort[6:] in names:
+            value = counts[:, names.index(sort[6:])].tolist()
+        else:
+            raise ValueError(f"cannot sort by {sort!r}: one of {', '.join(RANKING_SORTS)} or label:<name>")
+        have = [a for a in arms if value[a] is not None]
+        have.sort(key=lambda a: (value[a], rank_of[a]), reverse=descending)
+        arms = have + [a for a in arms if value[a] is None]
+    n_matching = len(arms)
+    page = arms[offset:] if limit is None else arms[offset:offset + limit]
+    return _rows(learner, items, counts, names, lo, hi, rec, page, rank_of), n_matching
+
+
+def _rows(learner: Learner, items: list[dict[str, Any]], counts: np.ndarray, names: list[str], lo: np.ndarray,
+          hi: np.ndarray, rec: list[int], arms: list[int], rank_of: np.ndarray) -> list[dict[str, Any]]:
     means = learner.means()
     lcounts, pend = learner.counts_, learner.pending_
     rec_set = set(rec)
-    n = len(items)
-    order = sorted(range(n), key=lambda a: (a not in rec_set, -means[a] if lcounts[a] else math.inf, a))
-    order = order[offset:] if limit is None else order[offset:offset + limit]
     out = []
-    for rank, a in enumerate(order, offset + 1):
+    for a in arms:
         it = items[a]
         out.append({
-            "rank": rank, "arm": a, "id": it["id"], "text": it["text"],
+            "rank": int(rank_of[a]), "arm": a, "id": it["id"], "text": it["text"],
             "mean": float(means[a]) if lcounts[a] else None,
             "lower": _finite_or_none(lo[a]), "upper": _finite_or_none(hi[a]),
             "count": int(lcounts[a]), "pending": int(pend[a]),
@@ -123,6 +190,13 @@ def ranking_rows(learner: Learner, items: list[dict[str, Any]], counts: np.ndarr
             "recommended": a in rec_set,
         })
     return out
+
+
+def ranking_rows(learner: Learner, items: list[dict[str, Any]], counts: np.ndarray, names: list[str],
+                 lo: np.ndarray, hi: np.ndarray, rec: list[int], limit: int | None = None,
+                 offset: int = 0) -> list[dict[str, Any]]:
+    """Items ranked as the owner reads them (:func:`rank_order`), ranks ``offset + 1 ..`` up to ``limit`` rows."""
+    return ranking_page(learner, items, counts, names, lo, hi, rec, limit=limit, offset=offset)[0]
 
 
 def timeline(conn: Connection, eid: int, idx: int | None, created_ms: int, now: int) -> dict[str, Any]:
@@ -156,19 +230,23 @@ def answers_rows(conn: Connection, eid: int, items: list[dict[str, Any]], labels
 
 def participants_rows(conn: Connection, eid: int, labels_of: dict[int, str], quota: int | None,
                       code: Any) -> list[list[Any]]:
-    """CSV rows (with header): per participant, learner, answers, first and last answer, completion code."""
+    """CSV rows (with header): per participant, learner, answers, first and last answer, completion code, and
+    the mean and longest response time (seconds from a query's issue to its answer; appended last so the
+    earlier columns keep their positions)."""
+    wait = queries.c.answered_ms - queries.c.created_ms
     rows = conn.execute(
         sa.select(queries.c.participant_id, queries.c.learner, sa.func.count(),
-                  sa.func.min(queries.c.answered_ms), sa.func.max(queries.c.answered_ms))
+                  sa.func.min(queries.c.answered_ms), sa.func.max(queries.c.answered_ms),
+                  sa.func.avg(wait), sa.func.max(wait))
         .where(queries.c.experiment_id == eid, queries.c.status == "answered")
         .group_by(queries.c.participant_id, queries.c.learner).order_by(sa.func.min(queries.c.answered_ms))
     ).all()
     out: list[list[Any]] = [["participant_id", "algorithm", "answers", "first_answer_at", "last_answer_at",
-                             "completion_code"]]
-    for pid, idx, n, first, last in rows:
+                             "completion_code", "mean_response_seconds", "max_response_seconds"]]
+    for pid, idx, n, first, last, mean_wait, max_wait in rows:
         reached = quota is not None and n >= quota
         out.append([pid, labels_of.get(idx, str(idx)), int(n), iso_time(first), iso_time(last),
-                    code(pid) if reached else ""])
+                    code(pid) if reached else "", round(float(mean_wait) / 1000, 3), round(float(max_wait) / 1000, 3)])
     return out
 
 

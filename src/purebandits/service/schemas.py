@@ -284,3 +284,120 @@ class LearnerState(BaseModel):
 
     version: int
     state: dict[str, Any]
+
+
+class HistoryLeader(BaseModel):
+    """One of the leaders at a history point: its rank then, mean, the learner's own interval (raw, not
+    clipped to the reward range; null where unbounded) and answers."""
+
+    rank: int
+    arm: int
+    id: str
+    text: str
+    mean: float | None
+    lower: float | None
+    upper: float | None
+    count: int
+
+
+class HistoryPoint(BaseModel):
+    """A learner's state after ``n_answers`` of its answers (written every ``history_every`` answers and when
+    it stopped): its stopping progress by its own rule and its leaders."""
+
+    n_answers: int
+    t: float = Field(description="when, in Unix seconds")
+    done: bool
+    fraction: float = Field(description="stopping progress in [0, 1] by the learner's own rule (1 once done)")
+    margin: float | None = Field(description="the rule's statistic minus its threshold (>= 0 stops), or null")
+    leaders: list[HistoryLeader]
+
+
+class HistorySeries(BaseModel):
+    """One learner's points, in answer order."""
+
+    algorithm: str = Field(description="the learner's label")
+    points: list[HistoryPoint]
+
+
+class HistoryOut(BaseModel):
+    """Each learner's results over time."""
+
+    every: int = Field(description="answers of a learner between two points (the server's history_every)")
+    series: list[HistorySeries]
+
+
+class Histogram(BaseModel):
+    """Counts between consecutive ``edges`` (``len(counts) == len(edges) - 1``; both empty without data)."""
+
+    edges: list[float]
+    counts: list[int]
+
+
+class AnswersPerParticipant(Histogram):
+    """Answers per participant: integer bins (about 30 of growing width above 40)."""
+
+    mean: float | None
+    median: float | None
+    max: int
+
+
+class ParticipantsActivity(BaseModel):
+    """The participants who answered this learner."""
+
+    n: int = Field(description="participants with at least one answer")
+    answers: AnswersPerParticipant
+
+
+class ResponseSeconds(Histogram):
+    """Seconds from a query's issue to its answer, over the latest ``window`` answers: 30 bins up to the 99th
+    percentile, the slower ones counted in ``above``."""
+
+    median: float | None
+    p90: float | None
+    above: int
+    n: int
+    window: int
+
+
+class Timeline(BaseModel):
+    """Answers per time bucket (at most about 120 buckets since the experiment began)."""
+
+    bucket_seconds: float
+    buckets: list[tuple[float, int]] = Field(description="[bucket start in Unix seconds, answers]")
+
+
+class ActivityOut(BaseModel):
+    """One learner's activity: answers over time, answers per item in rank order, participants, response times."""
+
+    algorithm: str
+    timeline: Timeline
+    answers_per_item: list[int]
+    participants: ParticipantsActivity
+    response_seconds: ResponseSeconds
+
+
+class OnDoneIn(BaseModel):
+    """What happens when every learner of the experiment has stopped."""
+
+    model_config = ConfigDict(extra="forbid")
+    auto_stop: bool = Field(False, description="stop the experiment (no more queries) at that moment")
+    webhook_url: str | None = Field(
+        None, max_length=2000,
+        description="an http(s) URL that gets one JSON POST at that moment (null: none); a new URL is called "
+                    "once even if the previous one was")
+
+
+class WebhookCall(BaseModel):
+    """The one call of the owner's webhook."""
+
+    called_at: float = Field(description="when the call was made, in Unix seconds")
+    status: int | None = Field(description="the HTTP status it got, or null")
+    error: str | None
+
+
+class OnDoneOut(BaseModel):
+    """What happens when every learner has stopped, and the webhook call once made."""
+
+    auto_stop: bool
+    webhook_url: str | None
+    webhook: WebhookCall | None = Field(description="the call, once made")

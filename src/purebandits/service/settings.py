@@ -71,6 +71,16 @@ class Settings:
         back, a pending query older than this is cancelled (its answer will get 410) and its pull
         handed to the participant asking, so abandoned queries never hold the algorithm up for
         the whole ``query_expiry_seconds``.
+    history_every : int, default=100
+        A point of each learner's results over time (its leaders with their intervals and its
+        stopping progress, ``GET /api/experiments/{id}/history``) every this many of its answers,
+        and one when it stops. 0 keeps none.
+    webhooks : bool, default=True
+        Whether owners may set a webhook that is called once when every learner of their
+        experiment has stopped. The call comes from the server, so an operator who does not
+        want it to reach addresses of its own network turns this off.
+    webhook_timeout_seconds : float, default=10
+        How long one webhook call may take; it is tried up to 3 times.
     snapshot_every : int, default=200
         Store the learner's state snapshot every this many events (it is a cache: the event
         log is the source of truth).
@@ -121,6 +131,9 @@ class Settings:
     db_statement_timeout_seconds: float = 30.0
     db_threads: int = 8
     reissue_after_seconds: float = 20.0
+    history_every: int = 100
+    webhooks: bool = True
+    webhook_timeout_seconds: float = 10.0
     snapshot_every: int = 200
     cache_experiments: int = 64
     cache_items: int = 500_000

@@ -80,8 +80,19 @@ from purebandits.service.eventlog import (
     read_snapshot,
     write_snapshot,
 )
+from purebandits.service.history import activity, history_point, history_rows, read_points, thin, write_point
 from purebandits.service.lru import LRU
-from purebandits.service.models import events, experiments, images, items, learners, participants, queries, snapshots
+from purebandits.service.models import (
+    events,
+    experiments,
+    history,
+    images,
+    items,
+    learners,
+    participants,
+    queries,
+    snapshots,
+)
 from purebandits.service.reports import (
     SUMMARY_COLUMNS,
     agreement,
@@ -89,6 +100,7 @@ from purebandits.service.reports import (
     label_counts,
     learner_intervals,
     participants_rows,
+    ranking_page,
     ranking_rows,
     stopping_progress,
     summary_rows,
@@ -100,10 +112,12 @@ from purebandits.service.validation import (
     DEFAULT_LABELS,
     LearnerSpec,
     check_participant_id,
+    check_webhook_url,
     has_control,
     parse_items_csv,
     validate_spec,
 )
+from purebandits.service.webhooks import post_json
 
 __all__ = ["Study", "DEFAULT_LABELS", "parse_items_csv", "hash_token", "SUMMARY_COLUMNS", "summary_rows",
            "MAX_CANDIDATES", "MAX_CANDIDATES_NEVER", "CANDIDATES_BEYOND_SEEN"]
@@ -111,6 +125,9 @@ __all__ = ["Study", "DEFAULT_LABELS", "parse_items_csv", "hash_token", "SUMMARY_
 log = logging.getLogger("purebandits.service")
 
 STATUSES = ("active", "paused", "stopped", "archived")
+#: a learner's activity (a scan of its answered queries) is computed at most this often per process, however
+#: many dashboards poll it
+ACTIVITY_TTL_MS = 3000
 #: lazy expiry on ask runs at most this often per learner and process (the sweep also runs)
 LAZY_EXPIRE_EVERY_MS = 1000
 #: how many of the learner's candidates an ask looks through for one the participant may see:
@@ -297,6 +314,7 @@ class Study:
         self._global = threading.Lock()
         self._known_participants: LRU = LRU(MAX_KNOWN_PARTICIPANTS)
         self._last_expire: dict[tuple[int, int], int] = {}
+        self._activity: dict[tuple[int, int], tuple[int, dict[str, Any]]] = {}  # (eid, idx) -> (when, activity)
         # pending queries issued here: id -> (eid, pid, learner); entries leave on answer / expiry,
         # so the map stays as large as the pending set (memory must not grow with the answers)
         self._query_owner: dict[str, tuple[int, str, int]] = {}
@@ -447,6 +465,7 @@ class Study:
             try:
                 with self._connect(write) as conn:
                     parts: dict[int, tuple[Any, LogTx]] = {}
+                    start_pulls: dict[int, int] = {}
                     for idx in idxs:
                         row = self._x(conn, "lock_learner_update" if write else "lock_learner", eid, idx).first()
                         if row is None:
@@ -454,6 +473,7 @@ class Study:
                             raise NotFound(f"experiment {eid} does not exist")
                         learner = self._sync(conn, meta, idx, int(row.version))
                         txs[idx] = LogTx(self._x, conn, eid, idx, int(row.version), learner)
+                        start_pulls[idx] = learner.n_pulls
                         parts[idx] = (row, txs[idx])
                     with self._pipeline(conn, write):  # hot statements only inside (see _pipeline)
                         yield conn, parts
@@ -466,6 +486,7 @@ class Study:
                     for idx, (row, tx) in parts.items():
                         if tx.version // every > int(row.version) // every:
                             write_snapshot(conn, eid, idx, tx.version, tx.learner, self.clock())
+                    self._after_changes(conn, meta, parts, start_pulls)
                 ok = True
                 for idx, tx in txs.items():
                     self._cache[(eid, idx)] = _Cached(tx.version, tx.learner)
@@ -477,6 +498,27 @@ class Study:
                 if not ok:
                     for idx in txs:  # synced learners may hold uncommitted changes
                         self._cache.pop((eid, idx), None)
+
+    def _after_changes(self, conn: Connection, meta: _Meta, parts: dict[int, tuple[Any, LogTx]],
+                       start_pulls: dict[int, int]) -> None:
+        """In the transaction that changed the learners: a history point for each learner whose answers
+        crossed a multiple of ``history_every`` or that stopped; when the last learner stops, the
+        experiment stops too if its owner asked for it (``auto_stop``)."""
+        every = int(self.settings.history_every)
+        stopped = False
+        for idx, (row, tx) in parts.items():
+            if tx.version == row.version:
+                continue
+            now_done = tx.learner.done and row.done_ms is None
+            stopped = stopped or now_done
+            if every > 0 and (now_done or tx.learner.n_pulls // every > start_pulls[idx] // every):
+                point = history_point(tx.learner, meta.learners[idx].params, meta.k)
+                write_point(conn, meta.id, idx, point, self.clock())
+        if stopped and conn.execute(sa.select(sa.func.count()).select_from(learners).where(
+                learners.c.experiment_id == meta.id, learners.c.done_ms.is_(None))).scalar_one() == 0:
+            conn.execute(experiments.update().where(
+                experiments.c.id == meta.id, experiments.c.auto_stop.is_(True),
+                experiments.c.status.in_(("active", "paused"))).values(status="stopped"))
 
     def _pipeline(self, conn: Connection, write: bool) -> Any:
         """PostgreSQL writes: psycopg's pipeline mode, so statements whose rows nobody reads (the inserts and
@@ -490,9 +532,10 @@ class Study:
     def _forget(self, eid: int) -> None:
         """Drop what this process cached of ``eid`` (it was deleted)."""
         self._meta.pop(eid, None)
-        for key in [k for k in (*self._cache, *self._last_expire) if k[0] == eid]:
+        for key in [k for k in (*self._cache, *self._last_expire, *self._activity) if k[0] == eid]:
             self._cache.pop(key, None)
             self._last_expire.pop(key, None)
+            self._activity.pop(key, None)
 
     # ------------------------------------------------------------------ learner state
     def meta(self, eid: int) -> _Meta:
@@ -720,7 +763,7 @@ class Study:
         self.meta(eid)
         with self._hold(self._lock(eid, 0)), self._connect(True) as conn:
             # children first: the same on every backend, whatever its foreign-key enforcement
-            for table in (events, queries, snapshots, images, items, learners):
+            for table in (events, queries, snapshots, history, images, items, learners):
                 conn.execute(table.delete().where(table.c.experiment_id == eid))
             conn.execute(experiments.delete().where(experiments.c.id == eid))
         self._forget(eid)
@@ -1053,12 +1096,16 @@ class Study:
             return copy.deepcopy(tx.learner), tx.version, row.status
 
     def results(self, eid: int, timeline: bool = True, learner: str | None = None, limit: int | None = None,
-                offset: int = 0) -> dict[str, Any]:
+                offset: int = 0, q: str | None = None, sort: str = "rank", order: str = "asc") -> dict[str, Any]:
         """One learner's ranking with its intervals, label counts, stopping progress and recommendation.
 
         ``limit`` / ``offset`` page the ranking (``n_items`` is the total), so a dashboard polling a
-        contest with many thousands of items does not serialise all of them every second.
+        contest with many thousands of items does not serialise all of them every second; ``q``
+        keeps the items whose text or id contains it (``n_matching`` of them) and ``sort`` / ``order``
+        sort them by a column (:func:`purebandits.service.reports.ranking_page`).
         """
+        if order not in ("asc", "desc"):
+            raise BadRequest("order must be 'asc' or 'desc'")
         meta = self.meta(eid)
         idx = meta.learner_index(learner)
         spec = meta.learners[idx]
@@ -1070,10 +1117,17 @@ class Study:
             n_pending = int(conn.execute(sa.select(sa.func.count()).select_from(queries).where(
                 queries.c.experiment_id == eid, queries.c.learner == idx, queries.c.status == "pending")).scalar_one())
             tl = answers_timeline(conn, eid, idx, meta.created_ms, now) if timeline else None
+            done_ms, done_answers = conn.execute(sa.select(learners.c.done_ms, learners.c.done_answers).where(
+                learners.c.experiment_id == eid, learners.c.idx == idx)).one()
+            on_done = self._on_done(conn, eid)
         lo, hi = learner_intervals(lrn, meta.n_arms)
         rec = lrn.recommend()
         progress = stopping_progress(lrn, spec.params, lo, hi, rec)
-        ranking = ranking_rows(lrn, meta.items, counts, names, lo, hi, rec, limit=limit, offset=offset)
+        try:
+            ranking, n_matching = ranking_page(lrn, meta.items, counts, names, lo, hi, rec, limit=limit, offset=offset,
+                                               q=q, sort=sort, descending=order == "desc")
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
         done, n_told = bool(lrn.done), lrn.n_pulls
         return {
             "experiment_id": eid, "name": meta.name, "algorithm": spec.algorithm, "params": spec.params,
@@ -1082,9 +1136,154 @@ class Study:
             "n_answers": int(counts.sum()), "n_told": n_told, "n_pending": n_pending,
             "labels": meta.labels, "label_totals": {n: int(counts[:, j].sum()) for j, n in enumerate(names)},
             "recommendation": [{"arm": a, "id": meta.items[a]["id"], "text": meta.items[a]["text"]} for a in rec],
-            "stopping": progress, "n_items": meta.n_arms, "offset": offset, "ranking": ranking, "timeline": tl,
-            "now": now / 1000.0,
+            "stopping": progress, "n_items": meta.n_arms, "offset": offset, "n_matching": n_matching,
+            "sort": sort, "order": order, "ranking": ranking, "timeline": tl, "now": now / 1000.0,
+            "learner_done": None if done_ms is None else {"at_answers": done_answers, "at": done_ms / 1000.0},
+            "on_done": on_done,
         }
+
+    @staticmethod
+    def _on_done(conn: Connection, eid: int) -> dict[str, Any]:
+        e = conn.execute(sa.select(experiments.c.auto_stop, experiments.c.webhook_url, experiments.c.webhook_ms,
+                                   experiments.c.webhook_status, experiments.c.webhook_error)
+                         .where(experiments.c.id == eid)).one()
+        called = None if e.webhook_ms is None else {"called_at": e.webhook_ms / 1000.0, "status": e.webhook_status,
+                                                     "error": e.webhook_error}
+        return {"auto_stop": bool(e.auto_stop), "webhook_url": e.webhook_url, "webhook": called}
+
+    def set_on_done(self, eid: int, auto_stop: bool, webhook_url: str | None) -> dict[str, Any]:
+        """What happens when every learner has stopped: the experiment stops (``auto_stop``) and/or
+        ``webhook_url`` gets one POST (see :meth:`call_webhooks`).
+
+        Set after the learners stopped, ``auto_stop`` stops the experiment now and a webhook is called
+        at the next sweep; a new URL is called once even if the previous one was.
+        """
+        if webhook_url is not None:
+            webhook_url = check_webhook_url(webhook_url)
+            if not self.settings.webhooks:
+                raise Forbidden("webhooks are turned off on this server (PUREBANDITS_WEBHOOKS=0)")
+        meta = self.meta(eid)
+        with ExitStack() as held:
+            # every learner locked, in index order as everywhere: a learner stopping now either sees the new
+            # auto_stop or has committed its stop before the check below
+            for lock in dict.fromkeys(self._lock(eid, i) for i in range(len(meta.learners))):
+                held.enter_context(self._hold(lock))
+            conn = held.enter_context(self._connect(True))
+            conn.execute(sa.select(learners.c.idx).where(learners.c.experiment_id == eid)
+                         .order_by(learners.c.idx).with_for_update())
+            current = conn.execute(sa.select(experiments.c.webhook_url).where(experiments.c.id == eid)).first()
+            if current is None:
+                self._forget(eid)
+                raise NotFound(f"experiment {eid} does not exist")
+            current = current[0]
+            values: dict[str, Any] = {"auto_stop": bool(auto_stop), "webhook_url": webhook_url}
+            if webhook_url != current:
+                values.update(webhook_ms=None, webhook_status=None, webhook_error=None)
+            conn.execute(experiments.update().where(experiments.c.id == eid).values(**values))
+            all_done = conn.execute(sa.select(sa.func.count()).select_from(learners).where(
+                learners.c.experiment_id == eid, learners.c.done_ms.is_(None))).scalar_one() == 0
+            if auto_stop and all_done:
+                conn.execute(experiments.update().where(
+                    experiments.c.id == eid, experiments.c.status.in_(("active", "paused"))).values(status="stopped"))
+            return self._on_done(conn, eid)
+
+    #: a claimed webhook call that recorded nothing for this long (its process died) is claimed again
+    WEBHOOK_RECLAIM_MS = 300_000
+
+    def call_webhooks(self) -> int:
+        """POST to the webhook of every experiment whose learners have all stopped, once; returns how many.
+
+        A process first claims the call (``webhook_ms``, set only where it is NULL: one process wins),
+        then POSTs JSON (experiment, learners, where each stopped, its recommendation) with up to 3
+        tries, and records the HTTP status or the error. A claim left without a result for
+        :attr:`WEBHOOK_RECLAIM_MS` (the process died mid-call) is claimed again.
+        """
+        if not self.settings.webhooks:
+            return 0
+        now = self.clock()
+        stale = now - self.WEBHOOK_RECLAIM_MS
+        undone = sa.select(learners.c.idx).where(learners.c.experiment_id == experiments.c.id,
+                                                 learners.c.done_ms.is_(None)).exists()
+        unclaimed = sa.or_(experiments.c.webhook_ms.is_(None), sa.and_(
+            experiments.c.webhook_ms < stale, experiments.c.webhook_status.is_(None),
+            experiments.c.webhook_error.is_(None)))
+        with self._connect(False) as conn:
+            due = [(r.id, r.webhook_url) for r in conn.execute(
+                sa.select(experiments.c.id, experiments.c.webhook_url)
+                .where(experiments.c.webhook_url.is_not(None), unclaimed, ~undone))]
+        n = 0
+        for eid, url in due:
+            with self._connect(True) as conn:
+                won = conn.execute(experiments.update().values(webhook_ms=now).where(
+                    experiments.c.id == eid, experiments.c.webhook_url == url, unclaimed)).rowcount
+            if won != 1:
+                continue
+            status, error = post_json(url, self._webhook_payload(eid), float(self.settings.webhook_timeout_seconds))
+            with self._connect(True) as conn:
+                conn.execute(experiments.update().where(experiments.c.id == eid, experiments.c.webhook_ms == now)
+                             .values(webhook_status=status, webhook_error=error))
+            log.info("webhook of experiment %d: %s", eid, error or f"HTTP {status}")
+            n += 1
+        return n
+
+    def _webhook_payload(self, eid: int) -> dict[str, Any]:
+        meta = self.meta(eid)
+        out = []
+        with self._connect(False) as conn:
+            status = conn.execute(sa.select(experiments.c.status).where(experiments.c.id == eid)).scalar_one()
+            rows = conn.execute(sa.select(learners.c.done_ms, learners.c.done_answers)
+                                .where(learners.c.experiment_id == eid).order_by(learners.c.idx)).all()
+        for idx, (spec, r) in enumerate(zip(meta.learners, rows, strict=True)):
+            lrn, _version, _status = self._learner_copy(eid, idx)
+            out.append({"label": spec.label, "algorithm": spec.algorithm, "stopped_at_answers": r.done_answers,
+                        "stopped_at": None if r.done_ms is None else r.done_ms / 1000.0,
+                        "recommendation": [{"id": meta.items[a]["id"], "text": meta.items[a]["text"]}
+                                           for a in lrn.recommend()]})
+        return {"event": "learners_stopped", "experiment_id": eid, "name": meta.name, "status": status,
+                "learners": out}
+
+    def history(self, eid: int, learner: str | None = None, max_points: int = 500) -> dict[str, Any]:
+        """Each learner's results over time (its ``learner`` only if given): at most ``max_points`` points each
+        (see :mod:`purebandits.service.history`), with the leaders' item ids and texts."""
+        meta = self.meta(eid)
+        idx = None if learner is None else meta.learner_index(learner)
+        with self._connect(False) as conn:
+            series = read_points(conn, eid, idx)
+        out = []
+        for i, spec in enumerate(meta.learners):
+            if idx is not None and i != idx:
+                continue
+            points = thin(series.get(i, []), max_points)
+            for p in points:
+                for ld in p["leaders"]:
+                    ld["id"] = meta.items[ld["arm"]]["id"]
+                    ld["text"] = meta.items[ld["arm"]]["text"]
+            out.append({"algorithm": spec.label, "points": points})
+        return {"every": int(self.settings.history_every), "series": out}
+
+    def export_history(self, eid: int, learner: str | None = None) -> list[list[Any]]:
+        """CSV rows (with header) of every history point, one row per leader (see ``history_rows``)."""
+        meta = self.meta(eid)
+        idx = None if learner is None else meta.learner_index(learner)
+        with self._connect(False) as conn:
+            series = read_points(conn, eid, idx)
+        return history_rows(series, {i: ls.label for i, ls in enumerate(meta.learners)}, meta.items)
+
+    def activity(self, eid: int, learner: str | None = None) -> dict[str, Any]:
+        """One learner's activity: answers over time, per item, per participant, and response times."""
+        meta = self.meta(eid)
+        idx = meta.learner_index(learner)
+        now = self.clock()
+        cached = self._activity.get((eid, idx))
+        if cached is not None and now - cached[0] < ACTIVITY_TTL_MS:
+            return cached[1]
+        lrn, _version, _status = self._learner_copy(eid, idx)
+        with self._connect(False) as conn:
+            out = {"algorithm": meta.learners[idx].label, **activity(conn, eid, idx, lrn, meta.created_ms, now)}
+        if len(self._activity) > 1000:
+            self._activity.clear()
+        self._activity[(eid, idx)] = (now, out)
+        return out
 
     def comparison(self, eid: int, top: int = 10) -> dict[str, Any]:
         """Every learner side by side: answers, participants, whether and when it stopped, its top items, and the

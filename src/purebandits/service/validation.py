@@ -46,7 +46,7 @@ __all__ = [
     "DEFAULT_LABELS", "DEFAULT_ALGORITHM", "DEFAULT_PARAMS", "DEFAULT_DELTA", "REPEAT_POLICIES", "MAX_ITEMS",
     "MAX_PARTICIPANT_ID", "MAX_ITEM_TEXT", "MAX_LABELS", "MAX_ABS_REWARD", "MAX_SHARE", "MAX_URL",
     "ExperimentSpec", "LearnerSpec", "validate_spec", "parse_items_csv", "has_control", "check_text",
-    "check_participant_id", "check_image_url", "one_line",
+    "check_participant_id", "check_image_url", "check_webhook_url", "one_line",
 ]
 
 #: the caption contest's label set: name -> reward
@@ -191,6 +191,14 @@ def check_image_url(url: Any, where: str) -> str:
     if user is not None:
         raise BadRequest(f"{where}: credentials (user:password@) are not allowed in the URL")
     return url
+
+
+def check_webhook_url(url: Any) -> str:
+    """The owner's webhook: an absolute http(s) URL with a host and no credentials (the checks of
+    :func:`check_image_url`, without root-relative paths)."""
+    if not isinstance(url, str) or not url[:8].lower().startswith(("http://", "https://")):
+        raise BadRequest("webhook_url must be an absolute http(s) URL (https://host/path)")
+    return check_image_url(url, "webhook_url")
 
 
 def parse_items_csv(text: str) -> list[dict[str, Any]]:

@@ -9,19 +9,23 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from purebandits.service.deps import EidPath, StudyDep, TokenDep
 from purebandits.service.schemas import (
+    ActivityOut,
     Deleted,
     ExperimentCreate,
     ExperimentCreated,
     ExperimentInfo,
     ExperimentList,
+    HistoryOut,
     LearnerState,
+    OnDoneIn,
+    OnDoneOut,
     StatusOut,
     error_responses,
 )
@@ -102,11 +106,61 @@ def get_results(eid: EidPath, study: StudyDep, token: TokenDep, timeline: bool =
                 algorithm: LearnerQuery = None,
                 limit: Annotated[int | None, Query(ge=1, le=100_000, description="ranking rows (default: all)")] = None,
                 offset: Annotated[int, Query(ge=0, le=100_000, description="ranking rows to skip")] = 0,
+                q: Annotated[str | None, Query(max_length=200, description="keep items whose text or id contains "
+                                                                           "this (case-insensitive)")] = None,
+                sort: Annotated[str, Query(max_length=140, description="rank, text, mean, lower, upper, count or "
+                                                                       "label:<name>")] = "rank",
+                order: Annotated[Literal["asc", "desc"], Query()] = "asc",
                 ) -> dict[str, Any]:
-    """One learner's ranking with its intervals, counts per label, stopping progress and recommendation;
-    ``limit`` / ``offset`` page the ranking (``n_items`` is the number of items)."""
+    """One learner's ranking with its intervals, counts per label, stopping progress and recommendation.
+
+    ``limit`` / ``offset`` page the ranking (``n_items`` is the number of items, ``n_matching`` of those
+    matching ``q``); ``sort`` / ``order`` sort it by a column (items without a value last); each row's
+    ``rank`` stays the learner's rank. ``lower`` / ``upper`` are the learner's raw bounds (they may
+    leave the reward range; null where unbounded). ``stopping`` is the progress of the learner's own
+    stopping rule; ``learner_done`` says when it stopped; ``on_done`` what happens then."""
     study.check_owner(eid, token)
-    return study.results(eid, timeline=timeline, learner=algorithm, limit=limit, offset=offset)
+    return study.results(eid, timeline=timeline, learner=algorithm, limit=limit, offset=offset, q=q, sort=sort,
+                         order=order)
+
+
+@router.get("/{eid}/history", response_model=HistoryOut)
+def get_history(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Annotated[
+        str | None, Query(max_length=40, description="one learner's label (default: every learner)")] = None,
+        max_points: Annotated[int, Query(ge=2, le=100_000, description="points per learner at most")] = 500) -> Any:
+    """The results over time: every ``history_every`` answers of each learner (and when it stopped), its
+    leaders with their means and intervals and its stopping progress. Evenly thinned to ``max_points``
+    (the first point, the last and the one where it stopped are kept)."""
+    study.check_owner(eid, token)
+    return study.history(eid, learner=algorithm, max_points=max_points)
+
+
+@router.get("/{eid}/history.csv", response_class=Response)
+def export_history(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Annotated[
+        str | None, Query(max_length=40, description="one learner's label (default: every learner)")] = None,
+        ) -> Response:
+    """Every history point, one row per leader: ``algorithm,n_answers,time,done,stopping_fraction,
+    stopping_margin,rank,item_id,arm,mean,lower,upper,answers,text``."""
+    study.check_owner(eid, token)
+    return _csv(study.export_history(eid, learner=algorithm), f"experiment-{eid}-history.csv")
+
+
+@router.get("/{eid}/activity", response_model=ActivityOut)
+def get_activity(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: LearnerQuery = None) -> Any:
+    """One learner's activity: answers per time bucket, answers per item (in rank order), answers per
+    participant and response times (seconds from a query's issue to its answer) as histograms."""
+    study.check_owner(eid, token)
+    return study.activity(eid, learner=algorithm)
+
+
+@router.post("/{eid}/on-done", response_model=OnDoneOut, responses=error_responses(403))
+def set_on_done(eid: EidPath, body: OnDoneIn, study: StudyDep, token: TokenDep) -> Any:
+    """What happens when every learner has stopped: ``auto_stop`` stops the experiment at that moment (now,
+    if they have already stopped); ``webhook_url`` gets one JSON POST (``{"event": "learners_stopped",
+    "experiment_id", "name", "status", "learners": [{"label", "algorithm", "stopped_at_answers",
+    "stopped_at", "recommendation": [{"id", "text"}]}]}``), retried on a connection error or a 5xx."""
+    study.check_owner(eid, token)
+    return study.set_on_done(eid, body.auto_stop, body.webhook_url)
 
 
 @router.get("/{eid}/comparison")
@@ -170,6 +224,7 @@ def export_summary(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Le
 
 @router.get("/{eid}/participants.csv", response_class=Response)
 def export_participants(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
-    """Per participant: learner, answers, first and last answer, and the completion code once earned."""
+    """Per participant: learner, answers, first and last answer, mean and longest response time (seconds from a
+    query's issue to its answer), and the completion code once earned."""
     study.check_owner(eid, token)
     return _csv(study.export_participants(eid), f"experiment-{eid}-participants.csv")
