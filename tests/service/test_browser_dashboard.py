@@ -1,17 +1,32 @@
 """The owner dashboard in a real headless Chromium under the service's Content-Security-Policy (issue #21):
 only the token form until a token is accepted, readable algorithm settings, no horizontal overflow on a
-phone, interval numbers clipped to the reward range.
+phone, interval numbers clipped to the reward range; a 150-item contest with two learners and hundreds of
+answers: every item reachable (pages, search, sort by any column, all by the server), every BokehJS chart
+drawn with data (sharp on HiDPI, hover with escaped item text), the banner when the learner stops with
+the on-done settings and the webhook's status, the network cut and back.
 
-Screenshots go to /tmp/dash_shots/ (390 px phone and 1280 px desktop) for a look by eye.
+Screenshots go to /tmp/dash_shots/ and tmp_path for a look by eye; with PUREBANDITS_UPDATE_DOC_IMAGES set,
+docs/img/dashboard.png, dashboard-phone.png and dashboard-two-learners.png are replaced.
 """
 
 from __future__ import annotations
 
+import heapq
+import json
+import os
 import re
+import shutil
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
+from study_support import open_study
+
+from conftest import Server
 
 pytestmark = pytest.mark.browser
 
@@ -220,3 +235,569 @@ def test_dashboard_says_so_when_the_network_drops_an_action(browser, served):
     expect(page.locator("#status")).to_have_text("paused")
     assert errors == []
     ctx.close()
+
+
+# ---------------------------------------------------------------- a 150-item contest with hundreds of answers
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+SUBJECTS = ["The merger", "My therapist", "The intern", "Our new CEO", "The aquarium", "The elevator", "My landlord",
+            "The parrot", "The committee", "Grandma"]
+ENDINGS = ["went swimmingly.", "says it's just a phase.", "is between tanks right now.", "asked for a bigger boat.",
+           "never reads the minutes.", "wants it in writing.", "thinks this is fine.", "works from the ocean today.",
+           "took the stairs, for once.", "has concerns about the plants.", "booked the wrong planet.",
+           "said glub and left.", "is on mute again.", "brought snacks, at least.", "would like to circle back."]
+CAPTIONS = [f"{s} {e}" for e in ENDINGS for s in SUBJECTS]
+IDS = [f"c{i:03d}" for i in range(1, 151)]
+QUALITY = {iid: 0.92 - 0.8 * (i / 149) ** 0.6 for i, iid in enumerate(IDS)}  # chance of "funny" rises to the top
+CONTEST = [{"id": iid, "text": text} for iid, text in zip(IDS, CAPTIONS, strict=True)]
+# markup in items' texts: shown literally in the charts' tooltips, never run
+MARKUP = ["<b>URGENT</b> said the fish", "<img src=x onerror=window.__xss=1> glub", "<i>a</i> & <u>b</u> & c",
+          "<script>window.__xss=1</script> the tank", "<svg onload=window.__xss=1></svg> gills", "plain words"]
+QUALITY.update({f"m{i}": 0.9 - 0.15 * i for i in range(len(MARKUP))})
+TWO = [{"label": "KL-LUCB", "algorithm": "kl_lucb", "params": {"k": 1, "delta": 0.05}},
+       {"label": "LUCB", "algorithm": "lucb1", "params": {"k": 1, "delta": 0.1}}]
+ONE_BUDGET = 400  # successive rejects on 150 items spends 326 answers of it (its schedule rounds down)
+CAPTION_LABELS = ["unfunny", "somewhat funny", "funny"]
+HOUR_MS = 3_600_000
+ZERO_RATES = {"ask_rate_per_second": 0, "participant_rate_per_second": 0, "create_rate_per_second": 0}
+
+
+class SimClock:
+    """Epoch milliseconds moved by the simulation (which ends shortly before the real now)."""
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def simulate(study, clock: SimClock, runs: dict[int, tuple[int, int, int]], seed: int) -> dict[int, int]:
+    """Crowds answer the experiments of ``runs`` ({eid: (n_answers, start_ms, end_ms)}) on one clock: their
+    participants arrive between ``start_ms`` and ``end_ms``, each answers a few captions (a median of 6 s to
+    answer, a few seconds between answers), funny with the caption's quality, else somewhat funny or
+    unfunny, until the experiment has ``n_answers``. Answers per experiment."""
+    rng = np.random.default_rng(seed)
+    heap: list[tuple[int, int, int, str, str]] = []
+    left, tie = {}, 0
+    for eid, (n_answers, start_ms, end_ms) in runs.items():
+        for t in np.sort(rng.uniform(start_ms, end_ms, max(1, n_answers // 6))).astype(int):
+            pid = study.new_participant()
+            left[pid] = int(min(40, rng.geometric(1 / 10)))
+            tie += 1
+            heapq.heappush(heap, (int(t), tie, eid, pid, ""))
+    done = dict.fromkeys(runs, 0)
+    while heap:
+        t, _, eid, pid, query = heapq.heappop(heap)
+        if done[eid] >= runs[eid][0]:
+            continue
+        clock.ms = max(clock.ms, t)
+        tie += 1
+        if not query:  # the participant asks for a caption
+            q = study.next_query(eid, pid)
+            if q["state"] == "ok":
+                wait = int(1000 * rng.lognormal(np.log(6.0), 0.6))
+                heapq.heappush(heap, (clock.ms + wait, tie, eid, pid, q["query_id"] + "|" + q["item"]["id"]))
+            continue
+        qid, iid = query.split("|")
+        u = rng.random()
+        label = "funny" if u < QUALITY[iid] else ("somewhat funny" if u < QUALITY[iid] + 0.3 * (1 - QUALITY[iid])
+                                                  else "unfunny")
+        study.answer(qid, pid, label)
+        done[eid] += 1
+        left[pid] -= 1
+        if left[pid] > 0:
+            heapq.heappush(heap, (clock.ms + int(rng.uniform(800, 3000)), tie, eid, pid, ""))
+    return done
+
+
+@pytest.fixture(scope="module")
+def contest(tmp_path_factory):
+    """A server on a database where two 150-item contests ran for hours: "two" (KL-LUCB and LUCB, ~900
+    answers) and "one" (successive rejects with a budget, a few answers short of stopping)."""
+    tmp = tmp_path_factory.mktemp("contest")
+    url = f"sqlite:///{tmp / 'contest.sqlite'}"
+    now = int(time.time() * 1000)
+    clock = SimClock(now - 3 * HOUR_MS)
+    study = open_study(url, clock=clock, history_every=10, **ZERO_RATES)
+    two, two_token = study.create_experiment({"name": "Caption contest: two learners", "items": CONTEST,
+                                              "algorithms": TWO, "seed": 11})
+    one, one_token = study.create_experiment({"name": "Caption contest", "items": CONTEST, "seed": 12,
+                                              "algorithm": "successive_rejects",
+                                              "params": {"k": 1, "budget": ONE_BUDGET}})
+    markup, markup_token = study.create_experiment({
+        "name": "markup", "seed": 13, "algorithm": "lucb1", "params": {"k": 1},
+        "items": [{"id": f"m{i}", "text": text} for i, text in enumerate(MARKUP)]})
+    runs = {two: (900, now - 3 * HOUR_MS, now - 4 * 60_000), one: (318, now - 3 * HOUR_MS, now - 2 * 60_000),
+            markup: (60, now - HOUR_MS, now - 60_000)}
+    assert simulate(study, clock, runs, seed=1) == {two: 900, one: 318, markup: 60}
+    assert not study.results(one)["done"]
+    study.close()
+    study.engine.dispose()
+    env = {"PUREBANDITS_HISTORY_EVERY": "10", "PUREBANDITS_EXPIRE_INTERVAL_SECONDS": "0.5"}
+    with Server(url, env=env, log_dir=tmp) as srv:
+        yield {"url": srv.url, "two": (two, two_token), "one": (one, one_token), "markup": (markup, markup_token),
+               "tmp": tmp}
+
+
+def answer_until_done(url: str, eid: int, limit: int = 200) -> int:
+    """Answers through the API until the experiment's learner is done; how many."""
+    n = 0
+    with httpx.Client(base_url=url, timeout=30) as c:
+        while n < limit:
+            pid = c.post("/api/participants").json()["participant_id"]
+            for _ in range(20):
+                q = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+                if q["state"] in ("done", "stopped"):
+                    return n
+                if q["state"] != "ok":
+                    break
+                r = c.post(f"/api/queries/{q['query_id']}/answer", json={"participant_id": pid, "label": "funny"})
+                assert r.status_code == 200, r.text
+                n += 1
+    raise AssertionError(f"not done after {n} answers")
+
+
+def shots_dir(tmp: Path) -> Path:
+    out = tmp / "screenshots"
+    out.mkdir(exist_ok=True)
+    return out
+
+
+def publish(shots: Path, *names: str) -> None:
+    """Copy the screenshots to docs/img/ when asked to (PUREBANDITS_UPDATE_DOC_IMAGES), never otherwise."""
+    for name in names:
+        assert (shots / name).stat().st_size > 10_000, name
+    if os.environ.get("PUREBANDITS_UPDATE_DOC_IMAGES"):
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            shutil.copy(shots / name, DOCS_IMG / name)
+
+
+def shot_to(page, path: Path, selector: str | None = None) -> None:
+    """The page from the top down to the bottom of ``selector`` (the whole page without one): the viewport
+    grown for the shot, then restored (Playwright's ``full_page`` left this Chromium's page deaf to clicks)."""
+    size = page.viewport_size
+    bottom = page.evaluate("document.documentElement.scrollHeight") if selector is None else \
+        page.evaluate("(s) => Math.ceil(document.querySelector(s).getBoundingClientRect().bottom + scrollY + 12)",
+                      selector)
+    page.set_viewport_size({"width": size["width"], "height": max(bottom, size["height"])})
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_timeout(700)  # the charts follow their new box
+    page.screenshot(path=str(path), clip={"x": 0, "y": 0, "width": size["width"], "height": bottom}, scale="css")
+    page.set_viewport_size(size)
+
+
+def open_dashboard(browser, url: str, eid: int, token: str, width: int = 1280, height: int = 900, scale: float = 1,
+                   **kw):
+    ctx = browser.new_context(bypass_csp=False, viewport={"width": width, "height": height},
+                              device_scale_factor=scale, **kw)
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{url}/dashboard/{eid}#token={token}")
+    page.wait_for_selector("#ranking tbody tr")
+    return ctx, page, errors
+
+
+# every visible chart: its Bokeh figure, the rows of each of its data sources, its canvases' size in device
+# pixels per CSS pixel, and how many of their pixels are coloured (data: the axes and grid are grey)
+CHARTS = """() => Array.from(document.querySelectorAll('#charts .chart-box')).filter((b) => b.offsetParent !== null)
+  .map((box) => {
+    const view = Object.values(Bokeh.index).find((v) => v.model.type === 'Figure' && box.contains(v.el));
+    if (!view) return {id: box.id, figure: false};
+    const canvases = [];
+    const walk = (root) => root.querySelectorAll('*').forEach((e) => {
+      if (e.tagName === 'CANVAS') canvases.push(e);
+      if (e.shadowRoot) walk(e.shadowRoot);
+    });
+    walk(box);
+    let coloured = 0, ratio = 0, cssWidth = 0;
+    canvases.forEach((c) => {
+      const r = c.getBoundingClientRect();
+      if (!c.width || !r.width) return;
+      ratio = Math.max(ratio, c.width / r.width); cssWidth = Math.max(cssWidth, r.width);
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      for (let i = 0; i < d.length; i += 4) {
+        if (d[i + 3] > 128 && Math.max(d[i], d[i + 1], d[i + 2]) - Math.min(d[i], d[i + 1], d[i + 2]) > 60) coloured++;
+      }
+    });
+    const rows = view.model.renderers.filter((r) => r.data_source)
+      .map((r) => [r.glyph.type, r.data_source.get_length()]);
+    return {id: box.id, figure: true, rows, coloured, ratio, cssWidth, canvases: canvases.length,
+            xLabel: view.model.xaxes[0].axis_label, yLabel: view.model.yaxes[0].axis_label};
+  })"""
+
+
+def wait_for_charts(page, ids: list[str]) -> list[dict]:
+    from playwright.sync_api import expect
+
+    for cid in ids:
+        expect(page.locator(f"#{cid}")).to_have_attribute("data-rows", re.compile(r"^[1-9]\d*$"), timeout=20_000)
+    page.wait_for_timeout(800)  # BokehJS paints on the next frames
+    return page.evaluate(CHARTS)
+
+
+def assert_charts_drawn(charts: list[dict], expected: set[str], ratio: float) -> None:
+    assert {c["id"] for c in charts} == expected, charts
+    for c in charts:
+        assert c["figure"], c
+        # every data source holds data (but a leader's band: none where its interval is the whole range)
+        assert c["rows"] and all(n > 0 for glyph, n in c["rows"] if glyph != "Patches"), c
+        assert c["coloured"] > 50, c  # and it is drawn
+        assert c["xLabel"] and c["yLabel"], c  # labelled axes
+        assert abs(c["ratio"] - ratio) < 0.05, c  # HiDPI: a device pixel per device pixel
+
+
+TWO_CHARTS = {"chart-leaders-0", "chart-leaders-1", "chart-progress", "chart-margin", "chart-timeline",
+              "chart-allocation", "chart-participants", "chart-response"}
+
+
+def api(url: str, token: str, path: str) -> dict:
+    r = httpx.get(f"{url}{path}", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200, (path, r.text)
+    return r.json()
+
+
+def shown_ids(page) -> list[str]:
+    return page.eval_on_selector_all("#ranking tbody tr", "rows => rows.map((r) => r.dataset.id)")
+
+
+def test_every_item_is_reachable_by_pages_search_and_sort(browser, contest):
+    """Pages of 30 reach item 150; a search by id or words; a sort by every column; the page asks the server
+    for the one page it shows (and the history and activity only when the results changed)."""
+    from playwright.sync_api import expect
+
+    url = contest["url"]
+    eid, token = contest["two"]
+    requests: list[str] = []
+    ctx = browser.new_context(bypass_csp=False, viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{url}/dashboard/{eid}#token={token}")
+    expect(page.locator("#page-count")).to_have_text("1–30 of 150")
+    expect(page.locator("#ranking tbody tr")).to_have_count(30)
+    assert page.is_disabled("#page-prev") and page.is_enabled("#page-next")
+    # every page, up to item 150
+    ranks, ids = [], []
+    for first in range(1, 151, 30):
+        expect(page.locator("#page-count")).to_have_text(f"{first}–{first + 29} of 150")
+        expect(page.locator("#ranking tbody td.rank").first).to_have_text(str(first))
+        ranks += [int(x) for x in page.locator("#ranking tbody td.rank").all_text_contents()]
+        ids += shown_ids(page)
+        if first < 121:
+            page.click("#page-next")
+    assert ranks == list(range(1, 151)) and sorted(ids) == IDS
+    assert page.is_disabled("#page-next") and page.is_enabled("#page-prev")
+    page.click("#page-prev")
+    expect(page.locator("#page-count")).to_have_text("91–120 of 150")
+    # the interval's numbers, in the cell and its tooltip (title), inside the reward range
+    for title in page.eval_on_selector_all("#ranking td.interval", "tds => tds.map((td) => td.title)"):
+        nums = [float(x) for x in re.findall(r"-?\d+\.\d+", title)]
+        assert "interval [" in title and nums and all(0.0 <= x <= 1.0 for x in nums), title
+    # search by item id (typed fast: the debounce sends one query, not one per key)
+    requests.clear()
+    page.type("#search", "c137", delay=40)
+    expect(page.locator("#match-count")).to_have_text("1 of 150 match “c137”")
+    expect(page.locator("#page-count")).to_have_text("1–1 of 1")
+    assert shown_ids(page) == ["c137"]
+    assert page.text_content("#ranking tbody td.text") == CAPTIONS[136]
+    typed = [re.search(r"[?&]q=([^&]*)", u).group(1) for u in requests if "/results?" in u and "q=" in u]
+    assert set(typed) == {"c137"}, typed
+    # search by words: the ten captions ending "is on mute again."
+    page.fill("#search", "on mute")
+    expect(page.locator("#match-count")).to_have_text("10 of 150 match “on mute”")
+    expect(page.locator("#ranking tbody tr")).to_have_count(10)
+    assert all("is on mute again." in t for t in page.locator("#ranking td.text").all_text_contents())
+    assert page.is_disabled("#page-next")
+    page.fill("#search", "no such caption")
+    expect(page.locator("#page-count")).to_have_text("no match")
+    expect(page.locator("#match-count")).to_have_text("0 of 150 match “no such caption”")
+    page.fill("#search", "")
+    expect(page.locator("#page-count")).to_have_text("1–30 of 150")
+    expect(page.locator("#match-count")).to_be_hidden()
+    # sort by every column by a click on its header (again: the other order); the server's order is shown,
+    # and the rank stays the learner's
+    keys = ["count", "text", "mean", "lower", "upper"] + [f"label:{n}" for n in CAPTION_LABELS]
+    for key in keys + ["rank"]:
+        for _ in ("one order", "the other"):
+            page.click(f"#ranking thead button.sort[data-sort='{key}']")
+            th = page.locator(f"#ranking thead th:has(button.sort[data-sort='{key}'])")
+            expect(th).to_have_attribute("aria-sort", re.compile("ascending|descending"))
+            direction = "asc" if th.get_attribute("aria-sort") == "ascending" else "desc"
+            want = api(url, token, f"/api/experiments/{eid}/results?algorithm=KL-LUCB&limit=30&offset=0&sort={key}"
+                                   f"&order={direction}&timeline=false")
+            expect(page.locator("#ranking tbody tr").first).to_have_attribute("data-id", want["ranking"][0]["id"])
+            assert shown_ids(page) == [r["id"] for r in want["ranking"]], (key, direction)
+            shown_ranks = [int(x) for x in page.locator("#ranking tbody td.rank").all_text_contents()]
+            assert shown_ranks == [r["rank"] for r in want["ranking"]]
+            if key == "count":
+                counts = [int(x.split()[0]) for x in page.locator("#ranking td.count").all_text_contents()]
+                assert counts == sorted(counts, reverse=direction == "desc")
+            if key == "text" and direction == "asc":
+                assert shown_ranks != sorted(shown_ranks)  # the learner's ranks, not the row numbers
+    # the sort stays while paging: the second page of "funny" counts
+    page.click("#ranking thead button.sort[data-sort='label:funny']")
+    page.click("#page-next")
+    expect(page.locator("#page-count")).to_have_text("31–60 of 150")
+    # only pages were asked for; the history and activity only once while nothing changed
+    page.wait_for_timeout(300)
+    requests.clear()
+    page.wait_for_timeout(6000)
+    results = [u for u in requests if "/results?" in u]
+    assert len(results) >= 4 and all("limit=30" in u and "timeline=false" in u for u in results), results
+    assert not [u for u in requests if "/history" in u or "/activity" in u], requests
+    assert errors == []
+    ctx.close()
+
+
+def hover_leader(page, box_id: str, back: int = 0) -> str:
+    """Hover the ``back``-th last point of the leaders' chart ``box_id``; the tooltip's text (item, mean and
+    interval checked)."""
+    from playwright.sync_api import expect
+
+    pos = page.evaluate("""([id, back]) => {
+      const box = document.getElementById(id);
+      box.scrollIntoView({block: 'center'});
+      const v = Object.values(Bokeh.index).find((v) => v.model.type === 'Figure' && box.contains(v.el));
+      const d = v.model.renderers.find((r) => r.glyph.type === 'Scatter').data_source.data;
+      const i = d.text.length - 1 - back;
+      const c = v.canvas_view.el.getBoundingClientRect();
+      return [c.left + v.frame.x_scale.compute(d.x[i]), c.top + v.frame.y_scale.compute(d.y[i]), d.text[i]];
+    }""", [box_id, back])
+    page.mouse.move(pos[0] - 30, pos[1] + 30)
+    page.mouse.move(pos[0], pos[1], steps=3)
+    tip = page.locator(".bk-Tooltip .bk-tooltip-content", has_text=pos[2]).first
+    expect(tip).to_be_visible()
+    content = tip.text_content()
+    assert re.search(r"mean:?\s*[01]\.\d{3}", content), content
+    assert re.search(r"\[[01]\.\d{3}, [01]\.\d{3}\]", content), content
+    page.mouse.move(2, 2)
+    return content
+
+
+def test_charts_draw_every_series_with_data(browser, contest):
+    """Every chart is a BokehJS figure with data, drawn, with axis labels, sharp at 2 device pixels per
+    pixel; one leaders' chart per learner; the tooltips give an item's text (markup shown as text), its
+    mean and interval; on a 390 px phone nothing overflows."""
+    from playwright.sync_api import expect
+
+    url = contest["url"]
+    eid, token = contest["two"]
+    shots = shots_dir(contest["tmp"])
+    ctx, page, errors = open_dashboard(browser, url, eid, token, scale=2)
+    charts = wait_for_charts(page, sorted(TWO_CHARTS))
+    assert_charts_drawn(charts, TWO_CHARTS, ratio=2)
+    assert page.locator("#chart-leaders .chart-learner").all_text_contents() == ["KL-LUCB", "LUCB"]
+    kl = next(c for c in charts if c["id"] == "chart-leaders-0")
+    assert [n for glyph, n in kl["rows"] if glyph == "Patches"][0] > 0  # KL-LUCB's intervals as bands
+    # the two learners' stopping progress and margin in one figure each, with a legend
+    legends = page.evaluate("""() => ['chart-progress', 'chart-margin'].map((id) => {
+      const box = document.getElementById(id);
+      const v = Object.values(Bokeh.index).find((v) => v.model.type === 'Figure' && box.contains(v.el));
+      const legend = v.model.above.find((m) => m.type === 'Legend');
+      return legend.items.map((it) => it.label.value);
+    })""")
+    assert legends == [["KL-LUCB", "LUCB"], ["KL-LUCB", "LUCB"]]
+    # the leaders' means and intervals stay inside the reward range [0, 1]
+    bounds = page.evaluate("""() => {
+      const box = document.getElementById('chart-leaders-0');
+      const v = Object.values(Bokeh.index).find((v) => v.model.type === 'Figure' && box.contains(v.el));
+      const d = v.model.renderers.find((r) => r.glyph.type === 'Scatter').data_source.data;
+      return [Math.min(...d.y, ...d.lower), Math.max(...d.y, ...d.upper), d.text.length];
+    }""")
+    assert 0.0 <= bounds[0] <= bounds[1] <= 1.0 and bounds[2] > 10, bounds
+    # hover a point of the leaders' chart: a tooltip with its item's text, mean and interval
+    content = hover_leader(page, "chart-leaders-0")
+    assert re.search(r"item:?\s*\S", content), content
+    shot_to(page, shots / "dashboard-two-learners.png", "#ranking tbody tr:nth-child(6)")
+    assert errors == []
+    ctx.close()
+    # item texts with markup: the tooltips show them as text, nothing runs
+    meid, mtoken = contest["markup"]
+    ctx, page, errors = open_dashboard(browser, url, meid, mtoken)
+    wait_for_charts(page, ["chart-leaders-0"])
+    seen = ""
+    for i in range(4):
+        seen += hover_leader(page, "chart-leaders-0", i)
+    assert any(text in seen for text in MARKUP[:5]), seen
+    assert page.evaluate("""() => Array.from(document.querySelectorAll('.bk-Tooltip')).map((t) => t.shadowRoot)
+      .filter(Boolean).reduce((n, r) => n + r.querySelectorAll('b, i, u, img, svg, script').length, 0)""") == 0
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert errors == []
+    ctx.close()
+    # a phone: every chart fits (no horizontal scrolling), still drawn and sharp
+    ctx, page, errors = open_dashboard(browser, url, eid, token, width=390, height=844, scale=2,
+                                       is_mobile=True, has_touch=True)
+    charts = wait_for_charts(page, sorted(TWO_CHARTS))
+    assert_charts_drawn(charts, TWO_CHARTS, ratio=2)
+    assert all(c["cssWidth"] <= 370 for c in charts), charts
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 390
+    assert page.is_visible("#sort-select") and page.is_hidden("#ranking thead")
+    page.select_option("#sort-select", "label:funny")  # the phone's sort (no table header on cards)
+    want = api(url, token, f"/api/experiments/{eid}/results?algorithm=KL-LUCB&limit=30&sort=label:funny&order=desc")
+    expect(page.locator("#ranking tbody tr").first).to_have_attribute("data-id", want["ranking"][0]["id"])
+    page.click("#learner-tabs button.tab[data-label='LUCB']")
+    expect(page.locator("#algorithm")).to_have_text("LUCB · lucb1")
+    page.wait_for_timeout(500)
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 390
+    assert errors == []
+    ctx.close()
+
+
+@pytest.fixture
+def hook():
+    """A webhook receiver on the loopback: the JSON bodies it was sent."""
+    received: list[dict] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield received, f"http://127.0.0.1:{srv.server_address[1]}/hook"
+    srv.shutdown()
+
+
+def test_banner_when_the_learner_stops_with_the_on_done_settings(browser, contest, hook):
+    """The owner asks for auto-stop and a webhook before the learner stops; when it stops the banner says
+    after how many answers, when, and what it recommends, the experiment is stopped and the webhook's call
+    is shown. Screenshots at 1280 px and on a 390 x 844 phone."""
+    from playwright.sync_api import expect
+
+    received, hook_url = hook
+    url = contest["url"]
+    eid, token = contest["one"]
+    shots = shots_dir(contest["tmp"])
+    ctx, page, errors = open_dashboard(browser, url, eid, token)
+    expect(page.locator("#n-answers")).to_have_text("318")
+    assert page.is_hidden("#done-banner") and page.is_visible("#stopping #on-done")
+    assert page.text_content("#on-done-title") == "When the learner stops"
+    # the stopping progress in words (the description when the server gives one) and as a bar
+    res = api(url, token, f"/api/experiments/{eid}/results?limit=1")
+    if res["stopping"].get("description"):
+        expect(page.locator("#stopping-description")).to_have_text(res["stopping"]["description"])
+    assert page.is_visible("#progress") and page.text_content("#progress-text").startswith(
+        f"{round(100 * res['stopping']['fraction'])}%")
+    # on-done settings: a bad URL is refused with the server's reason, then saved
+    page.fill("#webhook-url", "ftp://example.org/x")
+    page.click("#on-done-save")
+    expect(page.locator("#on-done-message")).to_contain_text("Not saved")
+    page.check("#auto-stop")
+    page.fill("#webhook-url", hook_url)
+    page.click("#on-done-save")
+    expect(page.locator("#on-done-message")).to_have_text("Saved.")
+    expect(page.locator("#webhook-status")).to_have_text("The webhook has not been called yet.")
+    on_done = api(url, token, f"/api/experiments/{eid}/results?limit=1")["on_done"]
+    assert on_done["auto_stop"] is True and on_done["webhook_url"] == hook_url
+    # the last answers: the learner stops
+    n = answer_until_done(url, eid)
+    assert 0 < n < 50
+    banner = page.locator("#done-banner")
+    expect(banner).to_be_visible()
+    res = api(url, token, f"/api/experiments/{eid}/results?limit=1")
+    stop = res["learner_done"]
+    assert res["done"] and stop["at_answers"] == res["n_answers"] == 318 + n
+    text = page.text_content("#done-text")
+    assert re.match(rf"The learner stopped after {stop['at_answers']} answers at .+: its recommendation is ",
+                    text), text
+    assert res["recommendation"][0]["text"] in page.text_content("#done-text strong")
+    # auto-stop stopped the experiment; the webhook was called once and the banner says so
+    expect(page.locator("#status")).to_have_text("stopped (learner done)", timeout=15_000)
+    expect(page.locator("#done-text")).to_contain_text("The experiment is stopped.")
+    assert page.is_hidden("#done-stop")
+    expect(page.locator("#webhook-status")).to_contain_text("HTTP 200, delivered.", timeout=20_000)
+    assert len(received) == 1 and received[0]["experiment_id"] == eid
+    assert page.locator("#done-banner #on-done").count() == 1  # the settings moved into the banner
+    assert page.is_checked("#auto-stop") and page.input_value("#webhook-url") == hook_url
+    # the charts catch up with the stop (fetched again once the results changed, at most every 5 s)
+    points = api(url, token, f"/api/experiments/{eid}/history")["series"][0]["points"]
+    assert points[-1]["done"] and points[-1]["n_answers"] == stop["at_answers"]
+    expect(page.locator("#chart-progress")).to_have_attribute("data-rows", str(len(points)), timeout=15_000)
+    charts = wait_for_charts(page, ["chart-leaders-0", "chart-progress", "chart-timeline", "chart-allocation",
+                                    "chart-participants", "chart-response"])
+    ids = {c["id"] for c in charts}
+    expected = {"chart-leaders-0", "chart-progress", "chart-timeline", "chart-allocation", "chart-participants",
+                "chart-response"}
+    if "chart-margin" not in ids:  # a learner without confidence bounds has no margin: said in words
+        assert page.text_content("#margin-note").startswith("none")
+    assert_charts_drawn(charts, expected | ({"chart-margin"} & ids), ratio=1)
+    shot_to(page, shots / "dashboard.png", "#ranking tbody tr:nth-child(5)")
+    assert errors == []
+    ctx.close()
+    # the same on a phone: the banner first, nothing wider than the screen
+    ctx, page, errors = open_dashboard(browser, url, eid, token, width=390, height=844, scale=2,
+                                       is_mobile=True, has_touch=True)
+    expect(page.locator("#done-banner")).to_be_visible()
+    wait_for_charts(page, sorted(expected))
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 390
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(shots / "dashboard-phone.png"))
+    assert errors == []
+    ctx.close()
+    publish(shots, "dashboard.png", "dashboard-phone.png", "dashboard-two-learners.png")
+
+
+def test_network_cut_is_said_and_the_dashboard_recovers(browser, contest):
+    """With the network cut the page says the connection is lost and keeps what it shows (charts included);
+    once it is back the message goes and the answers given meanwhile appear."""
+    from playwright.sync_api import expect
+
+    url = contest["url"]
+    eid, token = contest["two"]
+    ctx, page, errors = open_dashboard(browser, url, eid, token, width=390, height=844, is_mobile=True)
+    wait_for_charts(page, ["chart-timeline", "chart-allocation"])
+
+    def total() -> int:  # both learners' answers, from the comparison table
+        return sum(int(x) for x in page.locator("#comparison-table td.n-answers").all_text_contents())
+
+    expect(page.locator("#comparison-table td.n-answers")).to_have_count(2)
+    before = total()
+    ctx.set_offline(True)
+    expect(page.locator("#error")).to_contain_text("Connection lost", timeout=10_000)
+    given = 0
+    with httpx.Client(base_url=url) as c:  # answers arrive meanwhile
+        while given < 3:
+            pid = c.post("/api/participants").json()["participant_id"]
+            q = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+            if q["state"] == "ok":
+                r = c.post(f"/api/queries/{q['query_id']}/answer", json={"participant_id": pid, "label": "funny"})
+                assert r.status_code == 200
+                given += 1
+    page.wait_for_timeout(1500)
+    assert page.is_visible("#ranking tbody tr") and total() == before  # what it showed stays
+    assert int(page.get_attribute("#chart-timeline", "data-rows")) > 0
+    assert "Connection lost" in page.text_content("#error")
+    ctx.set_offline(False)
+    expect(page.locator("#error")).to_have_text("", timeout=10_000)
+    deadline = time.monotonic() + 10
+    while total() != before + 3 and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
+    assert total() == before + 3
+    assert errors == []
+    ctx.close()
+
+
+def test_bokehjs_is_served_from_the_installed_package(contest):
+    """The dashboard loads BokehJS from the installed ``bokeh`` (never a copy in this repository): versioned
+    URLs kept a year by browsers, only the allow-listed bundles."""
+    import bokeh
+
+    url, version = contest["url"], bokeh.__version__
+    page = httpx.get(f"{url}/dashboard/1").text
+    for name in ("bokeh.min.js", "bokeh-api.min.js"):
+        assert f'<script src="/static/bokeh/{version}/{name}"></script>' in page
+        r = httpx.get(f"{url}/static/bokeh/{version}/{name}")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/javascript")
+        assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert r.headers["x-content-type-options"] == "nosniff" and len(r.content) > 50_000
+    for path in ("0.0.1/bokeh.min.js", f"{version}/bokeh-widgets.min.js", f"{version}/compiler.js",
+                 f"{version}/..%2F..%2F__init__.py", f"{version}/lib"):
+        assert httpx.get(f"{url}/static/bokeh/{path}").status_code == 404, path

@@ -42,7 +42,8 @@ CAPTIONS = [
 ]
 TRUTH = {text: label for _, text, label in CAPTIONS}
 TOP2 = {text for _, text, label in CAPTIONS if label == "funny"}
-SHOTS = ("organizer-new.png", "organizer-token.png", "organizer-admin.png", "dashboard-two-learners.png")
+# docs/img/dashboard-two-learners.png comes from test_browser_dashboard.py
+SHOTS = ("organizer-new.png", "organizer-token.png", "organizer-admin.png")
 
 
 def write_captions_csv(path: Path) -> None:

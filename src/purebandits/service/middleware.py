@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["BodySizeLimit", "SecurityHeaders", "CONTENT_SECURITY_POLICY", "docs_csp"]
+__all__ = ["BodySizeLimit", "SecurityHeaders", "CONTENT_SECURITY_POLICY", "DASHBOARD_CSP", "docs_csp"]
 
 
 class BodySizeLimit:
@@ -86,6 +86,15 @@ _NO_STORE_HEADERS = (*_PAGE_HEADERS, (b"cache-control", b"no-store"))
 _RATE_HEADERS = ((b"content-security-policy",
                   CONTENT_SECURITY_POLICY.replace("frame-ancestors 'none'", "frame-ancestors https: http:").encode()),
                  *_COMMON[1:])
+#: the dashboard draws its charts with BokehJS, which styles its widgets (inside their shadow roots) with
+#: ``<style>`` elements it writes at run time, some with sizes computed from the layout -- so no hash list
+#: can allow them and BokehJS sets no nonce: the dashboard alone gets ``style-src 'unsafe-inline'``
+#: (inline *styles* only: scripts stay ``'self'``, no eval). To take back what injected CSS could do
+#: with that (load a URL built from the page's content), its images are limited to this origin and
+#: ``data:`` (BokehJS's toolbar icons); the dashboard shows no item images.
+DASHBOARD_CSP = (CONTENT_SECURITY_POLICY.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
+                 .replace("img-src 'self' data: https: http:", "img-src 'self' data:"))
+_DASHBOARD_HEADERS = ((b"content-security-policy", DASHBOARD_CSP.encode()), *_COMMON)
 _RATE_NAMES = frozenset(name for name, _ in _RATE_HEADERS)
 _PAGE_NAMES = frozenset(name for name, _ in _PAGE_HEADERS)
 _NO_STORE_NAMES = frozenset(name for name, _ in _NO_STORE_HEADERS)
@@ -120,8 +129,8 @@ def _no_store(path: str) -> bool:
 class SecurityHeaders:
     """Add security headers to every HTTP response (pure ASGI: precomputed header tuples, no body copies).
 
-    * ``Content-Security-Policy`` :data:`CONTENT_SECURITY_POLICY` (the documentation pages ``docs_paths``
-      get :func:`docs_csp` instead, computed from their body), ``X-Frame-Options: DENY``,
+    * ``Content-Security-Policy`` :data:`CONTENT_SECURITY_POLICY` (the dashboard gets :data:`DASHBOARD_CSP`,
+      the documentation pages ``docs_paths`` :func:`docs_csp`, computed from their body), ``X-Frame-Options: DENY``,
       ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: no-referrer``;
     * ``Cache-Control: no-store`` on the API's data (everything under ``/api/`` except an experiment's
       public info and image), so owner results, exports and tokens are not kept by browsers or proxies.
@@ -148,6 +157,8 @@ class SecurityHeaders:
             extra, names = _NO_STORE_HEADERS, _NO_STORE_NAMES
         elif path.startswith("/rate/"):
             extra, names = _RATE_HEADERS, _RATE_NAMES
+        elif path.startswith("/dashboard/"):
+            extra, names = _DASHBOARD_HEADERS, _PAGE_NAMES
         else:
             extra, names = _PAGE_HEADERS, _PAGE_NAMES
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from purebandits.registry import all_learners
@@ -38,7 +39,32 @@ def dashboard(request: Request, eid: EidPath) -> HTMLResponse:
     """Owner dashboard of an experiment (the script reads the owner token from the URL fragment)."""
     # no data here: the page's script reads the owner token from the URL fragment (never sent
     # to the server in the page request) and polls the owner API with it
-    return templates.TemplateResponse(request, "dashboard.html", {"eid": eid, "learners_meta": learners_meta()})
+    return templates.TemplateResponse(request, "dashboard.html", {"eid": eid, "learners_meta": learners_meta(),
+                                                                 "bokeh_version": bokehjs()[0]})
+
+
+#: the BokehJS bundles the dashboard loads (the core and its JS plotting API), served from the installed
+#: ``bokeh`` package rather than copied into this repository
+BOKEHJS_FILES = frozenset({"bokeh.min.js", "bokeh-api.min.js"})
+
+
+@functools.cache
+def bokehjs() -> tuple[str, Path]:
+    """(version, folder of the JS bundles) of the installed ``bokeh`` package (imported on first use)."""
+    import bokeh
+    from bokeh.util.paths import bokehjs_path
+
+    return bokeh.__version__, Path(bokehjs_path()) / "js"
+
+
+@router.get("/static/bokeh/{version}/{name}")
+def bokehjs_file(version: str, name: str) -> FileResponse:
+    """A BokehJS bundle of the installed ``bokeh``; the version in the URL lets browsers keep it for a year."""
+    current, folder = bokehjs()
+    if version != current or name not in BOKEHJS_FILES:
+        raise HTTPException(404, "not found")
+    return FileResponse(folder / name, media_type="text/javascript",
+                        headers={"Cache-Control": "public, max-age=31536000, immutable"})
 
 
 def _json_default(value: Any) -> Any:

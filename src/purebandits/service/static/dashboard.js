@@ -1,8 +1,9 @@
-// Dashboard: polls the owner results endpoint every second and redraws the table and charts.
+// Dashboard: polls one page of the owner results every second (the server searches, sorts and pages the
+// ranking), and the history and activity behind the charts (BokehJS) at most every 5 s, when they changed.
 // The owner token comes from the URL fragment (#token=...) or the form; it is sent only as a
 // Bearer header. The fragment is cleared from the address bar and the history at once (the token
 // stays in this tab's sessionStorage, so a reload still works). All item text is inserted with
-// textContent.
+// textContent (and into BokehJS tooltips as data fields, which it escapes).
 (function () {
   "use strict";
   const cfg = JSON.parse(document.getElementById("config").textContent);
@@ -11,6 +12,8 @@
   const META = JSON.parse(document.getElementById("learners-meta").textContent);
   const $ = (id) => document.getElementById(id);
   const TOKEN_KEY = "pb.token." + eid;
+  const PAGE = 30;            // ranking rows per page
+  const CHARTS_EVERY = 5000;  // ms between two fetches of /history and /activity (when the results changed)
   // the fragment's owner token, else one given here before, else the admin token of /admin in this tab
   const fromUrl = new URLSearchParams(location.hash.slice(1)).get("token");
   if (fromUrl !== null) {
@@ -23,6 +26,8 @@
   // several learners side by side: `learners` lists their labels, `learner` is the one shown
   let learners = [], learner = null, seq = 0;
   let info = null;  // GET /api/experiments/{eid}: the learners' settings, fetched once per accepted token
+  // the ranking page shown: the server filters (q: item text or id), sorts and cuts it
+  const view = {offset: 0, q: "", sort: "rank", order: "asc"};
 
   function auth() { return {Authorization: "Bearer " + token}; }
 
@@ -80,9 +85,10 @@
     if (!r.ok) { const d = await r.json().catch(() => ({})); $("error").textContent = d.detail || r.statusText; }
     poll();
   }
-  ["pause", "resume", "stop"].forEach((a) => $(a).addEventListener("click", () => {
-    if (a !== "stop" || confirm("Stop the experiment for good?")) control(a);
-  }));
+  function confirmStop() { if (confirm("Stop the experiment for good?")) control("stop"); }
+  ["pause", "resume"].forEach((a) => $(a).addEventListener("click", () => control(a)));
+  $("stop").addEventListener("click", confirmStop);
+  $("done-stop").addEventListener("click", confirmStop);
 
   async function download(path, name) {
     const r = await send(`/api/experiments/${eid}/${path}`, {headers: auth()}, "the export");
@@ -102,8 +108,19 @@
   $("export-summary").addEventListener("click", () => downloadSummary(learner || learners[0] || null));
 
   function fmt(x, d) { return x === null || x === undefined ? "–" : Number(x).toFixed(d === undefined ? 3 : d); }
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function when(unixSeconds) {
+    const d = new Date(unixSeconds * 1000), today = new Date();
+    return d.toDateString() === today.toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+  }
 
   let rmin = 0, rmax = 1;  // reward range of the label set, the x axis of the interval plots
+  const clip = (v) => Math.min(rmax, Math.max(rmin, v));
 
   function ciSvg(row) {
     const ns = "http://www.w3.org/2000/svg";
@@ -130,22 +147,18 @@
   // (a lower bound below the range shows as "≤ min", an upper bound above it as "≥ max"), null as "–"
   function clipEnd(v, lowerEnd) {
     if (v === null || v === undefined) return {text: "–", clipped: false, value: null};
-    const c = Math.min(rmax, Math.max(rmin, v));
+    const c = clip(v);
     const clipped = lowerEnd ? v < rmin : v > rmax;
     return {text: (clipped ? (lowerEnd ? "≤ " : "≥ ") : "") + fmt(c, 2), clipped, value: c};
   }
 
   function intervalCell(row) {
-    const box = document.createElement("div");
-    box.className = "ci-box";
+    const box = el("div", "ci-box");
     box.appendChild(ciSvg(row));
     const lo = clipEnd(row.lower, true), hi = clipEnd(row.upper, false);
-    const txt = document.createElement("span");
-    txt.className = "ci-text";
-    txt.textContent = `[${lo.text}, ${hi.text}]`;
-    box.appendChild(txt);
+    box.appendChild(el("span", "ci-text", `[${lo.text}, ${hi.text}]`));
     let title = `interval [${lo.value === null ? "–" : fmt(lo.value, 3)}, ${hi.value === null ? "–" : fmt(hi.value, 3)}]`;
-    if (row.mean !== null) title = `mean ${fmt(Math.min(rmax, Math.max(rmin, row.mean)), 3)}, ` + title;
+    if (row.mean !== null) title = `mean ${fmt(clip(row.mean), 3)}, ` + title;
     const notes = [];
     if (lo.clipped) notes.push(`the lower bound is below ${fmt(rmin, 2)}`);
     if (hi.clipped) notes.push(`the upper bound is above ${fmt(rmax, 2)}`);
@@ -162,58 +175,123 @@
     return td;
   }
 
+  // ---- the ranking: one page, searched, sorted and cut by the server
+  let labelNames = [];
+  function columns() {
+    // [sort key or null, header, card label]
+    return [["rank", "#"], ["text", "item"], ["mean", "mean"], [null, "interval"], ["count", "answers"],
+      ...labelNames.map((n) => ["label:" + n, n])];
+  }
+  const SORT_NAMES = {rank: "rank", text: "item text", mean: "mean", lower: "lower bound", upper: "upper bound",
+    count: "answers"};
+  const sortName = (key) => SORT_NAMES[key] || (key.startsWith("label:") ? `“${key.slice(6)}” answers` : key);
+  const defaultOrder = (key) => (key === "rank" || key === "text" ? "asc" : "desc");
+
+  function sortButton(key, text) {
+    const b = el("button", "sort", text);
+    b.type = "button"; b.dataset.sort = key;
+    b.addEventListener("click", () => setSort(key, view.sort === key ? (view.order === "asc" ? "desc" : "asc") : defaultOrder(key)));
+    return b;
+  }
+
+  function buildHeader() {
+    const tr = $("ranking").querySelector("thead tr");
+    tr.textContent = "";
+    columns().forEach(([key, text]) => {
+      const th = el("th", "");
+      if (key) { th.dataset.sort = JSON.stringify([key]); th.appendChild(sortButton(key, text)); }
+      else {  // the interval column sorts by either end
+        th.dataset.sort = JSON.stringify(["lower", "upper"]);
+        const ends = el("span", "sort-ends muted");
+        ends.append("(", sortButton("lower", "lower"), " · ", sortButton("upper", "upper"), ")");
+        th.append("interval ", ends);
+      }
+      if (key === "count" || (key && key.startsWith("label:"))) th.className = "num";
+      tr.appendChild(th);
+    });
+    const sel = $("sort-select");
+    sel.textContent = "";
+    ["rank", "text", "mean", "lower", "upper", "count", ...labelNames.map((n) => "label:" + n)].forEach((key) => {
+      const o = el("option", "", sortName(key)); o.value = key; sel.appendChild(o);
+    });
+    markSort();
+  }
+
+  function markSort() {
+    $("ranking").querySelectorAll("thead th").forEach((th) => {
+      const keys = JSON.parse(th.dataset.sort);
+      if (keys.includes(view.sort)) th.setAttribute("aria-sort", view.order === "asc" ? "ascending" : "descending");
+      else th.removeAttribute("aria-sort");
+    });
+    $("ranking").querySelectorAll("thead button.sort").forEach((b) => {
+      b.classList.toggle("active", b.dataset.sort === view.sort);
+      b.dataset.order = b.dataset.sort === view.sort ? view.order : "";
+    });
+    $("sort-select").value = view.sort;
+    $("sort-order").textContent = view.order === "asc" ? "↑" : "↓";
+    $("sort-order").setAttribute("aria-label", view.order === "asc" ? "ascending: click for descending" : "descending: click for ascending");
+  }
+
+  function setSort(key, order) {
+    view.sort = key; view.order = order; view.offset = 0;
+    markSort();
+    poll();
+  }
+  $("sort-select").addEventListener("change", () => setSort($("sort-select").value, defaultOrder($("sort-select").value)));
+  $("sort-order").addEventListener("click", () => setSort(view.sort, view.order === "asc" ? "desc" : "asc"));
+
+  let searchTimer = null;
+  $("search").addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => {
+      const q = $("search").value.trim();
+      if (q === view.q) return;
+      view.q = q; view.offset = 0;
+      poll();
+    }, 300);
+  });
+  $("page-prev").addEventListener("click", () => { view.offset = Math.max(0, view.offset - PAGE); poll(); });
+  $("page-next").addEventListener("click", () => { view.offset += PAGE; poll(); });
+
   function drawTable(res) {
+    const names = res.labels.map((l) => l.name);
+    if (JSON.stringify(names) !== JSON.stringify(labelNames)) { labelNames = names; buildHeader(); }
+    const heads = columns().map(([, h]) => h);
     const tbody = $("ranking").querySelector("tbody");
     tbody.textContent = "";
-    res.ranking.slice(0, 30).forEach((row) => {
+    res.ranking.forEach((row) => {
       const tr = document.createElement("tr");
       if (row.recommended) tr.className = "rec";
       tr.dataset.arm = row.arm;
+      tr.dataset.id = row.id;
       cell(tr, String(row.rank), "rank");
-      cell(tr, row.text, "text");
+      cell(tr, row.text, "text").title = `item id ${row.id}`;
       cell(tr, fmt(row.mean), "mean");
       const [box, title] = intervalCell(row);
       cell(tr, box, "interval").title = title;
       cell(tr, String(row.count) + (row.pending ? ` (+${row.pending})` : ""), "count");
-      cell(tr, Object.entries(row.labels).map(([k, v]) => `${k}: ${v}`).join(", "), "labels muted");
+      labelNames.forEach((n) => cell(tr, String(row.labels[n] || 0), "label-count"));
       // the column names, for the one-card-per-item layout of narrow screens
-      ["#", "item", "mean", "interval", "answers", "labels"].forEach((h, i) => { tr.children[i].dataset.label = h; });
+      heads.forEach((h, i) => { tr.children[i].dataset.label = h; });
       tbody.appendChild(tr);
     });
   }
 
-  function canvasCtx(id) {
-    const c = $(id), ctx = c.getContext("2d");
-    ctx.clearRect(0, 0, c.width, c.height);
-    ctx.font = "11px system-ui, sans-serif";
-    return [c, ctx];
-  }
-
-  function drawAllocation(res) {
-    const [c, ctx] = canvasCtx("allocation");
-    const counts = res.ranking.map((r) => r.count);
-    const max = Math.max(1, ...counts), pad = 24, w = (c.width - pad - 4) / Math.max(1, counts.length);
-    ctx.fillStyle = "#667085"; ctx.fillText(String(max), 2, 12); ctx.fillText("0", 2, c.height - 4);
-    counts.forEach((n, i) => {
-      const h = (c.height - 20) * n / max;
-      ctx.fillStyle = res.ranking[i].recommended ? "#2458d6" : "#98a2b3";
-      ctx.fillRect(pad + i * w, c.height - 4 - h, Math.max(1, w - (w > 3 ? 1 : 0)), h);
-    });
-  }
-
-  function drawTimeline(res) {
-    const [c, ctx] = canvasCtx("timeline");
-    const b = (res.timeline && res.timeline.buckets) || [];
-    if (!b.length) { ctx.fillStyle = "#667085"; ctx.fillText("no answers yet", 10, 20); return; }
-    let cum = 0;
-    const pts = b.map(([t, n]) => [t, (cum += n)]);
-    const t0 = pts[0][0], t1 = Math.max(res.now, pts[pts.length - 1][0] + 1), max = Math.max(1, cum), pad = 30;
-    const x = (t) => pad + (c.width - pad - 6) * (t - t0) / (t1 - t0), y = (v) => c.height - 14 - (c.height - 24) * v / max;
-    ctx.fillStyle = "#667085"; ctx.fillText(String(max), 2, 12); ctx.fillText("0", 2, c.height - 14);
-    ctx.fillText(new Date(t0 * 1000).toLocaleTimeString(), pad, c.height - 2);
-    ctx.strokeStyle = "#2458d6"; ctx.lineWidth = 2; ctx.beginPath(); ctx.moveTo(x(t0), y(0));
-    pts.forEach(([t, v]) => ctx.lineTo(x(t + res.timeline.bucket_seconds), y(v)));
-    ctx.lineTo(x(t1), y(cum)); ctx.stroke();
+  // "1–30 of 138"; with a search, of the matching items, and "12 of 138 match"
+  function drawPager(res) {
+    const searching = Boolean(res.q !== undefined ? res.q : view.q);
+    const total = searching && typeof res.n_matching === "number" ? res.n_matching : res.n_items;
+    const offset = res.offset || 0, shown = res.ranking.length;
+    if (!shown && offset > 0 && total > 0) {  // the list shrank under this page: go to its last page
+      view.offset = Math.floor((total - 1) / PAGE) * PAGE;
+      return false;
+    }
+    $("page-count").textContent = shown ? `${offset + 1}–${offset + shown} of ${total}` : (searching ? "no match" : "no items");
+    $("page-prev").disabled = offset <= 0;
+    $("page-next").disabled = offset + shown >= total;
+    $("match-count").hidden = !searching;
+    $("match-count").textContent = searching ? `${total} of ${res.n_items} match “${view.q}”` : "";
+    return true;
   }
 
   // ---- several learners: tabs choose whose results are shown; the comparison table lists all of them
@@ -228,7 +306,9 @@
         const b = document.createElement("button");
         b.type = "button"; b.className = "tab"; b.dataset.label = label; b.textContent = label;
         b.setAttribute("role", "tab");
-        b.addEventListener("click", () => { if (label !== learner) { learner = label; drawTabs(); poll(); } });
+        b.addEventListener("click", () => {
+          if (label !== learner) { learner = label; view.offset = 0; drawTabs(); poll(); }
+        });
         box.appendChild(b);
       });
       box.dataset.labels = JSON.stringify(learners);
@@ -278,6 +358,130 @@
     if (r.ok && mine === seq) drawComparison(await r.json());
   }
 
+  // ---- stopping progress in words: the rule as the server describes it, the fraction as a bar (or, when
+  // the learner cannot measure it, the reason instead), the margin (the rule's statistic minus its
+  // threshold: it stops at 0); a server without these words sends only the fraction and counts
+  function drawStopping(res) {
+    const s = res.stopping || {};
+    const num = (x) => typeof x === "number" && isFinite(x);
+    const frac = num(s.fraction) ? Math.min(1, Math.max(0, s.fraction)) : null;
+    const pct = frac === null ? null : Math.round(100 * frac);
+    $("stopping-description").textContent = s.description || "";
+    $("stopping-description").hidden = !s.description;
+    const reason = s.reason || null;
+    $("progress").hidden = Boolean(reason) || frac === null;
+    $("stopping-reason").hidden = !reason;
+    $("stopping-reason").textContent = !reason ? "" : reason + (s.done ? " (it has stopped)." : ".") +
+      (num(s.budget) ? ` ${s.n_pulls} of its budget of ${s.budget} answers spent.` : "");
+    if (frac !== null) {
+      $("progress-bar").style.width = `${pct}%`;
+      $("progress").setAttribute("aria-valuenow", String(pct));
+    }
+    let text = "";
+    if (!reason && frac !== null) {
+      text = `${pct}%`;
+      if (num(s.separated) && num(s.of)) text += ` — ${s.separated} of ${s.of} items decided`;
+      else if (!s.description) {
+        text += " — " + (s.done ? "stopped: the learner's stopping rule fired" :
+          (s.budget ? `${s.n_pulls} of ${s.budget} answers (budget)` :
+            `${s.separated} of ${res.n_items - res.recommendation.length} other items separated from the recommendation by the intervals`));
+      }
+    }
+    $("progress-text").textContent = text;
+    $("progress-text").hidden = !text;
+    const m = s.margin;
+    let margin = "";
+    if (num(m)) {
+      margin = `margin ${m >= 0 ? "+" : ""}${fmt(m, 3)}`;
+      if (num(s.statistic) && num(s.threshold)) margin += ` (statistic ${fmt(s.statistic, 3)} − threshold ${fmt(s.threshold, 3)})`;
+      margin += s.done ? "" : m >= 0 ? ": at the threshold" : ": the learner stops when it reaches 0";
+    } else if ("margin" in s && !reason && !s.done) {
+      margin = "margin: – (not defined yet)";
+    }
+    $("margin-text").textContent = margin;
+    $("margin-text").hidden = !margin;
+  }
+
+  // ---- the learner stopped: a banner at the top with its recommendation and what happens next
+  let onDoneDirty = false;  // the owner is editing the on-done form: the polls leave it alone
+  function drawDone(res) {
+    const multi = learners.length > 1, done = Boolean(res.done);
+    const who = multi ? `The learner ${res.algorithm_label}` : "The learner";
+    const banner = $("done-banner"), form = $("on-done");
+    banner.hidden = !done;
+    if (done) {
+      const ld = res.learner_done;
+      const n = ld ? ld.at_answers : (res.stopping && res.stopping.n_pulls !== undefined ? res.stopping.n_pulls : res.n_told);
+      const p = $("done-text");
+      p.textContent = "";
+      p.append(`${who} stopped after ${n} answers${ld && ld.at ? " at " + when(ld.at) : ""}: its recommendation is `);
+      res.recommendation.forEach((r, i) => {
+        if (i) p.append(", ");
+        p.append("“");
+        p.appendChild(el("strong", "rec-item", r.text));
+        p.append("”");
+      });
+      p.append(". " + (res.status === "stopped" ? "The experiment is stopped." :
+        `The experiment is still ${res.status === "paused" ? "paused" : "open to participants"}` +
+        (multi ? " (other learners may still be running)." : ".")));
+      $("done-stop").hidden = res.status === "stopped";
+    }
+    // the on-done settings: in the banner once the learner stopped, else under the stopping progress
+    const home = done ? $("done-slot") : $("on-done-home");
+    if (form.parentNode !== home) home.appendChild(form);
+    const od = res.on_done;
+    form.hidden = !od;  // an older server without on-done settings
+    if (!od) return;
+    $("on-done-title").textContent = multi ? "When every learner has stopped" : "When the learner stops";
+    $("auto-stop-text").textContent = multi ? "Stop the experiment when every learner has stopped"
+      : "Stop the experiment when the learner stops";
+    if (!onDoneDirty && !form.contains(document.activeElement)) {
+      $("auto-stop").checked = Boolean(od.auto_stop);
+      $("webhook-url").value = od.webhook_url || "";
+    }
+    drawWebhook(od);
+  }
+
+  function drawWebhook(od) {
+    const st = $("webhook-status"), w = od.webhook;
+    st.classList.remove("ok", "failed");
+    if (w && w.called_at) {
+      const ok = !w.error && w.status !== null && w.status >= 200 && w.status < 300;
+      st.textContent = `Webhook called at ${when(w.called_at)}: ` +
+        (ok ? `HTTP ${w.status}, delivered.` : `failed (${w.error || "HTTP " + w.status}).`);
+      st.classList.add(ok ? "ok" : "failed");
+    } else if (od.webhook_url) {
+      st.textContent = "The webhook has not been called yet.";
+    } else {
+      st.textContent = "";
+    }
+    st.hidden = !st.textContent;
+  }
+
+  $("on-done").addEventListener("input", () => { onDoneDirty = true; $("on-done-message").textContent = ""; });
+  $("on-done").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const url = $("webhook-url").value.trim();
+    const body = {auto_stop: $("auto-stop").checked, webhook_url: url || null};
+    const r = await send(`/api/experiments/${eid}/on-done`, {method: "POST",
+      headers: {...auth(), "Content-Type": "application/json"}, body: JSON.stringify(body)}, "saving");
+    const msg = $("on-done-message");
+    if (r === null) { msg.textContent = "Not saved (no connection)."; return; }
+    if (r.status === 401) { rejected(); return; }
+    const d = await r.json().catch(() => ({}));
+    if (!r.ok) {
+      const detail = Array.isArray(d.detail) ? d.detail.map((x) => x.msg).join("; ") : (d.detail || r.statusText);
+      msg.textContent = `Not saved: ${detail}`;
+      return;
+    }
+    onDoneDirty = false;
+    $("auto-stop").checked = Boolean(d.auto_stop);
+    $("webhook-url").value = d.webhook_url || "";
+    drawWebhook(d);
+    msg.textContent = "Saved.";
+    poll();
+  });
+
   function render(res) {
     const rewards = res.labels.map((l) => l.reward);
     rmin = Math.min(...rewards); rmax = Math.max(...rewards);
@@ -288,14 +492,10 @@
     $("n-items").textContent = String(res.n_items);
     $("algorithm").textContent = `${learners.length > 1 ? res.algorithm_label + " · " : ""}${res.algorithm}`;
     $("recommendation").textContent = res.recommendation.map((r) => r.text).join(" | ");
-    const s = res.stopping;
-    $("progress-bar").style.width = `${Math.round(100 * s.fraction)}%`;
-    let text = s.done ? "stopped: the learner's stopping rule fired" :
-      (s.budget ? `${s.n_pulls} of ${s.budget} answers (budget)` :
-       `${s.separated} of ${res.n_items - res.recommendation.length} other items separated from the recommendation by the intervals`);
-    $("progress-text").textContent = `${Math.round(100 * s.fraction)}% — ${text}`;
     $("label-totals").textContent = Object.entries(res.label_totals).map(([k, v]) => `${k}: ${v}`).join(" · ");
-    drawTable(res); drawAllocation(res); drawTimeline(res);
+    drawStopping(res);
+    drawDone(res);
+    drawTable(res);
     document.body.dataset.version = String(res.version);
   }
 
@@ -315,13 +515,6 @@
     if (kind === "fixed_budget") return `Stops after budget = ${valueText(get("budget"))} answers.`;
     if (kind === "anytime") return "Never stops by itself; the owner stops it.";
     return `Stopping rule: ${kind}.`;
-  }
-
-  function el(tag, cls, text) {
-    const e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    return e;
   }
 
   function renderSettings(inf) {
@@ -370,18 +563,373 @@
     } catch (e) { /* shown again by the next poll */ }
   }
 
+  // ---------------------------------------------------------------- charts (BokehJS)
+  // Each chart is one Bokeh figure whose ColumnDataSources are created once and given new columns on
+  // every fetch (the figure is not rebuilt); each chart's box carries data-rows, the rows it shows.
+  const Bk = window.Bokeh && window.Bokeh.Plotting ? window.Bokeh : null;
+  const COLORS = ["#2458d6", "#e8590c", "#2f9e44", "#c2255c", "#7048e8", "#0c8599", "#a0631b", "#5c940d",
+    "#d6336c", "#495057"];
+  const GREY = "#adb5bd";
+  const charts = {made: false, leaders: {}, progress: null, margin: null};
+  let chartsAt = 0, chartsKey = null, chartsBusy = false;
+
+  // local time shown by a datetime axis (BokehJS formats datetimes in UTC): shift by the local offset
+  const localMs = (unixSeconds) => unixSeconds * 1000 - new Date(unixSeconds * 1000).getTimezoneOffset() * 60000;
+
+  function figure(opts) {
+    const f = Bk.Plotting.figure(Object.assign({
+      sizing_mode: "stretch_width", height: 230, hidpi: true,
+      tools: "box_zoom,wheel_zoom,reset,save", active_drag: null, active_scroll: null,
+      toolbar_location: "right", min_border_left: 8, min_border_right: 8, min_border_top: 8,
+      outline_line_color: null, background_fill_color: "#ffffff", border_fill_color: "#ffffff",
+    }, opts));
+    f.toolbar.logo = null;
+    f.xaxis.axis_label_text_font_style = "normal";
+    f.yaxis.axis_label_text_font_style = "normal";
+    f.xaxis.axis_label_text_font_size = "12px";
+    f.yaxis.axis_label_text_font_size = "12px";
+    // tick labels that would overlap on a narrow screen are left out
+    f.xaxis.major_label_policy = new Bk.NoOverlap();
+    f.xgrid.grid_line_color = "#eef0f4";
+    f.ygrid.grid_line_color = "#eef0f4";
+    return f;
+  }
+  function hover(f, renderers, tooltips, extra) {
+    f.add_tools(new Bk.HoverTool(Object.assign({renderers, tooltips}, extra || {})));
+  }
+  function source(columns) { return new Bk.ColumnDataSource({data: columns}); }
+  function setData(src, data) { src.data = data; }
+  function mark(id, n) { $(id).dataset.rows = String(n); }
+  function show(f, box) { return Bk.Plotting.show(f, box); }
+  function yRange() {
+    const pad = 0.04 * (rmax - rmin || 1);
+    return new Bk.Range1d({start: rmin - pad, end: rmax + pad});
+  }
+
+  function makeCharts() {
+    charts.made = true;
+    // (c) answers over time
+    const tl = source({x: [], top: [], start: [], n: [], total: [], width: []});
+    const tx = new Bk.Range1d({start: localMs(Date.now() / 1000 - 60), end: localMs(Date.now() / 1000)});
+    let f = figure({x_axis_type: "datetime", x_axis_label: "time (local)", y_axis_label: "answers", x_range: tx});
+    // clock times at every zoom, the date once under the first tick
+    const day = {microseconds: "%b %d", milliseconds: "%b %d", seconds: "%b %d", minsec: "%b %d", minutes: "%b %d",
+      hourmin: "%b %d", hours: "%b %d", days: "%Y", months: "", years: ""};
+    f.xaxis.formatter = new Bk.DatetimeTickFormatter({
+      microseconds: "%H:%M:%S.%3N", milliseconds: "%H:%M:%S.%3N", seconds: "%H:%M:%S", minsec: "%H:%M:%S",
+      minutes: "%H:%M", hourmin: "%H:%M", hours: "%H:%M", days: "%b %d", months: "%b %Y", years: "%Y",
+      context: new Bk.DatetimeTickFormatter(day),
+    });
+    let r = f.vbar({x: {field: "x"}, top: {field: "top"}, width: {field: "width"}, source: tl,
+      fill_color: "#2458d6", line_color: null, fill_alpha: 0.85});
+    hover(f, [r], [["from", "@start{%F %H:%M:%S}"], ["answers", "@n"], ["answers so far", "@total"]],
+      {formatters: {"@start": "datetime"}});
+    charts.timeline = {fig: f, src: tl, range: tx};
+    show(f, $("chart-timeline"));
+    // (d) answers per item, in rank order
+    const al = source({x: [], top: [], color: []});
+    f = figure({x_axis_label: "rank", y_axis_label: "answers"});
+    r = f.vbar({x: {field: "x"}, top: {field: "top"}, width: 0.85, source: al, fill_color: {field: "color"}, line_color: null});
+    hover(f, [r], [["rank", "@x"], ["answers", "@top"]]);
+    charts.allocation = {fig: f, src: al};
+    show(f, $("chart-allocation"));
+    // (e) answers per participant
+    const pa = source({left: [], right: [], top: [], range: []});
+    f = figure({x_axis_label: "answers per participant", y_axis_label: "participants"});
+    r = f.quad({left: {field: "left"}, right: {field: "right"}, top: {field: "top"}, bottom: 0, source: pa,
+      fill_color: "#7048e8", line_color: "#ffffff", fill_alpha: 0.85});
+    hover(f, [r], [["answers", "@range"], ["participants", "@top"]]);
+    charts.participants = {fig: f, src: pa};
+    show(f, $("chart-participants"));
+    // (f) response times
+    const rs = source({left: [], right: [], top: [], range: []});
+    f = figure({x_axis_label: "seconds from question to answer", y_axis_label: "answers"});
+    f.xaxis.formatter = new Bk.BasicTickFormatter({use_scientific: false});
+    r = f.quad({left: {field: "left"}, right: {field: "right"}, top: {field: "top"}, bottom: 0, source: rs,
+      fill_color: "#0c8599", line_color: "#ffffff", fill_alpha: 0.85});
+    hover(f, [r], [["seconds", "@range"], ["answers", "@top"]]);
+    const median = new Bk.Span({location: 0, dimension: "height", line_color: "#1d2430", line_dash: "dashed",
+      line_width: 1.5, visible: false});
+    f.add_layout(median);
+    charts.response = {fig: f, src: rs, median};
+    show(f, $("chart-response"));
+  }
+
+  // (b) stopping progress and margin: one line per learner (a legend when there are several)
+  function makeProgressCharts(labels) {
+    const multi = labels.length > 1;
+    const fp = figure({x_axis_label: "answers", y_axis_label: "stopping progress",
+      y_range: new Bk.Range1d({start: 0, end: 1.04})});
+    fp.yaxis.formatter = new Bk.NumeralTickFormatter({format: "0%"});
+    const fm = figure({x_axis_label: "answers", y_axis_label: "margin"});
+    fm.add_layout(new Bk.Span({location: 0, dimension: "width", line_color: "#98a2b3", line_dash: "dashed"}));
+    const srcs = {}, msrcs = {}, items = [[], []], lines = [[], []];
+    labels.forEach((label, i) => {
+      const color = COLORS[i % COLORS.length];
+      const src = source({x: [], fraction: [], t: [], learner: []});
+      const msrc = source({x: [], margin: [], t: [], learner: []});
+      const rp = fp.line({field: "x"}, {field: "fraction"}, {source: src, line_color: color, line_width: 2});
+      const rm = fm.line({field: "x"}, {field: "margin"}, {source: msrc, line_color: color, line_width: 2});
+      items[0].push(new Bk.LegendItem({label: {value: label}, renderers: [rp]}));
+      items[1].push(new Bk.LegendItem({label: {value: label}, renderers: [rm]}));
+      lines[0].push(rp); lines[1].push(rm);
+      srcs[label] = src;
+      msrcs[label] = msrc;
+    });
+    const tip = [["learner", "@learner"], ["answers", "@x"], ["time", "@t{%F %H:%M:%S}"]];
+    hover(fp, lines[0], [...tip, ["progress", "@fraction{0.0%}"]], {mode: "vline", formatters: {"@t": "datetime"}});
+    hover(fm, lines[1], [...tip, ["margin", "@margin{+0.000}"]], {mode: "vline", formatters: {"@t": "datetime"}});
+    if (multi) {  // one line of legend above the plot, where it hides no line
+      [fp, fm].forEach((f, j) => f.add_layout(new Bk.Legend({items: items[j], orientation: "horizontal",
+        location: "top_left", label_text_font_size: "12px", spacing: 12, padding: 2, margin: 0,
+        border_line_alpha: 0, glyph_width: 18}), "above"));
+    }
+    charts.progress = {fig: fp, srcs};
+    charts.margin = {fig: fm, srcs: msrcs};
+    show(fp, $("chart-progress"));
+    show(fm, $("chart-margin"));
+  }
+
+  // (a) the leaders of one learner: a line per item (its mean), a band (its interval, clipped to the
+  // reward range), points to hover; the current leaders in colour, earlier ones in grey
+  function makeLeadersChart(label, multi) {
+    const box = el("div", "chart-cell");
+    box.dataset.learner = label;
+    if (multi) box.appendChild(el("h3", "chart-learner", label));
+    const target = el("div", "chart-box");
+    target.id = `chart-leaders-${Object.keys(charts.leaders).length}`;
+    box.appendChild(target);
+    $("chart-leaders").appendChild(box);
+    const band = source({xs: [], ys: [], color: []});
+    const lines = source({xs: [], ys: [], color: [], width: []});
+    const pts = source({x: [], y: [], lower: [], upper: [], interval: [], text: [], id: [], rank: [], color: []});
+    const f = figure({x_axis_label: "answers", y_axis_label: "mean reward", y_range: yRange()});
+    f.patches({field: "xs"}, {field: "ys"}, {source: band, fill_color: {field: "color"}, fill_alpha: 0.12, line_alpha: 0});
+    f.multi_line({field: "xs"}, {field: "ys"}, {source: lines, line_color: {field: "color"}, line_width: {field: "width"}});
+    const rp = f.scatter({field: "x"}, {field: "y"}, {source: pts, size: 5, fill_color: {field: "color"}, line_color: null});
+    hover(f, [rp], [["item", "@text"], ["item id", "@id"], ["answers", "@x"], ["rank then", "@rank"],
+      ["mean", "@y{0.000}"], ["interval", "@interval"]]);
+    charts.leaders[label] = {fig: f, band, lines, pts, target};
+    show(f, target);
+  }
+
+  function leadersData(points) {
+    // the items that lead at the last point get colours in their rank order
+    const lastLeaders = points.length ? points[points.length - 1].leaders : [];
+    const colorOf = {};
+    lastLeaders.forEach((ld, i) => { colorOf[ld.arm] = COLORS[i % COLORS.length]; });
+    const runs = {};  // arm -> list of runs (consecutive points where the item led)
+    const pts = {x: [], y: [], lower: [], upper: [], interval: [], text: [], id: [], rank: [], color: []};
+    points.forEach((p, i) => {
+      p.leaders.forEach((ld) => {
+        if (ld.mean === null || ld.mean === undefined) return;
+        const bounded = typeof ld.lower === "number" && typeof ld.upper === "number";
+        const lo = clip(bounded ? ld.lower : rmin), hi = clip(bounded ? ld.upper : rmax);
+        // a band only where the interval says something: one covering the whole reward range is left out
+        const banded = bounded && (lo > rmin || hi < rmax);
+        const y = clip(ld.mean), color = colorOf[ld.arm] || GREY;
+        const list = runs[ld.arm] || (runs[ld.arm] = []);
+        let run = list[list.length - 1];
+        if (!run || run.last !== i - 1) { run = {x: [], y: [], bands: [], color, last: i}; list.push(run); }
+        run.x.push(p.n_answers); run.y.push(y); run.last = i;
+        // the band: consecutive points with both bounds
+        let band = run.bands[run.bands.length - 1];
+        if (banded) {
+          if (!band || band.last !== i - 1) { band = {x: [], lo: [], hi: [], last: i}; run.bands.push(band); }
+          band.x.push(p.n_answers); band.lo.push(lo); band.hi.push(hi); band.last = i;
+        }
+        pts.x.push(p.n_answers); pts.y.push(y); pts.lower.push(bounded ? lo : NaN); pts.upper.push(bounded ? hi : NaN);
+        pts.interval.push(bounded ? `[${fmt(lo)}, ${fmt(hi)}]` : "none (no bounds)");
+        pts.text.push(ld.text === undefined ? `item ${ld.arm}` : ld.text); pts.id.push(ld.id === undefined ? "" : String(ld.id));
+        pts.rank.push(ld.rank); pts.color.push(color);
+      });
+    });
+    const band = {xs: [], ys: [], color: []}, lines = {xs: [], ys: [], color: [], width: []};
+    // grey (earlier leaders) first, so the current leaders are drawn on top
+    const all = Object.entries(runs).flatMap(([arm, list]) => list.map((run) => [arm in colorOf, run]));
+    all.sort((a, b) => Number(a[0]) - Number(b[0]));
+    all.forEach(([current, run]) => {
+      lines.xs.push(run.x); lines.ys.push(run.y); lines.color.push(run.color); lines.width.push(current ? 2 : 1);
+      if (current) {
+        run.bands.forEach((b) => {
+          band.xs.push([...b.x, ...b.x.slice().reverse()]);
+          band.ys.push([...b.hi, ...b.lo.slice().reverse()]);
+          band.color.push(run.color);
+        });
+      }
+    });
+    return {band, lines, pts};
+  }
+
+  function drawHistory(hist) {
+    const series = hist.series || [];
+    const labels = series.map((s) => s.algorithm);
+    if (!charts.progress) makeProgressCharts(labels);
+    const multi = labels.length > 1;
+    let nLeaders = 0, nProgress = 0, nMargin = 0;
+    series.forEach((s) => {
+      if (!charts.leaders[s.algorithm]) makeLeadersChart(s.algorithm, multi);
+      const c = charts.leaders[s.algorithm];
+      const d = leadersData(s.points);
+      setData(c.band, d.band); setData(c.lines, d.lines); setData(c.pts, d.pts);
+      c.target.dataset.rows = String(d.pts.x.length);
+      nLeaders += d.pts.x.length;
+      const src = charts.progress.srcs[s.algorithm], msrc = charts.margin.srcs[s.algorithm];
+      if (src) {
+        const x = s.points.map((p) => p.n_answers), t = s.points.map((p) => localMs(p.t));
+        const who = s.points.map(() => s.algorithm);
+        setData(src, {x, fraction: s.points.map((p) => p.fraction), t, learner: who});
+        // a learner without bounds has no margin: NaN leaves a gap in its line
+        const margin = s.points.map((p) => (typeof p.margin === "number" ? p.margin : NaN));
+        setData(msrc, {x: x.slice(), margin, t: t.slice(), learner: who.slice()});
+        nProgress += s.points.length;
+        nMargin += margin.filter((m) => !isNaN(m)).length;
+      }
+    });
+    mark("chart-leaders", nLeaders);
+    mark("chart-progress", nProgress);
+    mark("chart-margin", nMargin);
+    // no margin at all (a learner without confidence bounds): words instead of an empty figure
+    $("margin-note").textContent = nProgress && !nMargin ? "none: the learner's stopping rule gives no margin (yet)" : "";
+    $("chart-margin").hidden = Boolean(nProgress && !nMargin);
+  }
+
+  function ranges(edges, digits) {
+    const out = [];
+    for (let i = 0; i + 1 < edges.length; i++) {
+      out.push(digits === 0 ? (Math.ceil(edges[i]) === Math.floor(edges[i + 1]) ? String(Math.ceil(edges[i]))
+        : `${Math.ceil(edges[i])}–${Math.floor(edges[i + 1])}`) : `${fmt(edges[i], digits)}–${fmt(edges[i + 1], digits)}`);
+    }
+    return out;
+  }
+  function histogram(h, digits) {
+    const e = h.edges || [], c = h.counts || [];
+    return {left: e.slice(0, c.length), right: e.slice(1, c.length + 1), top: c.slice(), range: ranges(e, digits).slice(0, c.length)};
+  }
+  function duration(s) {
+    if (s >= 86400) return `${fmt(s / 86400, s % 86400 ? 1 : 0)} d`;
+    if (s >= 3600) return `${fmt(s / 3600, s % 3600 ? 1 : 0)} h`;
+    if (s >= 60) return `${fmt(s / 60, s % 60 ? 1 : 0)} min`;
+    return `${fmt(s, s % 1 ? 1 : 0)} s`;
+  }
+  function seconds(s) {
+    if (s === null || s === undefined) return "–";
+    return s < 1 ? `${Math.round(1000 * s)} ms` : s < 10 ? `${fmt(s, 1)} s` : duration(Math.round(s));
+  }
+
+  function drawActivity(act, res) {
+    // (c) answers over time
+    const tl = act.timeline || {buckets: [], bucket_seconds: 1};
+    const w = tl.bucket_seconds || 1;
+    let total = 0;
+    const b = tl.buckets || [];
+    setData(charts.timeline.src, {
+      x: b.map(([t]) => localMs(t + w / 2)), top: b.map(([, n]) => n), start: b.map(([t]) => localMs(t)),
+      n: b.map(([, n]) => n), total: b.map(([, n]) => (total += n)), width: b.map(() => 0.9 * w * 1000),
+    });
+    charts.timeline.fig.yaxis.axis_label = `answers per ${duration(w)}`;
+    charts.timeline.first = b.length ? b[0][0] : null;
+    charts.timeline.last = b.length ? b[b.length - 1][0] + w : null;
+    charts.timeline.w = w;
+    followNow(res);
+    mark("chart-timeline", b.length);
+    // (d) answers per item, the recommended ones in the accent colour
+    const per = act.answers_per_item || [];
+    const k = res.recommendation.length;
+    setData(charts.allocation.src, {x: per.map((_, i) => i + 1), top: per.slice(),
+      color: per.map((_, i) => (i < k ? "#2458d6" : "#98a2b3"))});
+    mark("chart-allocation", per.length);
+    // (e) participants
+    const pa = act.participants || {n: 0, answers: {edges: [], counts: []}};
+    const ph = pa.answers || {edges: [], counts: []};
+    setData(charts.participants.src, histogram(ph, 0));
+    $("participants-text").textContent = pa.n
+      ? `(${pa.n} participants; answers each: mean ${fmt(ph.mean, 1)}, median ${fmt(ph.median, 0)}, most ${ph.max})`
+      : "(no participants yet)";
+    mark("chart-participants", (ph.counts || []).length);
+    // (f) response times
+    const rs = act.response_seconds || {edges: [], counts: []};
+    setData(charts.response.src, histogram(rs, 1));
+    charts.response.median.location = rs.median === null || rs.median === undefined ? 0 : rs.median;
+    charts.response.median.visible = typeof rs.median === "number";
+    $("response-text").textContent = rs.n
+      ? `(${rs.n} answers: median ${seconds(rs.median)} (dashed), 90% within ${seconds(rs.p90)}` +
+        (rs.above ? `; ${rs.above} slower not shown` : "") + ")"
+      : "(no answers yet)";
+    mark("chart-response", (rs.counts || []).length);
+  }
+
+  // the time axis runs from the first answer's bucket to now (a quiet spell shows as such), moved on
+  // every poll -- unless the owner zoomed or panned it (then it stays where they put it)
+  function followNow(res) {
+    const tl = charts.timeline;
+    if (!tl || tl.first === null || tl.first === undefined) return;
+    const r = tl.range;
+    if (tl.set && (r.start !== tl.set[0] || r.end !== tl.set[1])) return;
+    const now = typeof res.now === "number" ? res.now : Date.now() / 1000;
+    tl.set = [localMs(tl.first - tl.w), localMs(Math.max(tl.last, now) + tl.w)];
+    // (and the reset tool comes back here)
+    r.setv({start: tl.set[0], end: tl.set[1], reset_start: tl.set[0], reset_end: tl.set[1]});
+  }
+
+  async function getJson(path) {
+    const r = await fetch(path, {headers: auth()});
+    if (r.status === 401) { rejected(); return null; }
+    if (!r.ok) throw new Error(`${path.split("?")[0].split("/").pop()}: ${r.status}`);
+    return r.json();
+  }
+
+  // the history and activity: at most every CHARTS_EVERY ms, and only when the results changed (or
+  // another learner is shown)
+  async function pollCharts(mine, res) {
+    if (!Bk) {
+      $("charts-error").hidden = false;
+      $("charts-error").textContent = "The charts could not be loaded (BokehJS is missing); the numbers above are complete.";
+      return;
+    }
+    const key = `${res.algorithm_label}|${res.version}|${res.status}`;
+    const shown = learner || "";
+    const fresh = chartsKey === null || chartsKey.split("|")[0] !== res.algorithm_label;
+    if (chartsBusy || (!fresh && (key === chartsKey || Date.now() - chartsAt < CHARTS_EVERY))) return;
+    chartsBusy = true;
+    try {
+      const alg = shown ? `?algorithm=${encodeURIComponent(shown)}` : "";
+      const [hist, act] = await Promise.all([
+        getJson(`/api/experiments/${eid}/history?max_points=500`),  // every learner's series
+        getJson(`/api/experiments/${eid}/activity${alg}`),
+      ]);
+      if (mine !== seq && (learner || "") !== shown) return;  // another learner by now
+      if (hist === null || act === null) return;
+      if (!charts.made) makeCharts();
+      drawHistory(hist);
+      drawActivity(act, res);
+      chartsKey = key; chartsAt = Date.now();
+      $("charts-error").hidden = true;
+    } catch (e) {
+      if (e instanceof TypeError) return;  // the network: the results' poll says so
+      $("charts-error").hidden = false;
+      $("charts-error").textContent = `The charts could not be updated (${e.message}).`;
+    } finally {
+      chartsBusy = false;
+    }
+  }
+
   async function poll() {
     clearTimeout(timer);
     if (!token) { askToken("Enter the owner token to open this dashboard."); return; }
-    const mine = ++seq;  // a tab switch starts a new poll: older answers are dropped
+    const mine = ++seq;  // a tab switch or a new page starts a new poll: older answers are dropped
     try {
-      // at most 2,000 ranking rows per poll: a contest with thousands of items is not sent whole every second
-      const q = `?limit=2000` + (learner ? `&algorithm=${encodeURIComponent(learner)}` : "");
-      const r = await fetch(`/api/experiments/${eid}/results${q}`, {headers: auth()});
+      const params = new URLSearchParams({limit: String(PAGE), offset: String(view.offset), sort: view.sort,
+        order: view.order, timeline: "false"});
+      if (view.q) params.set("q", view.q);
+      if (learner) params.set("algorithm", learner);
+      const r = await fetch(`/api/experiments/${eid}/results?${params}`, {headers: auth()});
       if (mine !== seq) return;
       if (r.status === 401) { rejected(); return; }
-      if (!r.ok) { $("error").textContent = `results: ${r.status}`; }
-      else {
+      if (!r.ok) {
+        const d = await r.json().catch(() => ({}));
+        $("error").textContent = `results: ${r.status}${d.detail && typeof d.detail === "string" ? " " + d.detail : ""}`;
+      } else {
         const res = await r.json();
         if (mine !== seq) return;
         $("error").textContent = "";
@@ -391,10 +939,13 @@
         learners = res.algorithms || [];
         if (learners.length > 1 && !learner) learner = res.algorithm_label;
         drawTabs();
+        if (!drawPager(res)) { timer = setTimeout(poll, 0); return; }
         render(res);
+        if (charts.made) followNow(res);
+        pollCharts(mine, res);  // not awaited: a slow chart fetch does not hold the ranking back
         if (learners.length > 1) await pollComparison(mine);
       }
-    } catch (e) { $("error").textContent = "connection lost, retrying…"; }
+    } catch (e) { $("error").textContent = "Connection lost, retrying every second…"; }
     if (mine !== seq) return;
     timer = setTimeout(poll, 1000);
   }
