@@ -401,3 +401,19 @@ def test_dashboard_takes_the_token_out_of_the_address_bar(browser, live_url):
     assert bad.input_value("#token-input") == "" and bad.is_hidden("#token-form")
     other.close()
     ctx.close()
+
+
+def test_bokehjs_is_compressed_for_clients_that_accept_gzip(sqlite_url):
+    from purebandits.service.routes.pages import bokehjs
+
+    version, folder = bokehjs()
+    raw = (folder / "bokeh.min.js").read_bytes()
+    with TestClient(create_app(Settings(database_url=sqlite_url))) as c:
+        url = f"/static/bokeh/{version}/bokeh.min.js"
+        z = c.get(url, headers={"Accept-Encoding": "gzip"})
+        assert z.status_code == 200 and z.headers["content-encoding"] == "gzip"
+        assert z.headers["vary"] == "Accept-Encoding" and "immutable" in z.headers["cache-control"]
+        assert len(z.content) == len(raw)  # the client decompressed it ...
+        assert int(z.headers["content-length"]) < len(raw) // 2  # ... from less than half the bytes
+        plain = c.get(url, headers={"Accept-Encoding": "identity"})
+        assert plain.content == raw and "content-encoding" not in plain.headers

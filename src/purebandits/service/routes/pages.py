@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
+import gzip
 import inspect
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from purebandits.registry import all_learners
@@ -57,14 +58,23 @@ def bokehjs() -> tuple[str, Path]:
     return bokeh.__version__, Path(bokehjs_path()) / "js"
 
 
+@functools.cache
+def _gzipped(name: str) -> bytes:
+    """A bundle gzip-compressed once per process (bokeh.min.js: 1.3 MB, about 0.35 MB compressed)."""
+    return gzip.compress((bokehjs()[1] / name).read_bytes(), 9)
+
+
 @router.get("/static/bokeh/{version}/{name}")
-def bokehjs_file(version: str, name: str) -> FileResponse:
-    """A BokehJS bundle of the installed ``bokeh``; the version in the URL lets browsers keep it for a year."""
+def bokehjs_file(version: str, name: str, request: Request) -> Response:
+    """A BokehJS bundle of the installed ``bokeh``; the version in the URL lets browsers keep it for a year.
+    Compressed for clients that accept gzip (a phone on a slow network loads the dashboard once)."""
     current, folder = bokehjs()
     if version != current or name not in BOKEHJS_FILES:
         raise HTTPException(404, "not found")
-    return FileResponse(folder / name, media_type="text/javascript",
-                        headers={"Cache-Control": "public, max-age=31536000, immutable"})
+    headers = {"Cache-Control": "public, max-age=31536000, immutable", "Vary": "Accept-Encoding"}
+    if "gzip" in request.headers.get("accept-encoding", "").lower():
+        return Response(_gzipped(name), media_type="text/javascript", headers={**headers, "Content-Encoding": "gzip"})
+    return FileResponse(folder / name, media_type="text/javascript", headers=headers)
 
 
 def _json_default(value: Any) -> Any:
