@@ -509,8 +509,9 @@
   function stoppingRule(kind, params, defaults, k) {
     const get = (name) => (name in params ? params[name] : defaults[name]);
     if (kind === "fixed_confidence") {
-      return `Stops when its confidence bounds separate the top ${k} at error probability ` +
-        `delta = ${valueText(get("delta"))}.`;
+      // the rule itself (bounds, statistic, threshold) is the learner's own sentence under "Stopping progress"
+      return `Stops when its own stopping rule is certain of the top ${k} at error probability ` +
+        `delta = ${valueText(get("delta"))} (the rule in words: under Stopping progress).`;
     }
     if (kind === "fixed_budget") return `Stops after budget = ${valueText(get("budget"))} answers.`;
     if (kind === "anytime") return "Never stops by itself; the owner stops it.";
