@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 HELP = "reproduce a table or figure of the papers (CSV, PNG and a Markdown verdict)"
 
@@ -28,17 +29,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "to resume a killed run (the CSV is the same)")
     parser.add_argument("--report", action="store_true",
                         help="run nothing: write REPORT.md in --out from the runs already there")
+    parser.add_argument("--rejudge", action="store_true",
+                        help="run nothing: judge the named runs (or --all) in --out again from their CSVs, after a "
+                             "fix of an experiment's assessment; rewrites their Markdown, records and REPORT.md")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen experiments (or list them, or only rebuild REPORT.md); exit code 2 for a bad name or setting,
     all checked before anything runs."""
     from purebandits.experiments.base import Context, all_experiments, get_experiment
-    from purebandits.experiments.runner import collect_outputs, run_experiment, write_report
+    from purebandits.experiments.runner import collect_outputs, rejudge_experiment, run_experiment, write_report
 
     exps = all_experiments()
     if args.report:
         try:
+            found, ctx = collect_outputs(args.out)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        print(f"report: {write_report(found, args.out, ctx)} ({len(found)} experiment(s))")
+        return 0
+    if args.rejudge:
+        try:
+            chosen = list(exps.values()) if args.all else [get_experiment(n) for n in args.names]
+            if not chosen:
+                raise ValueError("give the experiment names to judge again, or --all")
+            for exp in chosen:
+                if args.all and not (Path(args.out) / f"{exp.name}.json").exists():
+                    continue
+                o = rejudge_experiment(exp, args.out)
+                print(f"{exp.name}: {o.verdict.status} -> {o.markdown}")
             found, ctx = collect_outputs(args.out)
         except ValueError as exc:
             print(exc, file=sys.stderr)

@@ -160,6 +160,12 @@ def fewest_rows(df: pd.DataFrame, rivals: list[str], keys: list[str], min_n: int
     return rows
 
 
+def smallest_rival_ratio(rows: pd.DataFrame, rivals: list[str], version: str) -> float:
+    """The fewest mean samples among ``rivals`` (those with a row; NaN if none has) over lil'RandLUCB's, in ``rows``."""
+    means = [m for m in (mean_of(rows, r, version) for r in rivals) if not math.isnan(m)]
+    return min(means) / mean_of(rows, "lil'RandLUCB", version) if means else math.nan
+
+
 def assess(df: pd.DataFrame) -> Verdict:
     """Five criteria: at K = 2 lil'RandLUCB uses the fewest samples (N >= 100) and its lead grows from the smallest
     to the largest N; at K = N/2 (N >= 100) it beats LUCB and lil'CLUCB and is within [0.8, 1.25] of LUCB++; no run
@@ -175,13 +181,15 @@ def assess(df: pd.DataFrame) -> Verdict:
     half_beat = (half[beats] > 1).all(axis=1) if beats else pd.Series(False, index=half.index)
     half_eq = half["LUCB++/Rand"].between(0.8, 1.25) if "LUCB++/Rand" in half else pd.Series(False, index=half.index)
     # the gap grows with N at K = 2: min rival ratio at the largest N > at the smallest N
+    # (LUCB has one version: it is a rival of both; min() skips a rival without a row instead of letting a NaN
+    # decide, as Python's min() over a NaN does)
     grow = []
-    for key, g in df[df["K"] == "K=2"].groupby(["instance", "version"]):
+    k2_all = df[df["K"] == "K=2"]
+    for (instance, version), g in k2_all.groupby(["instance", "version"]):
+        same = k2_all[k2_all["instance"] == instance]
         ns = sorted(set(g["N"]))
-        lo, hi = ns[0], ns[-1]
-        r_lo, r_hi = (min(mean_of(g[g["N"] == m], r, key[1]) for r in rivals)
-                      / mean_of(g[g["N"] == m], "lil'RandLUCB", key[1]) for m in (lo, hi))
-        grow.append(r_hi > r_lo)
+        r_lo, r_hi = (smallest_rival_ratio(same[same["N"] == m], rivals, version) for m in (ns[0], ns[-1]))
+        grow.append(bool(r_hi > r_lo))
     errors, runs = int(df["errors"].sum()), int(df["reps"].sum())
     capped = int(df["capped"].sum())
     crit = [bool(k2_ok.all()), bool(half_beat.all()), bool(half_eq.all()), all(grow), errors == 0]

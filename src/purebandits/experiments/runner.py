@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from purebandits.experiments.base import Context, Experiment, Verdict, markdown_table  # noqa: E402
 
@@ -57,6 +58,30 @@ def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> Experi
         "machine": platform.machine(), "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }, indent=1) + "\n")
     return ExperimentOutput(exp, verdict, csv, png, md, seconds)
+
+
+def rejudge_experiment(exp: Experiment, out_dir: str | Path) -> ExperimentOutput:
+    """Judge a finished run again from its raw CSV, without running anything, and rewrite its Markdown section
+    and record: for a fix of an experiment's assessment (its ``assess``), not of what it computes.
+
+    The run's own settings (scale, seed, overrides, cores, seconds, resumed repetitions) come from its
+    ``NAME.json``; the record gains ``rejudged`` (when) and the verdict it replaced.
+    """
+    out = Path(out_dir)
+    rec_path, csv = out / f"{exp.name}.json", out / f"{exp.name}.csv"
+    if not rec_path.exists() or not csv.exists():
+        raise ValueError(f"no finished run of {exp.name} in {out} ({rec_path.name} and {csv.name} needed)")
+    rec = json.loads(rec_path.read_text())
+    ctx = Context(scale=rec["scale"], seed=rec["seed"], jobs=rec.get("cores"), overrides=rec.get("overrides", {}))
+    verdict = exp.assess(pd.read_csv(csv))
+    resumed = {"reps": rec.get("resumed_reps", 0), "seconds": rec.get("resumed_seconds", 0.0)}
+    md = out / f"{exp.name}.md"
+    md.write_text(section_markdown(exp, verdict, ctx, float(rec["seconds"]), f"{exp.name}.png", resumed))
+    if (rec["status"], rec["summary"]) != (verdict.status, verdict.summary):
+        rec["replaced"] = {"status": rec["status"], "summary": rec["summary"]}
+    rec.update(status=verdict.status, summary=verdict.summary, rejudged=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    rec_path.write_text(json.dumps(rec, indent=1) + "\n")
+    return ExperimentOutput(exp, verdict, csv, out / f"{exp.name}.png", md, float(rec["seconds"]))
 
 
 def section_markdown(exp: Experiment, verdict: Verdict, ctx: Context, seconds: float, png_name: str,
