@@ -116,3 +116,29 @@ def test_jlq17_fig1_paper_scale_run_is_judged_again_from_its_csv(tmp_path, capsy
     md = (tmp_path / "jlq17_fig1.md").read_text()
     assert "**Verdict: holds.**" in md and "--scale paper --seed 20170000" in md
     assert "jlq17_fig1" in (tmp_path / "REPORT.md").read_text()
+
+
+def test_jmnb14_fig3_a_comparison_the_window_cannot_tell_is_not_judged():
+    """A curve that does not reach the level inside the window is later than the window: that decides some
+    comparisons and leaves others open (neither a success nor a failure)."""
+    from purebandits.experiments.jmnb14_fig3 import at_least, within
+
+    nan = math.nan
+    assert at_least(300.0, 100.0, 1000.0, 2) is True and at_least(150.0, 100.0, 1000.0, 2) is False
+    assert at_least(nan, 100.0, 1000.0, 2) is True  # SE later than 1000 >= 2 x 100
+    assert at_least(nan, 600.0, 1000.0, 2) is None  # SE later than 1000, but maybe before 1200
+    assert at_least(nan, nan, 1000.0, 2) is None and at_least(100.0, nan, 1000.0, 2) is False
+    assert within(100.0, 150.0, 1000.0, 2) is True and within(100.0, 300.0, 1000.0, 2) is False
+    assert within(nan, nan, 1000.0, 2) is None
+    assert within(nan, 400.0, 1000.0, 2) is False  # the other is later than 1000 > 2 x 400
+    assert within(nan, 700.0, 1000.0, 2) is None
+
+
+def test_jmnb14_fig3_paper_scale_run_counts_panels_it_cannot_judge_apart():
+    from purebandits.experiments import jmnb14_fig3
+
+    verdict = jmnb14_fig3.assess(pd.read_csv(REPRODUCTION / "jmnb14_fig3.csv"))
+    # the three panels where neither Nonadaptive nor ExpGap reaches 0.1 inside the window are not failures
+    assert "in 9/9 judged panels (3 panel(s) not judged" in verdict.summary
+    assert "in 9/12 judged panels;" in verdict.summary  # n = 10: SE within 2x of the best UCB method (real)
+    assert verdict.status == "partly"
