@@ -491,7 +491,9 @@
     $("n-pending").textContent = String(res.n_pending);
     $("n-items").textContent = String(res.n_items);
     $("algorithm").textContent = `${learners.length > 1 ? res.algorithm_label + " · " : ""}${res.algorithm}`;
-    $("recommendation").textContent = res.recommendation.map((r) => r.text).join(" | ");
+    // before any answer the learner's recommendation is an arbitrary pick: not shown as a result
+    $("recommendation").textContent = res.n_answers ? res.recommendation.map((r) => r.text).join(" | ")
+      : "none yet (no answers)";
     $("label-totals").textContent = Object.entries(res.label_totals).map(([k, v]) => `${k}: ${v}`).join(" · ");
     drawStopping(res);
     drawDone(res);
@@ -600,7 +602,20 @@
   }
   function source(columns) { return new Bk.ColumnDataSource({data: columns}); }
   function setData(src, data) { src.data = data; }
-  function mark(id, n) { $(id).dataset.rows = String(n); }
+  // how many rows a chart shows (the tests read it), and words over a chart with nothing to show yet
+  // instead of an empty frame that looks broken
+  function mark(id, n, empty, shown = n > 0) {
+    const box = $(id);
+    box.dataset.rows = String(n);
+    let note = box.previousElementSibling;
+    if (!note || !note.classList.contains("chart-empty")) {
+      note = document.createElement("p");
+      note.className = "muted chart-note chart-empty";
+      box.before(note);
+    }
+    note.textContent = shown ? "" : (empty || "Nothing yet: this chart fills in as participants answer.");
+    box.classList.toggle("chart-waiting", !shown);
+  }
   function show(f, box) { return Bk.Plotting.show(f, box); }
   function yRange() {
     const pad = 0.04 * (rmax - rmin || 1);
@@ -787,12 +802,15 @@
         nMargin += margin.filter((m) => !isNaN(m)).length;
       }
     });
-    mark("chart-leaders", nLeaders);
-    mark("chart-progress", nProgress);
-    mark("chart-margin", nMargin);
+    // the history has a point every `every` answers of a learner (and when it stops)
+    const first = hist.every ? `Nothing yet: the first point comes after ${hist.every} answers.` : "No history kept.";
+    mark("chart-leaders", nLeaders, first);
+    mark("chart-progress", nProgress, first);
+    mark("chart-margin", nMargin, first);
     // no margin at all (a learner without confidence bounds): words instead of an empty figure
     $("margin-note").textContent = nProgress && !nMargin ? "none: the learner's stopping rule gives no margin (yet)" : "";
     $("chart-margin").hidden = Boolean(nProgress && !nMargin);
+    if ($("margin-note").textContent) $("chart-margin").previousElementSibling.textContent = "";  // said already
   }
 
   function ranges(edges, digits) {
@@ -839,7 +857,7 @@
     const k = res.recommendation.length;
     setData(charts.allocation.src, {x: per.map((_, i) => i + 1), top: per.slice(),
       color: per.map((_, i) => (i < k ? "#2458d6" : "#98a2b3"))});
-    mark("chart-allocation", per.length);
+    mark("chart-allocation", per.length, undefined, per.some((v) => v > 0));  // one bar per item, maybe all 0
     // (e) participants
     const pa = act.participants || {n: 0, answers: {edges: [], counts: []}};
     const ph = pa.answers || {edges: [], counts: []};
