@@ -1,5 +1,6 @@
 """``purebandits simulate`` end to end through purebandits.cli.main."""
 
+import re
 import subprocess
 import sys
 
@@ -91,3 +92,73 @@ def test_output_into_a_closed_pipe_ends_quietly():
     proc.stderr.close()
     assert proc.wait(timeout=120) == 1
     assert "BrokenPipeError" not in err and "Traceback" not in err, err
+
+
+# ---------------------------------------------------------------- users' own data (issue #22)
+def _write(path, text: str, bom: bool = False):
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+    return path
+
+
+def test_a_caption_summary_file_by_path_is_read_by_header(tmp_path):
+    """Columns found by name in any order, extra columns ignored, a spreadsheet's byte-order mark skipped: the
+    bundled contest 559 rewritten that way is the same instance."""
+    from purebandits.instances import make_instance
+    from purebandits.instances.real import caption_contest
+
+    c = caption_contest("559")
+    rows = ["note,caption,unfunny,item_id,somewhat_funny,funny"]
+    for i, (text, (u, s, f)) in enumerate(zip(c.captions, c.votes, strict=True)):
+        quoted = '"' + text.replace('"', '""') + '"'
+        rows.append(f"x,{quoted},{u},id{i},{s},{f}")
+    path = _write(tmp_path / "mine.csv", "\n".join(rows) + "\n", bom=True)
+    inst = make_instance(f"caption:{path}")
+    bundled = make_instance("caption:559")
+    assert inst.n_arms == 138 and inst.name == f"caption:{path}"
+    np.testing.assert_allclose(inst.model.means, bundled.model.means)
+    # the service's summary.csv export (rank,item_id,funny,...) reads as well
+    export = ["rank,item_id,funny,somewhat_funny,unfunny,count,score,precision,contest,caption",
+              "1,a,5,3,2,10,2.3,0.2,contest 9,first", "2,b,1,1,8,10,1.3,0.1,contest 9,second"]
+    two = make_instance(f"caption:{_write(tmp_path / 'export.csv', chr(10).join(export))}")
+    np.testing.assert_allclose(two.model.means, [(5 + 1.5) / 10, (1 + 0.5) / 10])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("caption,funny,somewhat_funny\nx,1,2\n", "missing column(s) ['unfunny']"),
+    ("caption,funny,somewhat_funny,unfunny,count\nx,1,2,3,7\n", "count 7 != funny + somewhat_funny + unfunny = 6"),
+    ("caption,funny,somewhat_funny,unfunny\nx,1,two,3\n", "line 2: column 'somewhat_funny' must be an integer"),
+])
+def test_a_bad_caption_summary_says_file_and_line(tmp_path, text, message):
+    from purebandits.instances import make_instance
+
+    path = _write(tmp_path / "bad.csv", text)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_instance(f"caption:{path}")
+
+
+def test_a_csv_of_means_and_its_errors(tmp_path):
+    from purebandits.instances import make_instance
+
+    path = _write(tmp_path / "arms.csv", "id,Mean,comment\na,0.9,best\nb,0.5,\nc,0.4,x\n")
+    inst = make_instance(f"means:{path}")
+    np.testing.assert_array_equal(inst.model.means, [0.9, 0.5, 0.4])
+    assert make_instance(f"means:{path},k=2,model=gaussian").k == 2
+    for text, message in [("value\n0.1\n0.2\n", "no 'mean' column"),
+                          ("mean\n0.1\nabc\n", "line 3: mean must be a number"),
+                          ("mean\n0.1\n", "at least 2 arms"), ("mean\n1.5\n0.2\n", "model=gaussian takes any means")]:
+        bad = _write(tmp_path / "bad.csv", text)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            make_instance(f"means:{bad}")
+    assert make_instance(f"means:{_write(tmp_path / 'g.csv', 'mean' + chr(10) + '1.5' + chr(10) + '0.2')},"
+                         "model=gaussian").n_arms == 2
+
+
+def test_simulate_runs_on_a_file_by_path(tmp_path, capsys):
+    arms = _write(tmp_path / "arms.csv", "mean\n" + "\n".join(["0.9"] + ["0.3"] * 9) + "\n")
+    out = tmp_path / "r.csv"
+    assert main(["simulate", "--algorithm", "lucb1", "--param", "delta=0.1", "--instance", f"means:{arms}",
+                 "--reps", "4", "--seed", "1", "--jobs", "1", "--out", str(out), "--no-progress"]) == 0
+    df = pd.read_csv(out)
+    # the file's first row is the best arm: "correct" is exactly "recommended arm 0"
+    assert len(df) == 4 and df["stopped"].all()
+    assert (df["correct"].astype(bool) == (df["recommended"].astype(str) == "0")).all()

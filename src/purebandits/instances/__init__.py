@@ -10,6 +10,8 @@ parameter. Lists use ``/`` (``custom:means=0.9/0.5/0.5``). Examples::
     make_instance("alpha_exp:n=100,k=50")         # JLQ17 best-K alpha-exponential
     make_instance("nsar:setup=3,m=4")             # ST17 setup 3
     make_instance("caption:558")                  # bundled caption contest, categorical {0, .5, 1}
+    make_instance("caption:my/559_summary.csv")   # any caption-contest summary CSV, by path
+    make_instance("means:arms.csv,model=gaussian")  # the 'mean' column of a CSV
     make_instance("rte:k=10")                     # the 164 RTE workers, Bernoulli accuracies
 
 ``instance_names()`` lists the names with a one-line description each.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from purebandits.instances.rewards import Bernoulli, Categorical, Gaussian, RewardModel, RewardStream
@@ -52,12 +55,38 @@ __all__ = [
 
 
 def caption(contest: str = "558", k: int = 1) -> Instance:
-    """A bundled New Yorker caption contest ("512", "558", "559") as categorical arms on {0, 1/2, 1}."""
-    from purebandits.instances.real import caption_contest
+    """A caption contest as categorical arms on {0, 1/2, 1}, bootstrapped from each caption's votes: a bundled one
+    ("512", "558", "559") or a summary CSV by path (the public format, or any CSV with the columns ``funny``,
+    ``somewhat_funny``, ``unfunny`` and ``caption``, e.g. the service's ``summary.csv``; see
+    :func:`purebandits.instances.real.load_caption_summary`)."""
+    from purebandits.instances.real import CAPTION_CONTESTS, caption_contest, load_caption_summary
 
-    c = caption_contest(str(contest))
+    key = str(contest)
+    if key in CAPTION_CONTESTS:
+        c, what = caption_contest(key), f"caption contest {key}"
+    elif Path(key).is_file():
+        c, what = load_caption_summary(key), f"caption contest {key!r} (file)"
+    else:
+        raise ValueError(f"unknown caption contest {key!r}: neither bundled ({', '.join(sorted(CAPTION_CONTESTS))}) "
+                         "nor a summary CSV file that exists")
     name = f"caption:{contest}" + (f",k={k}" if k != 1 else "")
-    return Instance(name, c.model(), k, f"caption contest {contest} ({c.n_arms} captions), bootstrapped votes")
+    return Instance(name, c.model(), k, f"{what} ({c.n_arms} captions), bootstrapped votes")
+
+
+def means_file(path: str, k: int = 1, model: str = "bernoulli", variance: float = 0.25) -> Instance:
+    """Arms with the means in a CSV file's ``mean`` column (Bernoulli by default, or Gaussian with ``variance``;
+    see :func:`purebandits.instances.real.load_means`)."""
+    from purebandits.instances.real import load_means
+
+    try:
+        inst = custom(load_means(str(path)), k=k, model=model, variance=variance)
+    except ValueError as exc:
+        if "Bernoulli" in str(exc):
+            raise ValueError(f"{path}: {exc} (model=gaussian takes any means)") from None
+        raise
+    name = f"means:{path}" + "".join(f",{key}={v}" for key, v, d in (("k", k, 1), ("model", model, "bernoulli"),
+                                                                      ("variance", variance, 0.25)) if v != d)
+    return Instance(name, inst.model, inst.k, f"means from {path}")
 
 
 def rte(k: int = 1) -> Instance:
@@ -77,7 +106,9 @@ _FAMILIES: dict[str, tuple[Callable[..., Instance], str]] = {
     "two_point": (two_point, "Bernoulli 0.6 for the top K, 0.5 otherwise (ZCL14 instance 2)"),
     "nsar": (nsar_setup, "ST17 setups 1-6, K = 50 Bernoulli arms"),
     "custom": (custom, "user-given means, e.g. custom:means=0.9/0.5/0.4"),
-    "caption": (caption, "bundled caption contest 512, 558 or 559 (categorical {0, 1/2, 1})"),
+    "caption": (caption, "caption contest 512, 558, 559 or a summary CSV by path (categorical {0, 1/2, 1})"),
+    "means": (means_file, "the means in a CSV file's 'mean' column, e.g. means:arms.csv (Bernoulli, or "
+                          "model=gaussian)"),
     "rte": (rte, "164 RTE crowd workers, Bernoulli accuracies"),
 }
 _ALIASES = {"lil_exponential": "lil_exp", "alpha_exponential": "alpha_exp", "1-sparse": "one_sparse",
@@ -128,14 +159,15 @@ def make_instance(spec: str | Instance) -> Instance:
         key, eq, raw = item.partition("=")
         if not eq:
             key, raw = allowed[0], item
-            if name == "caption":
-                raw = item  # contest ids stay strings ("558")
+            if name in ("caption", "means"):
+                raw = item  # contest ids and paths stay strings ("558")
         key = key.strip()
         if key not in allowed:
             raise ValueError(f"unknown parameter {key!r} for instance {name}; allowed: {allowed}")
         if key in kwargs:
             raise ValueError(f"parameter {key!r} given twice in {spec!r}")
-        kwargs[key] = raw.strip() if (name == "caption" and key == "contest") else _value(raw.strip())
+        as_text = (name, key) in (("caption", "contest"), ("means", "path"))
+        kwargs[key] = raw.strip() if as_text else _value(raw.strip())
     try:
         return factory(**kwargs)
     except TypeError as exc:  # e.g. a list where a number is needed

@@ -22,6 +22,7 @@ __all__ = [
     "DataFormatError",
     "CaptionContest",
     "load_caption_summary",
+    "load_means",
     "caption_contest",
     "CAPTION_CONTESTS",
     "CrowdWorkers",
@@ -39,7 +40,9 @@ CAPTION_CONTESTS = {
 CAPTION_LABELS = ("unfunny", "somewhat_funny", "funny")
 CAPTION_REWARDS = (0.0, 0.5, 1.0)
 
-_SUMMARY_COLUMNS = ("rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest", "caption")
+#: the columns a caption-contest summary must have (found by header name, in any order; the public files also
+#: have rank, count, score, precision and contest, and any other column is ignored)
+_SUMMARY_COLUMNS = ("funny", "somewhat_funny", "unfunny", "caption")
 
 
 class DataFormatError(PureBanditsError, ValueError):
@@ -85,10 +88,13 @@ def _int_field(row: dict, name: str, path: str, line: int) -> int:
 
 
 def load_caption_summary(path: str | Path) -> CaptionContest:
-    """Read a caption-contest summary CSV (the public nextml format).
+    """Read a caption-contest summary CSV: the public nextml format, or any CSV with its columns.
 
-    Checks the header, integer non-negative vote counts, ``count == funny + somewhat_funny +
-    unfunny``, a positive count, and at least one caption.
+    Columns are found by header name, in any order; ``funny``, ``somewhat_funny``, ``unfunny`` and
+    ``caption`` are required, other columns are ignored (so the service's ``summary.csv`` export reads
+    too). Checks integer non-negative vote counts, ``count == funny + somewhat_funny + unfunny`` where
+    a ``count`` column is present, at least one vote per caption, and at least one caption. A UTF-8
+    byte-order mark (spreadsheet exports) is skipped; ``contest`` defaults to the file's name.
     """
     path = Path(path)
     name = str(path)
@@ -96,7 +102,7 @@ def load_caption_summary(path: str | Path) -> CaptionContest:
     votes: list[tuple[int, int, int]] = []
     contest = ""
     try:
-        fh = open(path, newline="", encoding="utf-8")
+        fh = open(path, newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise DataFormatError(f"{name}: cannot read: {exc.strerror}") from None
     with fh:
@@ -111,7 +117,7 @@ def load_caption_summary(path: str | Path) -> CaptionContest:
                 if None in row or any(v is None for v in row.values()):
                     raise DataFormatError(f"{name}, line {line}: wrong number of fields")
                 f, s, u = (_int_field(row, c, name, line) for c in ("funny", "somewhat_funny", "unfunny"))
-                count = _int_field(row, "count", name, line)
+                count = _int_field(row, "count", name, line) if "count" in header else f + s + u
                 if count != f + s + u:
                     raise DataFormatError(
                         f"{name}, line {line}: count {count} != funny + somewhat_funny + unfunny = {f + s + u}")
@@ -119,13 +125,14 @@ def load_caption_summary(path: str | Path) -> CaptionContest:
                     raise DataFormatError(f"{name}, line {line}: caption has no votes")
                 captions.append(row["caption"].strip())
                 votes.append((u, s, f))
-                contest = contest or row["contest"]
+                contest = contest or (row.get("contest") or "").strip()
         except csv.Error as exc:
             raise DataFormatError(f"{name}, line {reader.line_num}: {exc}") from None
         except UnicodeDecodeError as exc:
             raise DataFormatError(f"{name}: not UTF-8 text ({exc.reason})") from None
     if not captions:
         raise DataFormatError(f"{name}: no captions")
+    contest = contest or path.stem
     return CaptionContest(contest=contest, captions=captions, votes=np.array(votes, dtype=np.int64), source=name)
 
 
@@ -208,3 +215,41 @@ def derive_rte_workers(raw_tsv: str | Path) -> CrowdWorkers:
             a[1] += int(row["response"] == row["gold"])
     ids = sorted(agg)
     return CrowdWorkers(ids, np.array([agg[w][0] for w in ids]), np.array([agg[w][1] for w in ids]), name)
+
+
+def load_means(path: str | Path) -> np.ndarray:
+    """Arm means from a CSV with a header: the column ``mean`` (or ``means``; any case), other columns ignored.
+
+    Every value must be a finite number; at least two rows. Errors name the file and line.
+    """
+    path = Path(path)
+    name = str(path)
+    try:
+        fh = open(path, newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise DataFormatError(f"{name}: cannot read: {exc.strerror}") from None
+    out: list[float] = []
+    with fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        col = next((h for h in header if h is not None and h.strip().lower() in ("mean", "means")), None)
+        if col is None:
+            raise DataFormatError(f"{name}, line 1: no 'mean' column; header is {header}")
+        try:
+            for row in reader:
+                raw = row.get(col)
+                try:
+                    value = float(raw)  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    raise DataFormatError(
+                        f"{name}, line {reader.line_num}: mean must be a number, got {raw!r}") from None
+                if not np.isfinite(value):
+                    raise DataFormatError(f"{name}, line {reader.line_num}: mean must be finite, got {raw!r}")
+                out.append(value)
+        except csv.Error as exc:
+            raise DataFormatError(f"{name}, line {reader.line_num}: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise DataFormatError(f"{name}: not UTF-8 text ({exc.reason})") from None
+    if len(out) < 2:
+        raise DataFormatError(f"{name}: {len(out)} mean(s); at least 2 arms are needed")
+    return np.asarray(out, dtype=np.float64)
