@@ -75,3 +75,22 @@ def test_a_journalled_run_resumes_with_the_same_csv_and_says_so(tmp_path):
     assert "plus 108 repetitions resumed from the journal" in again  # 3 scenarios x 6 learners x 6 runs
     record = json.loads((tmp_path / "b" / "jmnb14_fig3.json").read_text())
     assert record["resumed_reps"] == 108 and record["resumed_seconds"] > 0
+
+
+def test_each_experiment_depends_only_on_shared_code():
+    """An experiment module (one with an EXPERIMENT) imports no other experiment module: what several share lives in
+    the experiments package's shared modules (base and one per paper: jmnb14, jlq17, st17, tnm17, zcl14)."""
+    import ast
+    import importlib
+
+    import purebandits.experiments as pkg
+    from purebandits.experiments.base import all_experiments
+
+    experiments = set(all_experiments())
+    for name in experiments:
+        mod = importlib.import_module(f"{pkg.__name__}.{name}")
+        tree = ast.parse(open(mod.__file__, encoding="utf-8").read())
+        froms = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+        imported = {n.module for n in froms} | {f"{n.module}.{a.name}" for n in froms for a in n.names}
+        siblings = {m for m in imported if m.startswith(f"{pkg.__name__}.") and m.rsplit(".", 1)[1] in experiments}
+        assert not siblings, f"{name} imports {sorted(siblings)}"

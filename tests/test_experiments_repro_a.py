@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from purebandits.cli import main
-from purebandits.experiments import caption_extra, jlq17_fig1, jmnb14_fig2
+from purebandits.experiments import caption_extra, jlq17, jlq17_fig1, jmnb14_fig2
 from purebandits.instances import caption
 
 
@@ -81,10 +81,10 @@ def test_fig2_criteria_follow_the_claims():
 
 
 def test_best_k_learners_use_the_papers_presets():
-    faithful = jlq17_fig1.learner_for("lil'RandLUCB", "faithful", 2)
-    assert faithful.get_params()["preset"] == "faithful" and faithful.k == 2 and faithful.delta == jlq17_fig1.NU
-    assert jlq17_fig1.learner_for("LUCB", "heuristic", 2) is None  # LUCB has one version only
-    assert jlq17_fig1.learner_for("lil'CLUCB", "heuristic", 5).k == 5
+    faithful = jlq17.learner_for("lil'RandLUCB", "faithful", 2)
+    assert faithful.get_params()["preset"] == "faithful" and faithful.k == 2 and faithful.delta == jlq17.NU
+    assert jlq17.learner_for("LUCB", "heuristic", 2) is None  # LUCB has one version only
+    assert jlq17.learner_for("lil'CLUCB", "heuristic", 5).k == 5
 
 
 REPRODUCTION = Path(__file__).resolve().parents[1] / "docs" / "reproduction"

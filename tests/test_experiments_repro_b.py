@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from purebandits.cli import main
-from purebandits.experiments.st17_fig2 import fixed_budget_runs
-from purebandits.experiments.tnm17_fig1 import ascending, samples_to_level
+from purebandits.experiments.st17 import fixed_budget_runs
+from purebandits.experiments.tnm17 import ascending, samples_to_level
 from purebandits.instances import caption, lil_exponential, nsar_setup
 from purebandits.registry import make_learner
 

@@ -10,6 +10,7 @@ PNG and a Markdown section for each.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import pkgutil
 from collections.abc import Callable
@@ -18,7 +19,9 @@ from typing import Any, Literal
 
 import pandas as pd
 
-__all__ = ["Experiment", "Verdict", "Context", "all_experiments", "get_experiment", "markdown_table"]
+from purebandits.metrics import sample_complexity_summary, wilson_interval
+
+__all__ = ["Experiment", "Verdict", "Context", "all_experiments", "get_experiment", "markdown_table", "summary_row"]
 
 SCALES = ("quick", "paper")
 
@@ -145,3 +148,15 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
     sep = "|" + "|".join("---" for _ in df.columns) + "|"
     rows = ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join([head, sep, *rows])
+
+
+def summary_row(res: Any, **keys: Any) -> dict[str, Any]:
+    """One raw-table row from a :class:`SimResult`: stopping times, capped runs, errors."""
+    s = sample_complexity_summary(res.pulls)
+    errors = int(res.reps - res.correct.sum())
+    lo, hi = wilson_interval(errors, res.reps)
+    return {**keys, "reps": res.reps, "pulls_mean": s["mean"], "pulls_sem": s["sem"], "pulls_q25": s["q25"],
+            "pulls_median": s["q50"], "pulls_q75": s["q75"], "capped": int((~res.stopped).sum()),
+            "errors": errors, "error_rate": errors / res.reps if res.reps else math.nan,
+            "errors_stopped": int((res.stopped & ~res.correct).sum()),
+            "error_ci_high": hi, "error_ci_low": lo}

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict
-from purebandits.experiments.jmnb14_fig2 import summary_row
+from purebandits.experiments.base import Context, Experiment, Verdict, summary_row
 from purebandits.instances import Categorical, Instance, caption
 from purebandits.metrics import wilson_interval
 from purebandits.registry import get_learner_class, make_learner

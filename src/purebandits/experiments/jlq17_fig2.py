@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from purebandits.experiments.base import Context, Experiment, Verdict
-from purebandits.experiments.jlq17_fig1 import BEST_K, fewest_rows, plot_grid, run_grid
+from purebandits.experiments.jlq17 import BEST_K, fewest_rows, plot_grid, run_grid
 from purebandits.instances import lil_exponential, one_sparse
 
 if TYPE_CHECKING:

@@ -14,59 +14,22 @@ algorithm, so the algorithms see the same reward streams (common random numbers)
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict
-from purebandits.instances import Instance, lil_exponential, one_sparse
-from purebandits.metrics import sample_complexity_summary, wilson_interval
+from purebandits.experiments.base import Context, Experiment, Verdict, summary_row
+from purebandits.experiments.jmnb14 import ALGORITHMS, NU, SCENARIOS, instance_for
 from purebandits.registry import make_learner
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-NU = 0.1
-
-#: label -> (registry name, parameters); all run with delta = nu (the learners split it with LS)
-ALGORITHMS: dict[str, tuple[str, dict[str, Any]]] = {
-    "Nonadaptive + LS": ("non_adaptive", {}),
-    "ExpGap + LS": ("exp_gap_elimination", {"ls": True}),
-    "Successive Elimination": ("successive_elimination", {}),
-    "lil'UCB + LS": ("lil_ucb", {"preset": "faithful", "ls": True}),
-    "lil'UCB Heuristic": ("lil_ucb", {"preset": "heuristic"}),
-    "UCB1 + LS": ("ucb1", {}),
-}
-
-#: scenario label -> instance factory of n
-SCENARIOS = {
-    "1-sparse": lambda n: one_sparse(n),
-    "alpha=0.3": lambda n: lil_exponential(n, 0.3),
-    "alpha=0.6": lambda n: lil_exponential(n, 0.6),
-}
-
 
 def config_seed(ctx: Context, scenario_index: int, n_index: int) -> int:
     """The documented seed of one (scenario, n) configuration (shared by the algorithms)."""
     return ctx.seed + 1000 * scenario_index + 10 * n_index
-
-
-def summary_row(res: Any, **keys: Any) -> dict[str, Any]:
-    """One raw-table row from a :class:`SimResult`: stopping times, capped runs, errors."""
-    s = sample_complexity_summary(res.pulls)
-    errors = int(res.reps - res.correct.sum())
-    lo, hi = wilson_interval(errors, res.reps)
-    return {**keys, "reps": res.reps, "pulls_mean": s["mean"], "pulls_sem": s["sem"], "pulls_q25": s["q25"],
-            "pulls_median": s["q50"], "pulls_q75": s["q75"], "capped": int((~res.stopped).sum()),
-            "errors": errors, "error_rate": errors / res.reps if res.reps else math.nan,
-            "errors_stopped": int((res.stopped & ~res.correct).sum()),
-            "error_ci_high": hi, "error_ci_low": lo}
-
-
-def instance_for(scenario: str, n: int) -> Instance:
-    """The Gaussian instance of ``scenario`` (1-sparse, alpha = 0.3 or 0.6) with ``n`` arms."""
-    return SCENARIOS[scenario](n)
 
 
 def compute(ctx: Context, settings: dict) -> pd.DataFrame:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from purebandits.experiments.base import Context, Experiment, Verdict
-from purebandits.experiments.jmnb14_fig2 import ALGORITHMS, NU, SCENARIOS, instance_for
+from purebandits.experiments.jmnb14 import ALGORITHMS, NU, SCENARIOS, instance_for
 from purebandits.metrics import wilson_interval
 from purebandits.registry import make_learner
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from purebandits.experiments.base import Context, Experiment, Verdict
-from purebandits.experiments.st17_fig2 import algorithm_specs, run_config
+from purebandits.experiments.st17 import algorithm_specs, run_config
 from purebandits.instances import caption, hardness
 
 if TYPE_CHECKING:

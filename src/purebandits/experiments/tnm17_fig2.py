@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from purebandits.experiments.base import Context, Experiment, Verdict
-from purebandits.experiments.tnm17_fig1 import ascending, curve_rows, log_grid, plot_curves, samples_to_level
+from purebandits.experiments.tnm17 import ascending, curve_rows, log_grid, plot_curves, samples_to_level
 from purebandits.instances import Categorical, Instance, caption
 from purebandits.registry import make_learner
 

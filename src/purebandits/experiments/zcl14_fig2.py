@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from purebandits.experiments.base import Context, Experiment, Verdict
-from purebandits.experiments.zcl14_fig1 import ALGORITHMS, plot_regret_panels, regret_grid
+from purebandits.experiments.zcl14 import ALGORITHMS, plot_regret_panels, regret_grid
 from purebandits.instances import rte
 from purebandits.metrics import sample_count_distribution
 

@@ -1,0 +1,95 @@
+"""What the experiments of Shahrampour and Tarokh (2017) share: the fixed-budget learners and their runs."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from purebandits.experiments.base import Context
+from purebandits.instances import Instance
+from purebandits.metrics import misidentified, wilson_interval
+from purebandits.registry import all_learners, make_learner
+from purebandits.simulate import rep_seeds
+
+P_VALUES = (0.7, 0.85, 1.1, 1.2, 1.3)
+
+
+AT_LUCB_PARAMS = {"delta1": 0.5, "alpha": 0.99, "epsilon": 0.0}
+
+
+# --------------------------------------------------------------------------- shared helpers
+def fixed_budget_runs(learner: Any, instance: Instance, reps: int, seed: int) -> dict[str, np.ndarray]:
+    """``reps`` runs of a round-based fixed-budget learner on its exact-sums path.
+
+    Repetition r starts ``learner.clone()`` with the learner seed of ``rep_seeds(seed, r)`` and
+    draws the per-round sums from a Generator on its stream seed, so the result depends only on
+    (learner, instance, seed, r). Returns ``recommended`` (reps, k), ``counts`` (reps, n) and
+    ``pulls`` (reps,).
+    """
+    n = instance.n_arms
+    probe = learner.clone().start(n, seed=0)
+    k = probe.k_
+    rec = np.full((reps, k), -1, dtype=np.int64)
+    counts = np.zeros((reps, n), dtype=np.int64)
+    pulls = np.zeros(reps, dtype=np.int64)
+    for r in range(reps):
+        s_learner, s_stream = rep_seeds(seed, r)
+        lr = learner.clone().start(n, seed=s_learner)
+        lr.run_compiled_sums(instance.model, np.random.default_rng(s_stream))
+        out = lr.recommend()[:k]
+        rec[r, : len(out)] = out
+        counts[r] = lr.counts_
+        pulls[r] = lr.t_
+    return {"recommended": rec, "counts": counts, "pulls": pulls}
+
+
+def have_learner(name: str) -> bool:
+    """Is ``name`` registered (AT-LUCB may land on main after this module)?"""
+    return name in all_learners()
+
+
+def error_row(wrong: np.ndarray) -> dict[str, float]:
+    """Misidentification estimate, count and 95% Wilson interval of a boolean per-run array."""
+    x, n = int(np.sum(wrong)), int(np.size(wrong))
+    lo, hi = wilson_interval(x, n)
+    return {"errors": x, "runs": n, "p_err": x / n if n else math.nan, "ci_low": lo, "ci_high": hi}
+
+
+def algorithm_specs(include_uni: bool = True, ps: tuple[float, ...] = P_VALUES) -> list[tuple[str, str, dict]]:
+    """(label, registry name, parameters) in the paper's bar order."""
+    specs = [(f"NSAR p={p}", "nsar", {"p": p}) for p in ps]
+    specs.append(("SAR", "sar", {}))
+    specs.append(("AT-LUCB", "at_lucb", dict(AT_LUCB_PARAMS)))
+    if include_uni:
+        specs.append(("UNI", "uniform_allocation", {}))
+    return specs
+
+
+def run_config(ctx: Context, instance: Instance, m: int, budget: int, reps: int, seed: int,
+               specs: list[tuple[str, str, dict]], at_lucb_pulls: int | None = None) -> list[dict]:
+    """Misidentification of every algorithm in ``specs`` at one budget (one row each).
+
+    ``at_lucb_pulls`` bounds AT-LUCB's total pulls per configuration: it runs
+    ``min(reps, max(40, at_lucb_pulls // budget))`` times (its per-pull run is the dominant cost).
+    """
+    rows = []
+    for j, (label, name, params) in enumerate(specs):
+        s = seed + 1000 * j
+        row: dict[str, Any] = {"algorithm": label, "budget": budget, "seed": s}
+        if name == "at_lucb":
+            if not have_learner(name):
+                rows.append({**row, "errors": -1, "runs": 0, "p_err": math.nan, "ci_low": math.nan,
+                             "ci_high": math.nan, "note": "at_lucb not registered"})
+                continue
+            at_reps = reps if at_lucb_pulls is None else min(reps, max(40, at_lucb_pulls // budget))
+            res = ctx.simulate(make_learner(name, k=m, **params), instance, at_reps, seed=s, max_pulls=budget)
+            wrong = ~res.correct
+            note = f"capped at T: {int((~res.stopped).sum())}/{at_reps}"
+        else:
+            out = fixed_budget_runs(make_learner(name, k=m, budget=budget, **params), instance, reps, s)
+            wrong = misidentified(out["recommended"], instance.means)
+            note = "exact sums"
+        rows.append({**row, **error_row(wrong), "note": note})
+    return rows
