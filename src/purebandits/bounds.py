@@ -796,7 +796,7 @@ def glr_statistic(sums: ArrayLike, counts: ArrayLike, gaussian: bool = False, si
 def glr_threshold_s(t: float, n: float, delta: float, theory: bool) -> float:
     """Scalar GLR threshold (see :func:`glr_threshold`)."""
     if theory:
-        return math.log(2.0 * t * (n - 1.0) / delta)
+        return math.log(2.0 * max(t, 1.0) * (n - 1.0) / delta)
     return math.log((math.log(max(t, 1.0)) + 1.0) / delta)
 
 
@@ -805,10 +805,12 @@ def glr_threshold(t: ArrayLike, n: int, delta: float, threshold: str = "practica
 
     ``"practical"``: ``log((log t + 1)/delta)`` (GK16's experiments, ``mainBAI.jl``);
     ``"theory"``: ``log(2 t (n-1)/delta)`` (GK16 Prop. 12 for Bernoulli arms).
+    Both take ``t`` at least 1: before the first answer, ``log 0 = -inf`` would let ``Z = 0`` stop a learner
+    with no data (a query cancelled before any answer); from the first answer on nothing changes.
     """
     if threshold not in ("practical", "theory"):
         raise ValueError(f"threshold must be 'practical' or 'theory', got {threshold!r}")
     t = np.asarray(t, dtype=float)
     if threshold == "theory":
-        return np.log(2.0 * t * (n - 1) / delta)
+        return np.log(2.0 * np.maximum(t, 1.0) * (n - 1) / delta)
     return np.log((np.log(np.maximum(t, 1.0)) + 1.0) / delta)

@@ -147,8 +147,6 @@ class TopTwo(Learner):
                                                           self._theory))
 
     def _check_stop(self) -> None:
-        if self.t_ == 0:  # no answer yet (a cancel before the first one): beta(0) = log 0 = -inf would fire
-            return
         best, z, thr = self._glr()
         if z > thr:
             self._finish([best])
