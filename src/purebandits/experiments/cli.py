@@ -41,24 +41,17 @@ def run(args: argparse.Namespace) -> int:
     from purebandits.experiments.runner import collect_outputs, rejudge_experiment, run_experiment, write_report
 
     exps = all_experiments()
-    if args.report:
+    if args.report or args.rejudge:
         try:
-            found, ctx = collect_outputs(args.out)
-        except ValueError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        print(f"report: {write_report(found, args.out, ctx)} ({len(found)} experiment(s))")
-        return 0
-    if args.rejudge:
-        try:
-            chosen = list(exps.values()) if args.all else [get_experiment(n) for n in args.names]
-            if not chosen:
-                raise ValueError("give the experiment names to judge again, or --all")
-            for exp in chosen:
-                if args.all and not (Path(args.out) / f"{exp.name}.json").exists():
-                    continue
-                o = rejudge_experiment(exp, args.out)
-                print(f"{exp.name}: {o.verdict.status} -> {o.markdown}")
+            if args.rejudge:
+                chosen = list(exps.values()) if args.all else [get_experiment(n) for n in args.names]
+                if not chosen:
+                    raise ValueError("give the experiment names to judge again, or --all")
+                for exp in chosen:
+                    if args.all and not (Path(args.out) / f"{exp.name}.json").exists():
+                        continue
+                    o = rejudge_experiment(exp, args.out)
+                    print(f"{exp.name}: {o.verdict.status} -> {o.markdown}")
             found, ctx = collect_outputs(args.out)
         except ValueError as exc:
             print(exc, file=sys.stderr)

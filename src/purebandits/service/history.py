@@ -54,7 +54,8 @@ def history_point(learner: Learner, params: dict[str, Any], k: int) -> dict[str,
 
 
 def write_point(conn: Connection, eid: int, idx: int, point: dict[str, Any], now: int) -> None:
-    """Store one point (a point already stored at that answer count is kept: a replay writes nothing)."""
+    """Store one point, unless one is stored at that answer count already (a learner that stops on a cancel,
+    without a new answer, may have had its point written at that count by the answer before)."""
     exists = conn.execute(sa.select(history.c.n_answers).where(
         history.c.experiment_id == eid, history.c.learner == idx, history.c.n_answers == point["n_answers"])).first()
     if exists is None:
