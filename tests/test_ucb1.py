@@ -36,7 +36,7 @@ def test_unpulled_arms_first_then_virtual_pulls_spread():
 def test_stops_exactly_when_ls_fires():
     learner = UCB1(delta=0.1).start(4, seed=0)
     stream = Bernoulli([0.8, 0.3, 0.3, 0.3]).stream(1)
-    d_ls = ls_delta(0.1, LS_EPSILON)
+    d_ls = ls_delta(0.05, LS_EPSILON)  # LS gets nu/2 (JMNB14 Sec. 5)
     while not learner.done:
         before = lil_stopping_arm(learner.sums_, learner.counts_.astype(float), d_ls, LS_EPSILON, 0.5)
         assert before == -1

@@ -519,13 +519,28 @@ class LilCLUCB(_CPELearner):
     decision : dict or None, default=None
         Decision class spec (module docstring); None is ``{"class": "top_k"}``.
     preset : {"heuristic", "faithful"}, default="heuristic"
-        ``"faithful"``: eps = 0.01 and ``delta' = (nu N^eps / c_eps)^(1/(1+eps))`` so that the
-        Thm 4.1 error bound ``c_eps delta'^(1+eps)/N^eps`` equals nu. ``"heuristic"``
-        (JLQ17 Sec. 5): eps = 0, ``delta' = nu``.
+        ``"faithful"``: eps = 0.01 and ``delta' = (nu N^eps / (2 c_eps))^(1/(1+eps))`` so that
+        the Thm 4.1 error bound with both tails counted, ``2 c_eps delta'^(1+eps)/N^eps``,
+        equals nu (the paper's bound omits the 2; Notes). ``"heuristic"`` (JLQ17 Sec. 5):
+        eps = 0, ``delta' = nu``.
     epsilon : float or None
         Override the preset's eps.
     sigma : float, default=0.5
         Sub-Gaussian scale (1/2 for [0, 1] rewards or N(mu, 1/4)).
+
+    Notes
+    -----
+    Deviation from JLQ17 (faithful preset only). Lemma D.1 states that
+    ``|mu_i - mu_hat_{i,T_i(t)}| < U(T_i(t), delta/N)`` for every arm and t with probability
+    ``>= 1 - c_eps delta^(1+eps)/N^eps = 1 - N c_eps (delta/N)^(1+eps)``: a union over the N
+    arms of Lemma 2.1, which bounds **one** tail by ``c_eps w^(1+eps)``. The event is
+    two-sided, so the union over both tails of every arm is
+    ``2 N c_eps (delta/N)^(1+eps) = 2 c_eps delta^(1+eps)/N^eps``, and the paper's faithful
+    choice (bound = nu) only guarantees 2 nu. We solve ``2 c_eps delta'^(1+eps)/N^eps = nu``
+    instead; the paper's literal constant is not offered as an option (it is
+    ``preset="heuristic", epsilon=0.01, delta=(nu N^eps/c_eps)^(1/(1+eps))`` if ever needed).
+    (The wrong-answer event alone needs one tail per arm: OPT arms' lower and the others'
+    upper tails; the other tails serve the sample bound, CLUCB Lemma 10.)
 
     References
     ----------
@@ -535,7 +550,8 @@ class LilCLUCB(_CPELearner):
     """
 
     name = "lil_clucb"
-    paper = "Jiang, Li, Qiao 2017 (lil'CLUCB, App. C Alg. 2; generalised, App. E Alg. 3)"
+    paper = ("Jiang, Li, Qiao 2017 (lil'CLUCB, App. C Alg. 2; generalised, App. E Alg. 3; faithful delta' from "
+             "2 c_eps delta'^(1+eps)/N^eps = nu, both tails)")
     invalid_params = [("preset", "fast"), ("decision", {"class": "tree"}), ("decision", {"class": "matching",
                                                                                           "shape": [2, 2]})]
 
@@ -560,7 +576,8 @@ class LilCLUCB(_CPELearner):
             eps = 0.01 if self.epsilon is None else float(self.epsilon)
             if eps <= 0:
                 raise ValueError("epsilon must be > 0 with preset='faithful' (c_eps is infinite at 0)")
-            d = (nu * n**eps / c_epsilon(eps)) ** (1.0 / (1.0 + eps))
+            # both tails of every arm: 2 c_eps d^(1+eps) / N^eps = nu (JLQ17 Lemma D.1 corrected; Notes)
+            d = (nu * n**eps / (2.0 * c_epsilon(eps))) ** (1.0 / (1.0 + eps))
         else:
             eps = 0.0 if self.epsilon is None else float(self.epsilon)
             d = nu

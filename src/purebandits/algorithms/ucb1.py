@@ -65,13 +65,18 @@ class UCB1(Learner):
     """UCB1 (Auer, Cesa-Bianchi, Fischer 2002) as a best-arm learner, stopped by LS.
 
     Pull ``argmax_i mu_hat_i + sqrt(2 s^2 log(t)/T_i)`` (s = ``index_sigma``), t the pulls so far
-    (ALGORITHMS.md 2.5); stop with the LIL stopping rule LS (JMNB14 Sec. 5) and output its arm.
+    (ALGORITHMS.md 2.5); stop with the LIL stopping rule LS (JMNB14 Sec. 5) at confidence
+    nu/2 and output its arm.
 
     Parameters
     ----------
     delta : float, default=0.1
-        Error probability, all of it given to LS: UCB1 is only a sampling rule and has no
-        failure event of its own, so LS alone decides correctness (as for non-adaptive + LS).
+        Target error probability nu; LS runs at nu/2. JMNB14 Sec. 5 sets up every "+ LS"
+        comparison the same way: "To implement the strategy for any fixed confidence
+        algorithm, simply run the algorithm with nu/2 in place of nu and assign the other
+        nu/2 confidence to the LIL stopping criterion." UCB1 has no confidence parameter, so
+        its half goes unused and the guarantee is conservative (error <= nu/2), but the
+        stopping rule is the paper's: ``d_LS = ls_delta(nu/2)`` (ALGORITHMS.md 0.2, 2.5).
     index_sigma : float, default=1.0
         Scale s of the index. ALGORITHMS.md 2.5 leaves open whether JMNB14 scaled the index by
         sigma^2 = 1/4 (their rewards are N(mu, 1/4)). We keep the classical index
@@ -101,7 +106,7 @@ class UCB1(Learner):
     name = "ucb1"
     kind = "fixed_confidence"
     tags = {"top_k": False}
-    paper = "Auer, Cesa-Bianchi, Fischer 2002 (UCB1) + LS of Jamieson et al. COLT 2014 Sec. 5"
+    paper = "Auer, Cesa-Bianchi, Fischer 2002 (UCB1) + LS of Jamieson et al. COLT 2014 Sec. 5 (LS at delta/2)"
     invalid_params = [("sigma", 0.0), ("index_sigma", -1.0)]
 
     def __init__(self, delta: float = 0.1, *, index_sigma: float = 1.0, sigma: float = 0.5) -> None:
@@ -115,7 +120,8 @@ class UCB1(Learner):
         check_param("sigma", self.sigma, low=0.0, low_open=True)
 
     def _resolve(self) -> None:
-        self._d_ls = ls_delta(float(self.delta), LS_EPSILON)
+        # JMNB14 Sec. 5: LS gets the "other nu/2" (the sampling rule gets nu/2, unused by UCB1)
+        self._d_ls = ls_delta(float(self.delta) / 2, LS_EPSILON)
 
     def _ask_one(self) -> int:
         t = float(self.t_ + int(self.pending_.sum()))
@@ -128,7 +134,7 @@ class UCB1(Learner):
 
     def _stopping_progress(self) -> StoppingProgress:
         """LS (JMNB14 Sec. 5): other arms whose upper bound is at or below the leader's lower bound."""
-        return ls_progress(self.sums_, self.counts_, self._d_ls, float(self.sigma), float(self.delta))
+        return ls_progress(self.sums_, self.counts_, self._d_ls, float(self.sigma), float(self.delta) / 2)
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         if self.done_:

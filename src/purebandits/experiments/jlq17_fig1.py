@@ -112,8 +112,10 @@ EXPERIMENT = Experiment(
     plot=plot,
     assess=assess,
     notes=("The paper states neither its N grid nor its repetitions: we use N in {10, 30, 100, 300, 1000} and 20 "
-           "runs per point. Faithful: eps = 0.01 and delta = nu/c_eps for lil'LUCB, LUCB++, lil'RandLUCB (eps "
-           "assumed, ALGORITHMS.md 7), delta = (nu N^eps/c_eps)^(1/(1+eps)) for lil'CLUCB (Thm 4.1); heuristic: "
+           "runs per point. Faithful: eps = 0.01 and delta = nu/c_eps for lil'LUCB and LUCB++, nu/(2 c_eps) for "
+           "lil'RandLUCB (eps assumed, ALGORITHMS.md 7), delta solving 2 c_eps delta^(1+eps)/N^eps = nu for "
+           "lil'CLUCB (Thm 4.1); the factor 2 counts both tails of every arm, which JLQ17's App. B and Lemma D.1 "
+           "count once (docs/algorithms.md, 'Error budgets'); heuristic: "
            "eps = 0, delta = nu. LUCB is KTAS12's LUCB1 (k1 = 5/4, sigma = 1/2 radius) in one version. "
            "Criteria are judged at N >= 100 ('especially on instances with many arms'); 'similar' = ratio in "
            "[0.8, 1.25]."),
