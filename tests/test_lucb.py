@@ -223,7 +223,7 @@ def test_intervals_match_public_bounds(cls):
         exp_lo, exp_hi = m - r, m + r
     else:
         w = np.where(top, 0.05 / (n - k), 0.05 / k)
-        pairs = [B.lil_kl_bounds(m[i], u[i], w[i], 8, "simplified") for i in range(n)]
+        pairs = [B.lil_kl_bounds(m[i], u[i], w[i], 8, cls().form) for i in range(n)]
         exp_lo, exp_hi = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
     np.testing.assert_allclose(lo, exp_lo, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(hi, exp_hi, rtol=1e-9, atol=1e-12)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from purebandits.instances import Instance, custom
+from purebandits.instances import Instance, custom, lil_exponential
 from purebandits.metrics import wilson_interval
 
 if TYPE_CHECKING:
@@ -20,17 +20,28 @@ LEVEL = 0.9  # "found": P(best arm in the top 5) reaches this level
 TOP_M = 5
 
 
+def select(instance: Instance, arms: np.ndarray, name: str) -> Instance:
+    """The instance restricted to ``arms``, in that order (categorical caption arms stay categorical, the rest
+    become Bernoulli with the same means)."""
+    arms = np.asarray(arms)
+    model = instance.model
+    if hasattr(model, "probabilities"):  # categorical (graded caption contests)
+        from purebandits.instances import Categorical
+
+        return Instance(name, Categorical(model.probabilities[arms], model.values), instance.k, instance.description)
+    inst = custom(instance.means[arms], k=instance.k, model="bernoulli")
+    return Instance(name, inst.model, instance.k, instance.description)
+
+
 def ascending(instance: Instance, name: str | None = None) -> Instance:
     """The same arms listed by increasing true mean (ties in ranks then count against the best arm)."""
     order = np.argsort(instance.means, kind="stable")
-    model = instance.model
-    if hasattr(model, "probabilities"):  # categorical (caption contests)
-        from purebandits.instances import Categorical
+    return select(instance, order, name or f"{instance.name} (ascending)")
 
-        new = Categorical(model.probabilities[order], model.values)
-        return Instance(name or f"{instance.name} (ascending)", new, instance.k, instance.description)
-    inst = custom(instance.means[order], k=instance.k, model="bernoulli")
-    return Instance(name or f"{instance.name} (ascending)", inst.model, instance.k, instance.description)
+
+def alpha_profile(n: int, alpha: float) -> Instance:
+    """TNM17 Fig. 1's Bernoulli arms ``mu_i = 1 - ((i-1)/n)^alpha`` (``lil_exponential``), listed ascending."""
+    return ascending(lil_exponential(n, alpha, model="bernoulli"))
 
 
 def log_grid(start: int, stop: int, points: int) -> list[int]:

@@ -5,7 +5,18 @@ the lil-KLUCB sampling rule (TNM17 Sec. 2) with the bounds [KL], [SG1] and [SG2]
 with ``bound = "kl" / "sg1" / "sg2"``), N = 8, delta = 0.01, 250 repetitions. Curve: the empirical
 probability that the best arm is among the 5 empirically best arms (``ckpt_best_rank < 5``)
 versus the total number of samples; also the stopping time and the share of samples spent on
-arms below the median mean (``below_median_share``, at the end of each run).
+arms below the median mean, read two ways: when the best arm is found (``below_median_share_found``,
+the share after ``found_at`` = the samples at which P(best in top 5) reaches 0.9, or at the stop if
+earlier) and at the end of each run (``below_median_share``, until the stop or the cap).
+
+Which reading the paper means. TNM17 Sec. 5: "the KL-based method requires significantly fewer
+samples (about 20 % for alpha = 1 and 30 % for alpha = 1/2) to find the best arm. Furthermore, the
+arms with means below the median are sampled about 15 and 25 % of the time respectively". The
+share is stated of the same runs, right after "to find the best arm", and Fig. 1 plots only the
+anytime curve P(best in top 5) vs samples (no stopping time is shown or mentioned), so we judge
+the share when the best arm is found; the share at the stop is reported beside it. The "found"
+share comes from re-running the same repetitions (same seed, so the same reward streams and
+trajectories) capped at ``found_at``: the simulator does not record pull counts per checkpoint.
 
 Ties. With mu_1 = 1 the best arm's empirical mean is exactly 1 forever, and near-1 arms often
 show 1 too. The simulator breaks ties in the rank by the lower index, so with the best arm first
@@ -26,13 +37,12 @@ import pandas as pd
 from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.tnm17 import (
     TOP_M,
-    ascending,
+    alpha_profile,
     curve_rows,
     log_grid,
     plot_curves,
     samples_to_level,
 )
-from purebandits.instances import lil_exponential
 from purebandits.metrics import below_median_share
 from purebandits.registry import make_learner
 
@@ -42,31 +52,38 @@ if TYPE_CHECKING:
 BOUNDS = ("kl", "sg1", "sg2")
 
 
-def summary_row(res: Any, means: np.ndarray, base: dict[str, Any]) -> dict[str, Any]:
-    """Stopping time, capped runs, below-median share and the samples to reach LEVEL."""
+def summary_row(res: Any, found: Any, means: np.ndarray, base: dict[str, Any]) -> dict[str, Any]:
+    """Stopping time, capped runs, the samples to reach LEVEL and the below-median share at the stop (``res``) and
+    when the best arm is found (``found``: the same runs capped there, or None if LEVEL was never reached)."""
     cur = (res.ckpt_best_rank < TOP_M).mean(axis=0)
     share = below_median_share(res.counts, means)
+    share_found = float(below_median_share(found.counts, means).mean()) if found is not None else math.nan
     return {**base, "kind": "summary", "runs": res.reps, "stop_mean": float(res.pulls.mean()),
             "stop_median": float(np.median(res.pulls)), "capped": int((~res.stopped).sum()),
             "errors": int((res.stopped & ~res.correct).sum()), "below_median_share": float(share.mean()),
+            "below_median_share_found": share_found, "found_at": found.max_pulls if found is not None else math.nan,
             "samples_to_90": samples_to_level(res.checkpoints, cur), "max_pulls": int(res.max_pulls)}
 
 
 def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     """lil-KLUCB (N = 8) with the [KL], [SG1] and [SG2] bounds on the ascending Bernoulli alpha profiles: curve rows
-    at log-spaced checkpoints and one summary row per (alpha, bound) (seeds ``ctx.seed + 1000 i + j``)."""
+    at log-spaced checkpoints and one summary row per (alpha, bound) (seeds ``ctx.seed + 1000 i + j``; the
+    "found" share re-runs the same seed capped at the samples to P >= 0.9)."""
     rows: list[dict[str, Any]] = []
     ckpts = log_grid(settings["n"], settings["max_pulls"], settings["points"])
     for i, alpha in enumerate(settings["alphas"]):
-        inst = ascending(lil_exponential(settings["n"], alpha, model="bernoulli"))
+        inst = alpha_profile(settings["n"], alpha)
         for j, bound in enumerate(BOUNDS):
             seed = ctx.seed + 1000 * i + j
             learner = make_learner("lil_kl_ucb", delta=settings["delta"], bound=bound, N=8)
             res = ctx.simulate(learner, inst, settings["reps"], seed=seed, checkpoints=ckpts,
                                max_pulls=settings["max_pulls"])
+            t90 = samples_to_level(res.checkpoints, (res.ckpt_best_rank < TOP_M).mean(axis=0))
+            found = None if math.isnan(t90) else ctx.simulate(learner, inst, settings["reps"], seed=seed,
+                                                              max_pulls=math.ceil(t90))
             base = {"alpha": alpha, "n": settings["n"], "algorithm": bound.upper(), "seed": seed}
             rows += curve_rows(res, base)
-            rows.append(summary_row(res, inst.means, base))
+            rows.append(summary_row(res, found, inst.means, base))
     return pd.DataFrame(rows)
 
 
@@ -82,8 +99,13 @@ TOL = 0.10  # "about": +- 10 percentage points
 
 def assess(df: pd.DataFrame) -> Verdict:
     """Per alpha: KL beats the best SG bound in samples to P >= 0.9 and in mean stopping time; the KL/SG ratio
-    matches the paper's "about 20 % / 30 %" (+-10 points, either reading); KL's below-median share is 15 % / 25 %
-    (+-5 points)."""
+    matches the paper's "about 20 % / 30 %" (+-10 points, either reading); KL's below-median share when the best
+    arm is found is 15 % / 25 % (+-5 points).
+
+    The share is judged when the best arm is found, not at the stop: TNM17 Sec. 5 states it right after "requires
+    significantly fewer samples ... to find the best arm. Furthermore, the arms with means below the median are
+    sampled about 15 and 25 % of the time respectively", of the runs Fig. 1 shows, whose only measure is P(best in
+    top 5) vs samples. The share at the stop is reported in its own column."""
     s = df[df["kind"] == "summary"].set_index(["alpha", "algorithm"])
     rows = []
     status_parts = []
@@ -99,7 +121,7 @@ def assess(df: pd.DataFrame) -> Verdict:
         ratios = [r90] + ([] if sg_capped else [rstop])
         fewer = any(abs(r - (1 - frac)) <= TOL for r in ratios)
         as_many = any(abs(r - frac) <= TOL for r in ratios)
-        share_ok = abs(kl["below_median_share"] - share) <= 0.05
+        share_ok = abs(kl["below_median_share_found"] - share) <= 0.05
         kl_better = (r90 < 1 or math.isnan(r90)) and rstop < 1
         status_parts.append((kl_better, fewer or as_many, share_ok))
         rows.append({"alpha": alpha, "KL samples to P>=0.9": round(kl["samples_to_90"]),
@@ -111,7 +133,9 @@ def assess(df: pd.DataFrame) -> Verdict:
                      "paper 'about x %'": f"{frac:.0%}",
                      "reading 'x % fewer' (ratio 1-x)": "yes" if fewer else "no",
                      "reading 'x % as many' (ratio x)": "yes" if as_many else "no",
-                     "KL below-median share": round(kl["below_median_share"], 3), "paper share": share})
+                     "KL below-median share (best found, judged)": round(kl["below_median_share_found"], 3),
+                     "KL below-median share (at stop)": round(kl["below_median_share"], 3), "paper share": share,
+                     "share matches (+-5 points)": "yes" if share_ok else "no"})
     table = pd.DataFrame(rows)
     all_better = all(p[0] for p in status_parts)
     numbers = sum(p[1] for p in status_parts) + sum(p[2] for p in status_parts)
@@ -119,11 +143,12 @@ def assess(df: pd.DataFrame) -> Verdict:
               "partly" if all_better or numbers else "does not hold")
     summary = "; ".join(
         f"alpha = {r['alpha']}: KL/best-SG sample ratio {r['ratio KL/SG (P>=0.9)']} to reach P(best in top 5) >= 0.9 "
-        f"and {r['ratio KL/SG (stop)']} in stopping time; KL's below-median share {r['KL below-median share']:.1%} "
-        f"(paper {r['paper share']:.0%})" for r in rows)
+        f"and {r['ratio KL/SG (stop)']} in stopping time; KL's below-median share "
+        f"{r['KL below-median share (best found, judged)']:.1%} when the best arm is found "
+        f"({r['KL below-median share (at stop)']:.1%} at the stop; paper {r['paper share']:.0%})" for r in rows)
     summary += (f". KL needs fewer samples in every panel: {'yes' if all_better else 'no'}; the paper's percentages "
-                f"are matched (+-{TOL:.0%}) under either reading, and the shares (+-5 points), in {numbers} of "
-                f"{2 * len(status_parts)} checks.")
+                f"are matched (+-{TOL:.0%}) under either reading, and the shares when the best arm is found "
+                f"(+-5 points), in {numbers} of {2 * len(status_parts)} checks.")
     return Verdict(status, summary, table)
 
 
@@ -143,12 +168,17 @@ EXPERIMENT = Experiment(
     plot=plot,
     assess=assess,
     notes=("Arms are listed by increasing mean so that ties count against the best arm (see the module docstring; "
-           "with the best arm first every curve is 1 from the start because mu_1 = 1). [KL] is L'/U' with "
-           "c(8) = 1.551 (ALGORITHMS.md 9.2, our derivation of the unstated constant); [SG1]/[SG2] as in 9.3. "
+           "with the best arm first every curve is 1 from the start because mu_1 = 1). [KL] is TNM17 eqs. (2)-(3) "
+           "(lil_kl_ucb's default form='exact', chosen by the tnm17_bounds experiment; the paper does not say "
+           "whether its figures used them or L'/U'); [SG1]/[SG2] as in ALGORITHMS.md 9.3. "
            "Runs stop by the lil-KLUCB rule or at max_pulls (paper scale 10^6; capped runs are counted, and a "
            "stopping-time ratio with capped SG runs is an upper bound). 'Samples to find the best arm' is "
            "measured two ways: the samples at which P(best in top 5) first reaches 0.9 (log-interpolated between "
-           "checkpoints) and the mean stopping time. The below-median share is over each run's pulls until it "
-           "stopped (or hit the cap). 'About' is read as +-10 percentage points for the sample ratios and +-5 "
-           "for the shares."),
+           "checkpoints) and the mean stopping time. The below-median share is read when the best arm is found "
+           "(the pulls up to the samples at which P(best in top 5) reaches 0.9, from the same runs re-run capped "
+           "there) and judged there, because the paper states it of finding the best arm: 'the KL-based method "
+           "requires significantly fewer samples ... to find the best arm. Furthermore, the arms with means below "
+           "the median are sampled about 15 and 25 % of the time respectively' (Sec. 5; Fig. 1 shows no stopping "
+           "time). The share over each run's pulls until it stopped (or hit the cap) is reported beside it. "
+           "'About' is read as +-10 percentage points for the sample ratios and +-5 for the shares."),
 )

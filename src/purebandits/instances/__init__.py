@@ -10,6 +10,7 @@ parameter. Lists use ``/`` (``custom:means=0.9/0.5/0.5``). Examples::
     make_instance("alpha_exp:n=100,k=50")         # JLQ17 best-K alpha-exponential
     make_instance("nsar:setup=3,m=4")             # ST17 setup 3
     make_instance("caption:558")                  # bundled caption contest, categorical {0, .5, 1}
+    make_instance("caption:558,reward=binary")    # the same, funny or somewhat = 1 (TNM17's means)
     make_instance("caption:my/559_summary.csv")   # any caption-contest summary CSV, by path
     make_instance("means:arms.csv,model=gaussian")  # the 'mean' column of a CSV
     make_instance("rte:k=10")                     # the 164 RTE workers, Bernoulli accuracies
@@ -54,11 +55,17 @@ __all__ = [
 ]
 
 
-def caption(contest: str = "558", k: int = 1) -> Instance:
-    """A caption contest as categorical arms on {0, 1/2, 1}, bootstrapped from each caption's votes: a bundled one
-    ("512", "558", "559") or a summary CSV by path (the public format, or any CSV with the columns ``funny``,
-    ``somewhat_funny``, ``unfunny`` and ``caption``, e.g. the service's ``summary.csv``; see
-    :func:`purebandits.instances.real.load_caption_summary`)."""
+def caption(contest: str = "558", k: int = 1, reward: str = "graded") -> Instance:
+    """A caption contest with each caption's arm bootstrapped from its votes: a bundled one ("512", "558", "559") or
+    a summary CSV by path (the public format, or any CSV with the columns ``funny``, ``somewhat_funny``,
+    ``unfunny`` and ``caption``, e.g. the service's ``summary.csv``; see
+    :func:`purebandits.instances.real.load_caption_summary`).
+
+    ``reward="graded"`` (default) gives categorical arms on {unfunny 0, somewhat 1/2, funny 1}; ``reward="binary"``
+    Bernoulli arms with p = (funny + somewhat funny) / votes, the mapping that gives TNM17 Sec. 5's best-caption
+    means exactly (558: 0.536, 512: 0.8). Spec: ``caption:558,reward=binary``."""
+    from dataclasses import replace
+
     from purebandits.instances.real import CAPTION_CONTESTS, caption_contest, load_caption_summary
 
     key = str(contest)
@@ -69,8 +76,10 @@ def caption(contest: str = "558", k: int = 1) -> Instance:
     else:
         raise ValueError(f"unknown caption contest {key!r}: neither bundled ({', '.join(sorted(CAPTION_CONTESTS))}) "
                          "nor a summary CSV file that exists")
-    name = f"caption:{contest}" + (f",k={k}" if k != 1 else "")
-    return Instance(name, c.model(), k, f"{what} ({c.n_arms} captions), bootstrapped votes")
+    c = replace(c, reward=reward)
+    name = f"caption:{contest}" + (f",k={k}" if k != 1 else "") + (f",reward={reward}" if reward != "graded" else "")
+    votes = "funny or somewhat = 1, unfunny = 0" if reward == "binary" else "{0, 1/2, 1}"
+    return Instance(name, c.model(), k, f"{what} ({c.n_arms} captions), bootstrapped votes, {votes}")
 
 
 def means_file(path: str, k: int = 1, model: str = "bernoulli", variance: float = 0.25) -> Instance:
@@ -106,7 +115,8 @@ _FAMILIES: dict[str, tuple[Callable[..., Instance], str]] = {
     "two_point": (two_point, "Bernoulli 0.6 for the top K, 0.5 otherwise (ZCL14 instance 2)"),
     "nsar": (nsar_setup, "ST17 setups 1-6, K = 50 Bernoulli arms"),
     "custom": (custom, "user-given means, e.g. custom:means=0.9/0.5/0.4"),
-    "caption": (caption, "caption contest 512, 558, 559 or a summary CSV by path (categorical {0, 1/2, 1})"),
+    "caption": (caption, "caption contest 512, 558, 559 or a summary CSV by path (categorical {0, 1/2, 1}; "
+                           "reward=binary: funny or somewhat = 1)"),
     "means": (means_file, "the means in a CSV file's 'mean' column, e.g. means:arms.csv (Bernoulli, or "
                           "model=gaussian)"),
     "rte": (rte, "164 RTE crowd workers, Bernoulli accuracies"),

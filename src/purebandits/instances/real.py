@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -25,6 +25,7 @@ __all__ = [
     "load_means",
     "caption_contest",
     "CAPTION_CONTESTS",
+    "CAPTION_REWARD_MODELS",
     "CrowdWorkers",
     "load_rte_workers",
     "derive_rte_workers",
@@ -39,6 +40,9 @@ CAPTION_CONTESTS = {
 #: caption-contest labels, in reward order, with their rewards
 CAPTION_LABELS = ("unfunny", "somewhat_funny", "funny")
 CAPTION_REWARDS = (0.0, 0.5, 1.0)
+#: how a vote maps to a reward: "graded" {unfunny 0, somewhat 1/2, funny 1}; "binary" {unfunny 0, somewhat or
+#: funny 1}, the mapping that gives TNM17 Sec. 5's best-caption means exactly (558: 469/875 = 0.536, 512: 8/10)
+CAPTION_REWARD_MODELS = ("graded", "binary")
 
 #: the columns a caption-contest summary must have (found by header name, in any order; the public files also
 #: have rank, count, score, precision and contest, and any other column is ignored)
@@ -55,12 +59,21 @@ def _data_path(*parts: str) -> Path:
 
 @dataclass(frozen=True)
 class CaptionContest:
-    """One contest's captions and their vote counts (unfunny, somewhat funny, funny)."""
+    """One contest's captions, their vote counts (unfunny, somewhat funny, funny) and the vote-to-reward map.
+
+    ``reward="graded"`` (default) rewards a vote 0, 1/2 or 1; ``reward="binary"`` rewards "somewhat funny" or
+    "funny" 1 and "unfunny" 0 (TNM17 Sec. 5's means; see :data:`CAPTION_REWARD_MODELS`).
+    """
 
     contest: str
     captions: list[str]
     votes: np.ndarray  # (n, 3) int64, columns in CAPTION_LABELS order
     source: str
+    reward: str = "graded"
+
+    def __post_init__(self) -> None:
+        if self.reward not in CAPTION_REWARD_MODELS:
+            raise ValueError(f"reward must be one of {CAPTION_REWARD_MODELS}, got {self.reward!r}")
 
     @property
     def n_arms(self) -> int:
@@ -68,11 +81,18 @@ class CaptionContest:
 
     @property
     def means(self) -> np.ndarray:
-        """Mean reward of each caption on {0, 0.5, 1}: (score - 1) / 2."""
+        """Mean reward of each caption: (score - 1) / 2 on {0, 1/2, 1} ("graded"), or the share of
+        somewhat-funny-or-funny votes ("binary", computed as an exact integer ratio)."""
+        if self.reward == "binary":
+            return (self.votes[:, 1] + self.votes[:, 2]) / self.votes.sum(axis=1)
         return (self.votes @ np.asarray(CAPTION_REWARDS)) / self.votes.sum(axis=1)
 
-    def model(self) -> Categorical:
-        """Categorical arms bootstrapped from each caption's vote counts."""
+    def model(self) -> Bernoulli | Categorical:
+        """Arms bootstrapped from each caption's votes: draw a vote with the caption's vote frequencies and map it
+        to its reward, i.e. categorical on {0, 1/2, 1} ("graded") or Bernoulli with p = (funny + somewhat)/votes
+        ("binary")."""
+        if self.reward == "binary":
+            return Bernoulli(self.means)
         return Categorical(self.votes, CAPTION_REWARDS)
 
 
@@ -136,12 +156,13 @@ def load_caption_summary(path: str | Path) -> CaptionContest:
     return CaptionContest(contest=contest, captions=captions, votes=np.array(votes, dtype=np.int64), source=name)
 
 
-def caption_contest(contest: int | str) -> CaptionContest:
-    """A bundled contest by id: "512", "558" (lil-KLUCB paper) or "559" (uniform-random votes)."""
+def caption_contest(contest: int | str, reward: str = "graded") -> CaptionContest:
+    """A bundled contest by id: "512", "558" (lil-KLUCB paper) or "559" (uniform-random votes), with the
+    vote-to-reward map ``reward`` ("graded" or "binary", see :class:`CaptionContest`)."""
     key = str(contest)
     if key not in CAPTION_CONTESTS:
         raise ValueError(f"unknown caption contest {contest!r}; bundled: {sorted(CAPTION_CONTESTS)}")
-    return load_caption_summary(_data_path("caption_contest", CAPTION_CONTESTS[key]))
+    return replace(load_caption_summary(_data_path("caption_contest", CAPTION_CONTESTS[key])), reward=reward)
 
 
 @dataclass(frozen=True)
