@@ -1,4 +1,5 @@
-"""What the experiments of Shahrampour and Tarokh (2017) share: the fixed-budget learners and their runs."""
+"""What the experiments of Shahrampour and Tarokh (2017) share: the fixed-budget learners, their runs, and the
+paired test that compares algorithms run on common random numbers."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from purebandits.registry import all_learners, make_learner
 from purebandits.simulate import rep_seeds
 
 P_VALUES = (0.7, 0.85, 1.1, 1.2, 1.3)
+
+#: one character per run in the ``outcomes`` column: the recommendation was wrong / right
+WRONG, RIGHT = "x", "o"
 
 
 AT_LUCB_PARAMS = {"delta1": 0.5, "alpha": 0.99, "epsilon": 0.0}
@@ -67,21 +71,61 @@ def algorithm_specs(include_uni: bool = True, ps: tuple[float, ...] = P_VALUES) 
     return specs
 
 
+def encode_outcomes(wrong: np.ndarray) -> str:
+    """Per-run outcomes as text for a CSV cell: ``"x"`` wrong, ``"o"`` right, in repetition order (letters, so
+    that a CSV reader never takes the cell for a number)."""
+    return "".join(WRONG if w else RIGHT for w in np.asarray(wrong, dtype=bool))
+
+
+def decode_outcomes(text: Any) -> np.ndarray:
+    """The boolean ``wrong`` array of :func:`encode_outcomes` (an empty or missing cell gives no runs)."""
+    if not isinstance(text, str):
+        return np.zeros(0, dtype=bool)
+    return np.frombuffer(text.encode("ascii"), dtype=np.uint8) == ord(WRONG)
+
+
+def mcnemar_fewer(wrong_a: np.ndarray, wrong_b: np.ndarray, alpha: float) -> dict[str, Any]:
+    """Exact one-sided McNemar test of "A errs less often than B" on paired runs (run r of A and of B share seeds).
+
+    Only discordant pairs carry information: ``wins`` (A right, B wrong) and ``losses`` (A wrong, B right);
+    under equal error probabilities each is a fair coin flip, so the p-value is
+    ``P(Binomial(wins + losses, 1/2) >= wins)`` (:func:`scipy.stats.binomtest`). With fewer than
+    ``log2(1/alpha)`` discordant pairs even all of them in A's favour cannot reach ``alpha``: the comparison
+    is then not ``judgeable`` (neither a success nor a failure). ``fewer`` is None when not judgeable, else
+    whether ``p_value <= alpha``. Runs beyond the shorter array are not paired and are left out.
+    """
+    from scipy.stats import binomtest
+
+    n = min(len(wrong_a), len(wrong_b))
+    a, b = np.asarray(wrong_a[:n], dtype=bool), np.asarray(wrong_b[:n], dtype=bool)
+    wins, losses = int(np.sum(~a & b)), int(np.sum(a & ~b))
+    d = wins + losses
+    p = float(binomtest(wins, d, 0.5, alternative="greater").pvalue) if d else 1.0
+    judgeable = 0.5 ** d <= alpha
+    return {"pairs": n, "wins": wins, "losses": losses, "p_value": p, "judgeable": judgeable,
+            "fewer": (p <= alpha) if judgeable else None}
+
+
 def run_config(ctx: Context, instance: Instance, m: int, budget: int, reps: int, seed: int,
-               specs: list[tuple[str, str, dict]], at_lucb_pulls: int | None = None) -> list[dict]:
+               specs: list[tuple[str, str, dict]], at_lucb_pulls: int | None = None, *, seed_step: int = 1000,
+               outcomes: bool = False) -> list[dict]:
     """Misidentification of every algorithm in ``specs`` at one budget (one row each).
 
     ``at_lucb_pulls`` bounds AT-LUCB's total pulls per configuration: it runs
     ``min(reps, max(40, at_lucb_pulls // budget))`` times (its per-pull run is the dominant cost).
+    Algorithm j uses seed ``seed + seed_step * j``: ``seed_step=0`` gives every algorithm the same seeds
+    (common random numbers, for paired comparisons). ``outcomes=True`` adds each row's per-run outcomes
+    (:func:`encode_outcomes`).
     """
     rows = []
     for j, (label, name, params) in enumerate(specs):
-        s = seed + 1000 * j
+        s = seed + seed_step * j
         row: dict[str, Any] = {"algorithm": label, "budget": budget, "seed": s}
         if name == "at_lucb":
             if not have_learner(name):
                 rows.append({**row, "errors": -1, "runs": 0, "p_err": math.nan, "ci_low": math.nan,
-                             "ci_high": math.nan, "note": "at_lucb not registered"})
+                             "ci_high": math.nan, "note": "at_lucb not registered",
+                             **({"outcomes": ""} if outcomes else {})})
                 continue
             at_reps = reps if at_lucb_pulls is None else min(reps, max(40, at_lucb_pulls // budget))
             res = ctx.simulate(make_learner(name, k=m, **params), instance, at_reps, seed=s, max_pulls=budget)
@@ -91,5 +135,6 @@ def run_config(ctx: Context, instance: Instance, m: int, budget: int, reps: int,
             out = fixed_budget_runs(make_learner(name, k=m, budget=budget, **params), instance, reps, s)
             wrong = misidentified(out["recommended"], instance.means)
             note = "exact sums"
-        rows.append({**row, **error_row(wrong), "note": note})
+        rows.append({**row, **error_row(wrong), "note": note,
+                     **({"outcomes": encode_outcomes(wrong)} if outcomes else {})})
     return rows
