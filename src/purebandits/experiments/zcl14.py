@@ -73,3 +73,52 @@ def plot_regret_panels(df: pd.DataFrame, axes_row: Any, title: str) -> None:
         ax.set_xlabel("K", fontsize=7)
         ax.set_ylabel("aggregate regret", fontsize=7)
         ax.tick_params(labelsize=6)
+
+
+def appendix_means(dist: str, n: int, seed: int = 0, **params: float) -> np.ndarray:
+    """Arm means drawn once for the ZCL14 appendix instances ("truncated normal and Beta", Sec. 6.1).
+
+    ``dist = "truncnorm"``: N(``mean``, ``sd``^2) restricted to [0, 1] (rejection sampling, defaults 0.5 / 0.2);
+    ``dist = "beta"``: Beta(``a``, ``b``) (defaults 2 / 5). The appendix's parameters are not in the seed text:
+    these defaults are our choice (see :mod:`purebandits.experiments.zcl14_appendix`).
+    """
+    rng = np.random.default_rng(seed)
+    if dist == "truncnorm":
+        mean, sd = float(params.get("mean", 0.5)), float(params.get("sd", 0.2))
+        out = np.empty(0)
+        while out.size < n:  # keep the draws that fall in [0, 1], in order
+            x = rng.normal(mean, sd, 2 * n)
+            out = np.concatenate([out, x[(x >= 0.0) & (x <= 1.0)]])
+        return out[:n]
+    if dist == "beta":
+        return rng.beta(float(params.get("a", 2.0)), float(params.get("b", 5.0)), n)
+    raise ValueError(f"dist must be 'truncnorm' or 'beta', got {dist!r}")
+
+
+def cell_comparisons(df: pd.DataFrame, z: float = 2.0) -> pd.DataFrame:
+    """Per (instance, Q/n, K) cell of a :func:`regret_grid` table, the ZCL14 Fig. 1 comparisons with Monte Carlo
+    error: the better OptMAI against min(SAR, LUCB) and uniform against the best other algorithm.
+
+    Runs of different algorithms are independent, so a difference of means has s.e. ``sqrt(se_a^2 + se_b^2)``;
+    "tied" means within ``z`` of them. Columns: ``opt_minus_best`` (better OptMAI minus min(SAR, LUCB)),
+    ``opt_se``, ``opt_not_worse`` (difference <= z s.e.), ``opt_lower`` (difference < 0),
+    ``uni_worst`` (uniform has the highest mean), ``uni_sig_worst`` (uniform above every other by > z s.e.),
+    ``b08_minus_b09`` and ``b_se``.
+    """
+    rows = []
+    for (inst, q, k), g in df.groupby(["instance", "Q/n", "K"]):
+        r = g.set_index("algorithm")
+        reg, se = r["regret"], r["regret_sem"]
+        opt = min(("OptMAI beta=0.8", "OptMAI beta=0.9"), key=lambda a: reg.get(a, np.inf))
+        base = min(("SAR", "LUCB"), key=lambda a: reg.get(a, np.inf))
+        d = float(reg[opt] - reg[base])
+        d_se = float(np.hypot(se[opt], se[base]))
+        others = reg.drop(index="uniform")
+        gaps = reg["uniform"] - others
+        gap_se = np.hypot(se["uniform"], se.drop(index="uniform"))
+        b = float(reg["OptMAI beta=0.8"] - reg["OptMAI beta=0.9"])
+        rows.append({"instance": inst, "Q/n": q, "K": k, "opt_minus_best": d, "opt_se": d_se,
+                     "opt_not_worse": d <= z * d_se, "opt_lower": d < 0,
+                     "uni_worst": bool((gaps > 0).all()), "uni_sig_worst": bool((gaps > z * gap_se).all()),
+                     "b08_minus_b09": b, "b_se": float(np.hypot(se["OptMAI beta=0.8"], se["OptMAI beta=0.9"]))})
+    return pd.DataFrame(rows)
