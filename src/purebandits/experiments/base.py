@@ -52,6 +52,9 @@ class Context:
     #: repetitions loaded from the journal instead of run, and the worker seconds they took then
     resumed_reps: int = 0
     resumed_seconds: float = 0.0
+    #: the directory this run writes to (set by the runner), where an experiment that reads other
+    #: experiments' results (``lower_bound``) finds them
+    out_dir: str | None = None
 
     @property
     def cores(self) -> int:

@@ -36,6 +36,7 @@ def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> Experi
     settings = ctx.settings(exp)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    ctx.out_dir = str(out)
     start = time.perf_counter()
     reps0, secs0 = ctx.resumed_reps, ctx.resumed_seconds
     df = exp.compute(ctx, settings)
