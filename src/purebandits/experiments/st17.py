@@ -138,3 +138,49 @@ def run_config(ctx: Context, instance: Instance, m: int, budget: int, reps: int,
         rows.append({**row, **error_row(wrong), "note": note,
                      **({"outcomes": encode_outcomes(wrong)} if outcomes else {})})
     return rows
+
+
+# --------------------------------------------------------------------------- bound complexities (Table I-III)
+def c_p(n: int, p: float) -> float:
+    """ST17 eq. (3): ``C_p = 2^-p + sum_{r=2}^n r^-p``; ``C_1`` is logbar(n) = 1/2 + sum_{i=2}^n 1/i (Table I)."""
+    r = np.arange(2, int(n) + 1, dtype=float)
+    return float(2.0 ** (-p) + np.sum(r ** (-p)))
+
+
+def c_p_limit(p: float) -> float:
+    """``lim_{n -> inf} C_p = zeta(p) - 1 + 2^-p`` for p > 1 (the convergent sum of ST17's proof of Corollary 3)."""
+    from scipy.special import zeta
+
+    if p <= 1:
+        return math.inf
+    return float(zeta(p, 1) - 1.0 + 2.0 ** (-p))
+
+
+def sorted_gaps(means: Any, m: int) -> np.ndarray:
+    """ST17 eq. (4)'s gaps ``Delta_i^(M)`` (``mu_i - mu_(M+1)`` for the top M, ``mu_(M) - mu_i`` otherwise) sorted
+    increasingly, ``Delta_(1) <= ... <= Delta_(K)`` (the same as ``hardness(means, m).gaps``, without its other
+    measures, which cost more at K = 10^4)."""
+    mu = np.sort(np.asarray(means, dtype=float))[::-1]
+    if not 1 <= m < mu.size:
+        raise ValueError(f"m must be in [1, {mu.size - 1}], got {m}")
+    g = np.concatenate([mu[:m] - mu[m], mu[m - 1] - mu[m:]])
+    return np.sort(g)
+
+
+def bound_complexity(means: Any, m: int, ps: tuple[float, ...]) -> dict[float, dict[str, float]]:
+    """Per p: ``C_p``, ``H^(M)(p) = max_{i >= 2} i^p / Delta_(i)^2`` (ST17 eq. 4, sorted gaps) and their product
+    ``C_p H^(M)(p)``, the sample complexity order of NSAR (Prop. 2, Table II) and, at p = 1, of SAR
+    (``H_2^(M) logbar K``, Table II).
+
+    For m = 1 the same products are Table I's alpha of NSE (``H(p) C_p``) and Successive Rejects
+    (``H_2 logbar K``).
+    """
+    g = sorted_gaps(means, m)
+    i = np.arange(1, g.size + 1, dtype=float)
+    with np.errstate(divide="ignore"):
+        inv = np.where(g[1:] > 0, 1.0 / np.maximum(g[1:], 1e-300) ** 2, np.inf)
+    out = {}
+    for p in ps:
+        cp, hp = c_p(g.size, p), float(np.max(i[1:] ** p * inv))
+        out[float(p)] = {"C_p": cp, "H_p": hp, "complexity": cp * hp}
+    return out
