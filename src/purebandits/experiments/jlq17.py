@@ -1,11 +1,13 @@
 """What the experiments of Jiang, Li, Qiao (2017) share: the best-K learners in their two versions, the grid of
-(instance, K, N) runs, the 'fewest samples' table and the plot."""
+(instance, K, N) runs, the 'fewest samples' table and the plot; for combinatorial pure exploration (App. E) the
+lil'CLUCB / CLUCB learners, the matching instances and the judge of a decision against the oracle's best."""
 
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from purebandits.experiments.base import Context, summary_row
@@ -128,3 +130,69 @@ def fewest_rows(df: pd.DataFrame, rivals: list[str], keys: list[str], min_n: int
                     row[f"{r}/Rand"] = round(m / rl, 2)
             rows.append(row)
     return rows
+
+
+# ----------------------------------------------------------------------------- combinatorial pure exploration
+#: label -> (registry name, preset or None): lil'CLUCB (JLQ17 App. E, Alg. 3) in its two versions and CLUCB
+#: (Chen et al. 2014, Alg. 1), which has one version (its radius carries its own guarantee at delta = nu)
+CPE_LEARNERS: dict[str, tuple[str, str | None]] = {
+    "lil'CLUCB (faithful)": ("lil_clucb", "faithful"),
+    "lil'CLUCB (heuristic)": ("lil_clucb", "heuristic"),
+    "CLUCB": ("clucb", None),
+}
+
+
+def cpe_learner(label: str, decision: dict, k: int) -> Any:
+    """The CPE learner of ``label`` (:data:`CPE_LEARNERS`) at nu = 0.01 on ``decision`` (a cpe.py spec).
+
+    ``k`` is the size of a decision (for top-K the class's K; for a perfect matching of K_{r,r}, r): the simulator
+    keeps the first ``k`` arms of a recommendation, so with it the whole decision is kept and can be judged.
+    """
+    name, preset = CPE_LEARNERS[label]
+    params: dict[str, Any] = {"k": k, "delta": NU, "decision": decision}
+    if preset is not None:
+        params["preset"] = preset
+    return make_learner(name, **params)
+
+
+def on_diagonal(means: Any, r: int) -> np.ndarray:
+    """Lay the ``r*r`` means of a best-K instance with K = r (sorted, best first) on the cells of K_{r,r}.
+
+    The K best go to the diagonal cells ``i*r + i`` (in order), the others to the off-diagonal cells in row-major
+    order. Every other perfect matching swaps at least two diagonal cells for off-diagonal ones, each below every
+    diagonal mean, so the diagonal is the unique best matching and also the unique top-K set.
+    """
+    mu = np.asarray(means, dtype=np.float64).ravel()
+    if mu.size != r * r:
+        raise ValueError(f"need {r * r} means for K_{{{r},{r}}}, got {mu.size}")
+    diag = np.arange(r) * (r + 1)
+    off = np.setdiff1d(np.arange(r * r), diag)
+    out = np.empty(r * r)
+    out[diag], out[off] = mu[:r], mu[r:]
+    return out
+
+
+def cpe_gaps(dec: Any, means: Any) -> np.ndarray:
+    """JLQ17 Sec. 4.2 CPE gaps: ``mu(OPT) - max_{M: i notin M} mu(M)`` for i in OPT, ``mu(OPT) - max_{M: i in M}
+    mu(M)`` otherwise (inf if no decision excludes / includes i), with the class's oracle on shifted weights."""
+    mu = np.asarray(means, dtype=np.float64)
+    opt = np.asarray(dec.oracle(mu), dtype=bool)
+    best = float(mu[opt].sum())
+    big = 1e6 * (1.0 + float(np.abs(mu).max()))
+    gaps = np.empty(mu.size)
+    for i in range(mu.size):
+        w = mu.copy()
+        w[i] = -big if opt[i] else big
+        m = np.asarray(dec.oracle(w), dtype=bool)
+        gaps[i] = math.inf if m[i] != (not opt[i]) else best - float(mu[m].sum())
+    return gaps
+
+
+def cpe_correct(dec: Any, means: Any, recommended: Any) -> np.ndarray:
+    """Per row of ``recommended`` (arms, -1 = padding): True iff its arm set is the class's optimal decision
+    ``OPT = Oracle(mu)`` on the true means (JLQ17 Sec. 4.2). Needs a unique OPT (all :func:`cpe_gaps` > 0)."""
+    mu = np.asarray(means, dtype=np.float64)
+    opt = set(np.flatnonzero(dec.oracle(mu)).tolist())
+    rows = np.atleast_2d(np.asarray(recommended, dtype=np.int64))
+    return np.array([set(int(a) for a in row if a >= 0) == opt and len(row[row >= 0]) == len(opt) for row in rows],
+                    dtype=bool)

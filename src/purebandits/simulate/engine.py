@@ -419,7 +419,12 @@ def simulate(
     probe = learner.clone().start(n, seed=0)  # validates parameters here, not in a worker
     k = probe.k_
     if drv == "compiled":  # load the kernel once here, so forked workers inherit it
-        probe.run_compiled(instance.model.stream(0), min(2 * n, max_pulls))
+        try:
+            probe.run_compiled(instance.model.stream(0), min(2 * n, max_pulls))
+        except NotImplementedError as exc:  # a kernel that covers only some settings (CPE: top-k only)
+            if driver == "compiled":
+                raise ValueError(f"{type(learner).__name__}: {exc}; use driver='reference' or 'auto'") from exc
+            drv = "reference"
     top = instance.top(k)
     task = _Task(learner=learner.clone(), model=instance.model, seed=seed, k=k, checkpoints=ckpts,
                  max_pulls=max_pulls, driver=drv, top=top, kth_mean=instance.kth_mean(k))
