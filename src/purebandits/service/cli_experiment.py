@@ -2,8 +2,10 @@
 
 Every action but ``token`` is a client of the HTTP API (:class:`purebandits.service.client.ServiceClient`):
 ``create``, ``list``, ``show``, ``pause``, ``resume``, ``stop``, ``archive``, ``delete``, ``results``
-and ``export``. ``token`` works on the database directly (no HTTP): it issues a new owner token for
-the person who runs the server and has lost the one printed at creation.
+and ``export``. ``token`` and ``verify`` work on the database directly (no HTTP): ``token`` issues a new
+owner token for the person who runs the server and has lost the one printed at creation; ``verify``
+replays experiments' event logs and checks their snapshots and verified checkpoints (``--full``: the
+whole log, not only the events after the last checkpoint).
 
 Server and token come from ``--server`` / ``--token`` or the environment (``PUREBANDITS_SERVER``,
 default http://127.0.0.1:8000; ``PUREBANDITS_TOKEN``: an owner token, or the admin token). A server
@@ -27,7 +29,8 @@ from typing import Any
 __all__ = ["HELP", "add_arguments", "run", "parse_arm", "parse_param", "parse_labels", "image_payload",
            "DEFAULT_SERVER"]
 
-HELP = "manage experiments on a running server: create, list, show, pause/resume/stop, results, export, token"
+HELP = ("manage experiments on a running server: create, list, show, pause/resume/stop, results, export, token, "
+        "verify")
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 #: the context image types the server accepts, and the largest image (decoded)
@@ -128,6 +131,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                    "database and print it; the previous token stops working. Run it where "
                                    "the server runs, with the same --db.")
     p.add_argument("eid", type=int, metavar="EID", help="experiment id")
+    p.add_argument("--db", metavar="URL", default=None,
+                   help="SQLAlchemy URL, as for 'purebandits serve --db' (env PUREBANDITS_DATABASE_URL; "
+                        "default: sqlite file purebandits.sqlite in the working directory)")
+
+    p = sub.add_parser("verify", help="replay event logs and check snapshots and checkpoints (local, no HTTP)",
+                       description="Replay the event log of experiment EID (default: every experiment) from the "
+                                   "database, compare it with the stored snapshot, and store the replayed state as "
+                                   "snapshot and verified checkpoint (a wrong one is replaced, with a warning). "
+                                   "By default from each learner's verified checkpoint, as a server start does; "
+                                   "--full replays every log from its start (as long as the log). Safe while the "
+                                   "server runs. Exits with 1 if a snapshot or checkpoint was wrong.")
+    p.add_argument("eid", type=int, metavar="EID", nargs="?", default=None, help="experiment id (default: all)")
+    p.add_argument("--full", action="store_true", help="replay each log from its start, ignoring the checkpoints")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--db", metavar="URL", default=None,
                    help="SQLAlchemy URL, as for 'purebandits serve --db' (env PUREBANDITS_DATABASE_URL; "
                         "default: sqlite file purebandits.sqlite in the working directory)")
@@ -299,6 +316,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "token":
             return _token(args)
+        if args.action == "verify":
+            return _verify(args)
         server = args.server or os.environ.get("PUREBANDITS_SERVER") or DEFAULT_SERVER
         token = args.token or os.environ.get("PUREBANDITS_TOKEN") or None
         api = ServiceClient(server, token)
@@ -521,18 +540,15 @@ def _export(api: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _token(args: argparse.Namespace) -> int:
-    """``token EID``: a new owner token straight from the database (no HTTP)."""
-    import sqlalchemy as sa
+def _open_db(db: str | None) -> tuple[Any, Any, str] | None:
+    """(engine, settings, URL as shown) of the service's database from ``--db`` / the environment; None (after an
+    error message) if a SQLite file is not there."""
     from sqlalchemy.engine import make_url
 
-    from purebandits.service.errors import ServiceError
-    from purebandits.service.models import experiments
     from purebandits.service.settings import Settings
     from purebandits.service.storage import make_engine
-    from purebandits.service.study import Study
 
-    settings = Settings.from_env(database_url=args.db)
+    settings = Settings.from_env(database_url=db)
     url = settings.url
     try:
         parsed = make_url(url)
@@ -540,12 +556,26 @@ def _token(args: argparse.Namespace) -> int:
         raise UsageError(f"--db {url!r} is not a database URL (e.g. sqlite:///path or postgresql://...)") from None
     shown = parsed.render_as_string(hide_password=True)
     if parsed.get_backend_name() == "sqlite":
-        db = parsed.database
-        if db and db != ":memory:" and not db.startswith("file:") and not Path(db).is_file():
-            print(f"error: no database at {db} (run in the server's working directory, or pass --db URL as given "
+        path = parsed.database
+        if path and path != ":memory:" and not path.startswith("file:") and not Path(path).is_file():
+            print(f"error: no database at {path} (run in the server's working directory, or pass --db URL as given "
                   "to 'purebandits serve --db')", file=sys.stderr)
-            return 1
-    engine = make_engine(url)
+            return None
+    return make_engine(url), settings, shown
+
+
+def _token(args: argparse.Namespace) -> int:
+    """``token EID``: a new owner token straight from the database (no HTTP)."""
+    import sqlalchemy as sa
+
+    from purebandits.service.errors import ServiceError
+    from purebandits.service.models import experiments
+    from purebandits.service.study import Study
+
+    opened = _open_db(args.db)
+    if opened is None:
+        return 1
+    engine, settings, shown = opened
     try:
         try:
             with engine.connect() as conn:
@@ -569,6 +599,54 @@ def _token(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     print("note: the previous owner token no longer works; this one is shown only once", file=sys.stderr)
     return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """``verify [EID] [--full]``: replay event logs and check snapshots and checkpoints (no HTTP)."""
+    import sqlalchemy as sa
+
+    from purebandits.service.errors import ServiceError
+    from purebandits.service.storage import current_revision, head_revision
+    from purebandits.service.study import Study
+
+    opened = _open_db(args.db)
+    if opened is None:
+        return 1
+    engine, settings, shown = opened
+    try:
+        try:
+            if current_revision(engine) != head_revision(engine):
+                print(f"error: the database {shown} is not at the code's schema revision: run 'purebandits serve "
+                      "--upgrade-only' first", file=sys.stderr)
+                return 1
+            study = Study(engine, settings)
+            started = time.perf_counter()
+            report = study.verify_all(full=args.full) if args.eid is None else \
+                {args.eid: study.verify(args.eid, full=args.full)}
+            seconds = time.perf_counter() - started
+        except ServiceError as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            return 1
+        except sa.exc.SQLAlchemyError as exc:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            print(f"error: cannot verify {shown}: {reason}", file=sys.stderr)
+            return 1
+    finally:
+        engine.dispose()
+    wrong = [eid for eid, r in report.items() if r["snapshot_matches"] is False
+             or any(x["checkpoint"] in ("corrupt", "unusable") for x in r["learners"])]
+    if args.json:
+        _print_json({str(eid): r for eid, r in report.items()})
+    else:
+        rows = [[str(eid), x["label"], str(x["version"]), _fmt(x["snapshot_version"]),
+                 {True: "matches", False: "DIFFERED (replaced)", None: "-"}[x["snapshot_matches"]],
+                 x["checkpoint"], "whole log" if x["full_replay"] else f"from {x['replayed_from']}", str(x["replayed"])]
+                for eid, r in report.items() for x in r["learners"]]
+        _table(["experiment", "learner", "version", "snapshot", "snapshot check", "checkpoint", "replay",
+                "events replayed"], rows, right={0, 2, 3, 7})
+        print(f"{len(report)} experiment(s) verified in {seconds:.1f} s"
+              + (f"; wrong snapshots or checkpoints replaced in {wrong}" if wrong else ""))
+    return 1 if wrong else 0
 
 
 ACTIONS = {"create": _create, "list": _list, "show": _show, "pause": _set_status, "resume": _set_status,

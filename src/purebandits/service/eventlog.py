@@ -8,7 +8,9 @@ found no candidate this participant may see: its candidates are asked and cancel
 Each learner of an experiment has its own log (``events`` rows with its ``learner`` index,
 ``seq = 1, 2, ...``) and its own snapshot (``state_dict`` every ``snapshot_every`` events), a
 cache that
-:meth:`purebandits.service.study.Study.verify` checks against the replay.
+:meth:`purebandits.service.study.Study.verify` checks against the replay, and its verified
+checkpoint (``checkpoints``: a state a replay computed, with its SHA-256), from which that replay
+starts.
 
 The hot statements (the few an ask or an answer runs) go straight to the DBAPI cursor through
 :class:`HotStatements`: they skip SQLAlchemy's statement compilation and result proxies, which
@@ -17,6 +19,7 @@ dominated the cost per answer.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import namedtuple
 from typing import Any
@@ -27,10 +30,11 @@ from sqlalchemy.engine import Connection, Engine
 from purebandits.base import Learner
 from purebandits.registry import make_learner
 from purebandits.service.errors import ReplayError
-from purebandits.service.models import events, snapshots
+from purebandits.service.models import checkpoints, events, snapshots
 
 __all__ = ["HotStatements", "Rows", "LogTx", "apply_event", "apply_log", "encode_passed", "read_snapshot",
-           "write_snapshot", "learner_from_snapshot"]
+           "write_snapshot", "learner_from_snapshot", "Checkpoint", "read_checkpoint", "write_checkpoint",
+           "state_digest", "canonical_state"]
 
 # qmark placeholders, converted per driver
 _HOT_SQL = {
@@ -183,8 +187,10 @@ def apply_event(learner: Learner, kind: str, arm: int, reward: float | None, *, 
         raise ReplayError(f"experiment {eid}, seq {seq}: unknown event kind {kind!r}")
 
 
-def apply_log(conn: Connection, eid: int, idx: int, learner: Learner, after: int, upto: int) -> None:
-    """Replay learner ``idx``'s events ``after < seq <= upto`` into ``learner``; ReplayError on a gap."""
+def apply_log(conn: Connection, eid: int, idx: int, learner: Learner, after: int, upto: int) -> int:
+    """Replay learner ``idx``'s events ``after < seq <= upto`` into ``learner``; ReplayError on a gap.
+
+    Returns how many events were applied (``upto - after``)."""
     rows = conn.execute(
         sa.select(events.c.seq, events.c.kind, events.c.arm, events.c.reward, events.c.passed)
         .where(events.c.experiment_id == eid, events.c.learner == idx, events.c.seq > after, events.c.seq <= upto)
@@ -198,6 +204,7 @@ def apply_log(conn: Connection, eid: int, idx: int, learner: Learner, after: int
         expect += 1
     if expect != upto + 1:
         raise ReplayError(f"experiment {eid}, learner {idx}: event log ends at seq {expect - 1}, version is {upto}")
+    return max(0, upto - after)
 
 
 def read_snapshot(conn: Connection, eid: int, idx: int) -> tuple[int, str] | None:
@@ -219,3 +226,55 @@ def write_snapshot(conn: Connection, eid: int, idx: int, version: int, learner: 
 def learner_from_snapshot(algorithm: str, params: dict[str, Any], state: str) -> Learner:
     """A learner restored from a snapshot's state JSON."""
     return make_learner(algorithm, **params).load_state_dict(json.loads(state))
+
+
+def canonical_state(state: str) -> str:
+    """A state JSON in the form :meth:`Learner.state_json` writes (sorted keys), for comparisons."""
+    return json.dumps(json.loads(state), sort_keys=True)
+
+
+def state_digest(state: str) -> str:
+    """SHA-256 (hex) of a state JSON as stored: a checkpoint whose state does not hash to its digest is corrupt."""
+    return hashlib.sha256(state.encode("utf-8")).hexdigest()
+
+
+class Checkpoint(namedtuple("Checkpoint", "version state sha256 claim_ms")):
+    """A learner's verified checkpoint as stored: (version, state JSON, its SHA-256, claim time or None)."""
+
+    __slots__ = ()
+
+    @property
+    def intact(self) -> bool:
+        """Whether the state still hashes to the digest stored with it."""
+        return state_digest(self.state) == self.sha256
+
+
+def read_checkpoint(conn: Connection, eid: int, idx: int) -> Checkpoint | None:
+    """Learner ``idx``'s verified checkpoint, or None."""
+    row = conn.execute(sa.select(checkpoints.c.version, checkpoints.c.state, checkpoints.c.sha256,
+                                 checkpoints.c.claim_ms)
+                       .where(checkpoints.c.experiment_id == eid, checkpoints.c.learner == idx)).first()
+    return None if row is None else Checkpoint(int(row.version), row.state, row.sha256, row.claim_ms)
+
+
+def write_checkpoint(conn: Connection, eid: int, idx: int, version: int, state: str, now: int, *,
+                     force: bool = False) -> bool:
+    """Make ``state`` (computed by a replay of the log up to ``version``) learner ``idx``'s verified checkpoint
+    and release its claim; returns whether it was written.
+
+    By default only forward (unless the stored one is already at ``version`` or later: whoever writes,
+    in whatever order, a checkpoint never moves back) and only over an existing row. ``force`` writes
+    it whatever is stored, inserting the row if there is none: for callers that hold the learner's lock
+    and replayed up to its current version (nothing later can exist), such as
+    :meth:`~purebandits.service.study.Study.verify`, which so also replaces a corrupt checkpoint.
+    """
+    values = {"version": version, "state": state, "sha256": state_digest(state), "created_ms": now, "claim_ms": None}
+    where = [checkpoints.c.experiment_id == eid, checkpoints.c.learner == idx]
+    if not force:
+        where.append(checkpoints.c.version < version)
+    if conn.execute(checkpoints.update().where(*where).values(**values)).rowcount:
+        return True
+    if not force:
+        return False
+    conn.execute(checkpoints.insert().values(experiment_id=eid, learner=idx, **values))
+    return True

@@ -7,7 +7,9 @@ participant may see; its candidates were asked and given back) of each learner o
 numbered ``seq = 1, 2, ...`` per learner in the order they were applied to it. A learner's
 state is a function of its seed and its log; ``learners.version`` is the last
 ``seq`` and ``snapshots`` holds a cached ``state_dict`` per learner at some version.
-``queries`` holds each issued query's current status for fast look-ups.
+``queries`` holds each issued query's current status for fast look-ups. ``checkpoints`` holds per learner
+its *verified* state: one obtained by replaying the log (from the start, or from the previous verified
+checkpoint), with its SHA-256, so a restart replays only the events after it.
 
 Times are integer epoch milliseconds (portable arithmetic for the dashboard's time buckets).
 Schema changes go through Alembic migrations in ``purebandits/service/migrations``.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 __all__ = ["metadata", "experiments", "learners", "items", "images", "participants", "queries", "events", "history",
-           "snapshots"]
+           "snapshots", "checkpoints"]
 
 metadata = sa.MetaData(
     naming_convention={
@@ -163,4 +165,19 @@ snapshots = sa.Table(
     sa.Column("version", sa.BigInteger, nullable=False),
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("created_ms", sa.BigInteger, nullable=False),
+)
+
+# A learner's verified checkpoint: its state at ``version`` as a replay of the log computed it (from the start or
+# from the previous checkpoint), never a state the live path wrote; ``sha256`` (of ``state``) detects storage
+# corruption. ``claim_ms``: when a process claimed the replay that advances it (one process replays at a time).
+checkpoints = sa.Table(
+    "checkpoints",
+    metadata,
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("learner", sa.Integer, primary_key=True),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("claim_ms", sa.BigInteger, nullable=True),
 )

@@ -99,8 +99,14 @@ class Settings:
         Run the Alembic migrations when the app starts (``serve`` runs them once before
         starting workers and turns this off in them).
     verify_on_start : bool, default=True
-        Rebuild every experiment's learner by replaying its log at startup and compare it with
-        the stored snapshot.
+        Rebuild every experiment's learner at startup by replaying its log from its last verified
+        checkpoint (from the start if it has none, or a corrupt one) and compare it with the stored
+        snapshot; a snapshot that differs is settled by a full replay and replaced.
+    verify_interval_seconds : float, default=5
+        How often a background task moves each learner's verified checkpoint up to its current
+        version (replaying the events since the last one, checking the snapshot on the way), so a
+        restart replays only the events of the last few seconds. 0 turns it off: a restart then
+        replays everything since the last start.
     public_url : str or None
         The service's public base URL (``https://bandits.example.org``): the ``participant_url`` and
         ``dashboard_url`` of the API's answers start with it, and ``serve --demo`` prints it. Never
@@ -140,6 +146,7 @@ class Settings:
     admin_token: str | None = None
     auto_migrate: bool = True
     verify_on_start: bool = True
+    verify_interval_seconds: float = 5.0
     public_url: str | None = None
     log_format: str = "text"
     log_rate_max: int = 5
