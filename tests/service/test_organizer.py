@@ -384,3 +384,38 @@ def test_default_learner_and_delta_is_the_target_error_probability(sqlite_url):
                                  "delta": 0.1})
     with pytest.raises(BadRequest, match="target error probability"):
         study.create_experiment({"items": items(4), "delta": 1.5})
+
+
+def test_upgrade_pins_the_kl_bound_form_existing_experiments_ran_with(tmp_path):
+    """An experiment whose KL learners were stored without a ``form`` ran with the former default L'/U'; after the
+    upgrade (0006) it still replays and verifies, though the library's default is now the exact form."""
+    from purebandits.registry import make_learner
+    from purebandits.service.models import learners
+
+    url = f"sqlite:///{tmp_path / 'kl.sqlite'}"
+    study = open_study(url)
+    eid, _ = study.create_experiment({"items": items(12), "algorithms": [
+        {"algorithm": "kl_rand_lucb", "label": "rand"}, {"algorithm": "lil_kl_ucb", "label": "kl",
+                                                          "params": {"form": "simplified"}}]})
+    for _ in range(60):
+        pid = study.new_participant()
+        q = study.next_query(eid, pid)
+        study.answer(q["query_id"], pid, "funny" if q["item"]["id"] in ("i0", "i1") else "unfunny")
+    before = [study.replay(eid, learner=j).state_json() for j in range(2)]
+    study.close()
+    # as the previous code stored them: no form (it ran with L'/U', the default then), and at revision 0005
+    assert make_learner("lil_kl_ucb").form == "exact"
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        for j in range(2):
+            row = conn.execute(sa.select(learners.c.params).where(learners.c.experiment_id == eid,
+                                                                  learners.c.idx == j)).one()
+            params = {k: v for k, v in row.params.items() if k != "form"}
+            conn.execute(learners.update().where(learners.c.experiment_id == eid, learners.c.idx == j)
+                         .values(params=params))
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0005'")
+    upgrade(engine)
+    study = Study(engine, Settings(database_url=url))
+    assert [ls.params.get("form") for ls in study.meta(eid).learners] == ["simplified", "simplified"]
+    assert [study.replay(eid, learner=j).state_json() for j in range(2)] == before
+    assert study.verify(eid)["snapshot_matches"] is not False
