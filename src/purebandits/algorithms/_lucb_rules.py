@@ -4,9 +4,11 @@ Every LUCB-type learner (``purebandits.algorithms.lucb``) is a pair (confidence 
 rule). The bound is an integer code plus a float parameter vector ``bp`` read by
 :func:`family_bound_s`; the rule is "pull both critical arms" (:data:`RULE_PAIR`, LUCB1,
 KL-LUCB, lil'LUCB, LUCB++, lil-KLUCB) or "pull one of them at random" (:data:`RULE_RANDOM`,
-lil'RandLUCB). The Python learners call :func:`family_select` (a from-scratch O(n) pass);
-the compiled driver :func:`family_kernel` keeps the same quantities incrementally in indexed
-heaps. Both call the same scalar bound function and break ties the same way (higher mean
+lil'RandLUCB). :func:`family_select` is the reference rule (a from-scratch O(n) pass; the Python
+learners use it for LUCB1 and KL-LUCB, whose bounds move with the round); the compiled driver
+:func:`family_kernel` and, for the round-free bounds, the Python learners' ask/tell path
+(:mod:`purebandits.algorithms._lucb_incremental`) keep the same quantities incrementally in
+indexed heaps. All call the same scalar bound function and break ties the same way (higher mean
 first, then lower index; argmin/argmax of the bounds to the lower index), so they choose the
 same arms bit for bit.
 

@@ -22,6 +22,11 @@ sampling decision uses answered plus pending pulls for the radius ("virtual pull
 of answered pulls; the stopping rule uses answered pulls only, so it never trusts an answer
 that has not arrived. The stop test runs after every answer, with the round index ``t`` of
 the next round (``rounds_ + 1``).
+
+Cost per call: for the round-free bounds (every learner here but LUCB1 and KL-LUCB) ask, tell
+and cancel are O(log n) (:mod:`~purebandits.algorithms._lucb_incremental`, the same decisions as
+the O(n) reference rule :meth:`_LUCBFamily._reference_ask_one`); LUCB1 and KL-LUCB re-evaluate
+all n bounds per call, as their bounds depend on the round.
 """
 
 from __future__ import annotations
@@ -30,6 +35,15 @@ import math
 
 import numpy as np
 
+from purebandits.algorithms._lucb_incremental import (
+    inc_ask,
+    inc_new,
+    inc_note,
+    inc_stop,
+    inc_tell,
+    inc_told,
+    incremental_supported,
+)
 from purebandits.algorithms._lucb_rules import (
     BOUND_KL_LUCB,
     BOUND_LIL,
@@ -104,6 +118,15 @@ class _LUCBFamily(Learner):
         self._in_top = np.zeros(self.n_arms_, dtype=np.bool_)
         self._lcb = np.empty(self.n_arms_)
         self._ucb = np.empty(self.n_arms_)
+        self._inc = None  # the incremental workspace: a cache of the state, rebuilt on first use
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_inc", None)  # holds a memoryview; __setstate__ -> _resolve resets it
+        return state
+
+    def _restore(self) -> None:
+        self._inc = None  # code that writes the state arrays directly calls this to drop the workspace
 
     def _start(self) -> None:
         self.queued_ = -1
@@ -116,7 +139,8 @@ class _LUCBFamily(Learner):
                              self._in_top, self._lcb, self._ucb)
         return int(h), int(el)
 
-    def _ask_one(self) -> int:
+    def _reference_ask_one(self) -> int:
+        """The O(n) rule: :func:`family_select` from scratch (the incremental path must agree with it)."""
         if self.queued_ >= 0:
             arm, self.queued_ = int(self.queued_), -1
             return arm
@@ -133,6 +157,100 @@ class _LUCBFamily(Learner):
             return h
         return int(random_pick(h, el, int(T[h]), int(T[el]), self.rng_.random()))
 
+    def _ask_one(self) -> int:
+        # Learner.ask's per-arm hook: it changes pending_ behind the incremental workspace, so drop it
+        self._inc = None
+        return self._reference_ask_one()
+
+    # ------------------------------------------------------------------ incremental ask/tell
+    # For round-free bounds, ask, tell and cancel keep the rule's quantities between calls
+    # (purebandits.algorithms._lucb_incremental): O(log n) per call instead of an O(n) pass of
+    # bound evaluations, the same arms bit for bit (tests/test_incremental_ask_tell.py holds them to
+    # the reference rule above). The workspace is a cache of counts_, sums_ and pending_: built on
+    # first use, dropped by _resolve (start, load_state_dict, unpickling) and run_compiled, and
+    # never part of state_dict.
+
+    #: False makes every call use the O(n) reference rule (for tests and comparisons)
+    _incremental = True
+    _inc: tuple | None = None  # class default: ask/tell before start take the checked path
+
+    def _inc_state(self) -> tuple | None:
+        """The incremental workspace, built on first use; None where the reference rule runs."""
+        inc = self._inc
+        if inc is not None:
+            return inc
+        if not self._incremental or not hasattr(self, "n_arms_") or self.done_ \
+                or not incremental_supported(self._code):
+            return None
+        fw, iw, top = inc_new(self.counts_, self.pending_)
+        inc = (self._code, self._bparams, self.k_, self._rule, self.counts_, self.sums_, self.sumsq_, self.pending_,
+               fw, iw, top, memoryview(iw[-1]), self._eps, self._strict, self.n_arms_)
+        self._inc = inc
+        return inc
+
+    def ask(self, n: int = 1) -> list[int]:
+        """Return up to ``n`` arms to pull next; ``[]`` once done (incremental path when it applies)."""
+        inc = self._inc
+        if inc is None:
+            inc = self._inc_state() if hasattr(self, "n_arms_") else None
+            if inc is None:
+                return Learner.ask(self, n)
+        if n.__class__ is not int or n < 1:
+            check_param("n", n, low=1, integer=True)
+            n = int(n)
+        if self.done_:
+            return []
+        code, bp, k, rule, counts, sums, _, pending, fw, iw, top, scal = inc[:12]
+        out: list[int] = []
+        for _ in range(n):
+            q = self.queued_
+            if q >= 0:
+                self.queued_ = -1
+                inc_note(counts, pending, fw, iw, q, 1)
+                out.append(q)
+            elif scal[0] > 0:  # initialisation: an arm has no answer yet
+                out.append(inc_ask(code, bp, k, rule, counts, sums, pending, fw, iw, top, 0.0)[0])
+            else:
+                u = self.rng_.random() if rule == RULE_RANDOM else 0.0
+                arm, el = inc_ask(code, bp, k, rule, counts, sums, pending, fw, iw, top, u)
+                self.rounds_ += 1
+                if rule == RULE_PAIR:
+                    self.queued_ = el
+                out.append(arm)
+        return out
+
+    def tell(self, arm: int, reward: float) -> None:
+        """Record the answer ``reward`` of a pull of ``arm`` that was asked before.
+
+        With the workspace built, an ``int`` arm in range and a finite ``float`` reward, one
+        compiled call records it and runs the stop test; anything else goes through
+        :meth:`Learner.tell` (which validates, converts, and keeps the workspace in step).
+        """
+        inc = self._inc
+        if inc is None or arm.__class__ is not int or reward.__class__ is not float or self.done_ \
+                or not 0 <= arm < inc[14] or reward - reward != 0.0:
+            return Learner.tell(self, arm, reward)
+        code, bp, k, _, counts, sums, sumsq, pending, fw, iw, top, _, eps, strict, _ = inc
+        r = inc_tell(code, bp, k, eps, strict, counts, sums, sumsq, pending, fw, iw, top, arm, reward)
+        if r == -2:
+            raise ValueError(f"arm {arm} has no pending pull: tell only answers an asked pull")
+        self.t_ += 1
+        if r > 0:
+            self._finish()
+
+    def _on_tell(self, arm: int, reward: float) -> None:
+        inc = self._inc
+        if inc is not None:
+            if self.done_:
+                self._inc = None  # no decision follows the stop
+            else:
+                inc_told(*inc[:3], inc[4], inc[5], inc[7], inc[8], inc[9], inc[10], arm)
+
+    def _on_cancel(self, arm: int) -> None:
+        inc = self._inc
+        if inc is not None:
+            inc_note(inc[4], inc[7], inc[8], inc[9], arm, 0)
+
     def _stop_pair(self) -> tuple[int, int] | None:
         """The stop test's pair (h, l) on the answered pulls (bounds left in ``_lcb``/``_ucb``).
 
@@ -143,6 +261,12 @@ class _LUCBFamily(Learner):
         return self._select(self.counts_)
 
     def _check_stop(self) -> None:
+        inc = self._inc_state()
+        if inc is not None:
+            code, bp, k, _, counts, sums, _, pending, fw, iw, top, _, eps, strict, _ = inc
+            if inc_stop(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top) > 0:
+                self._finish()
+            return
         pair = self._stop_pair()
         if pair is not None and stop_test(self._lcb[pair[0]], self._ucb[pair[1]], self._eps, self._strict):
             self._finish()
@@ -194,6 +318,7 @@ class _LUCBFamily(Learner):
             return
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
+        self._inc = None  # the kernel changes the state arrays in place
         done, queued, rounds, t = family_kernel(
             self._code, self._rule, self._strict, self._eps, self._bparams, self.k_, self.counts_, self.sums_,
             self.sumsq_, int(self.queued_), int(self.rounds_), int(max_pulls), self.rng_, *stream.args(),

@@ -1,4 +1,9 @@
-"""Top-two sampling with a TC challenger and an EB or TS leader, stopped by the GLR statistic."""
+"""Top-two sampling with a TC challenger and an EB or TS leader, stopped by the GLR statistic.
+
+The ask/tell path keeps the means, the EB leader, the Gaussian-cost challenger's buckets and the
+GLR hint between calls (:mod:`purebandits.algorithms._top_two_incremental`), with the decisions of
+the O(n) reference rule (:meth:`TopTwo._reference_ask_one`, :func:`glr_statistic_s`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import math
 import numpy as np
 from numba import njit
 
+from purebandits.algorithms._top_two_incremental import tt_ask, tt_new, tt_note, tt_stop, tt_tell, tt_told
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import glr_pair_cost_s, glr_statistic_s, glr_stop_s, glr_threshold_s
 from purebandits.instances.rewards import RewardStream, stream_draw
@@ -133,12 +139,111 @@ class TopTwo(Learner):
         self._gauss = self.cost == "gaussian"
         self._theory = self.threshold == "theory"
         self._last_leader = -1
+        self._inc = None  # the incremental workspace: a cache of the state, rebuilt on first use
 
-    def _ask_one(self) -> int:
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_inc", None)  # holds a memoryview; __setstate__ -> _resolve resets it
+        return state
+
+    def _restore(self) -> None:
+        self._inc = None  # code that writes the state arrays directly calls this to drop the workspace
+
+    def _reference_ask_one(self) -> int:
+        """The O(n) rule, :func:`top_two_pick` (the incremental path must agree with it)."""
         arm, lead = top_two_pick(self.sums_, self.counts_, self.pending_, self._ts, self._gauss,
                                  float(self.sigma), float(self.beta), self.rng_)
         self._last_leader = int(lead)  # for inspection and tests; not state
         return int(arm)
+
+    def _ask_one(self) -> int:
+        # Learner.ask's per-arm hook changes pending_ behind the workspace's virtual counts
+        inc = self._inc
+        if inc is not None and not self._ts:
+            self._inc = None
+        return self._reference_ask_one()
+
+    # ------------------------------------------------------------------ incremental ask/tell
+    # The workspace (purebandits.algorithms._top_two_incremental) keeps the means, the EB leader,
+    # the challenger's buckets and the GLR hint between calls: the same decisions as the reference
+    # rule above, without its O(n) passes (the TS leader's n posterior draws per ask and the
+    # Bernoulli cost's challenger scan remain). A cache of counts_, sums_ and pending_: built on
+    # first use, dropped by _resolve (start, load_state_dict, unpickling) and run_compiled, never
+    # part of state_dict.
+
+    #: False makes every call use the reference rule (for tests and comparisons)
+    _incremental = True
+    _inc: tuple | None = None  # class default: ask/tell before start take the checked path
+
+    def _inc_state(self) -> tuple | None:
+        """The workspace, built on first use; None where the reference rule runs."""
+        inc = self._inc
+        if inc is not None:
+            return inc
+        if not self._incremental or not hasattr(self, "n_arms_") or self.done_:
+            return None
+        fw, iw = tt_new(self.counts_, self.sums_, self.pending_)
+        inc = (self.counts_, self.sums_, self.sumsq_, self.pending_, fw, iw, memoryview(iw[-1]), self._gauss,
+               float(self.sigma), float(self.beta), float(self.n_arms_), float(self.delta), self._theory, self._ts,
+               self.n_arms_)
+        self._inc = inc
+        return inc
+
+    def ask(self, n: int = 1) -> list[int]:
+        """Return up to ``n`` arms to pull next; ``[]`` once done (incremental path with the EB leader)."""
+        inc = self._inc
+        if inc is None:
+            inc = self._inc_state() if hasattr(self, "n_arms_") else None
+            if inc is None:
+                return Learner.ask(self, n)
+        if inc[13]:  # TS leader: n posterior draws per ask, the reference rule (the stop stays incremental)
+            return Learner.ask(self, n)
+        if n.__class__ is not int or n < 1:
+            check_param("n", n, low=1, integer=True)
+            n = int(n)
+        if self.done_:
+            return []
+        counts, _, _, pending, fw, iw, scal, gauss, sigma, beta = inc[:10]
+        out: list[int] = []
+        for _ in range(n):
+            u = self.rng_.random() if scal[0] == 0 else 0.0  # drawn only after the initialisation, as the rule does
+            arm, self._last_leader = tt_ask(counts, pending, fw, iw, u, gauss, sigma, beta)
+            out.append(arm)
+        return out
+
+    def tell(self, arm: int, reward: float) -> None:
+        """Record the answer ``reward`` of a pull of ``arm`` that was asked before.
+
+        With the workspace built, an ``int`` arm in range and a finite ``float`` reward, one
+        compiled call records it and runs the stop test; anything else goes through
+        :meth:`Learner.tell`.
+        """
+        inc = self._inc
+        if inc is None or arm.__class__ is not int or reward.__class__ is not float or self.done_ \
+                or not 0 <= arm < inc[14] or reward - reward != 0.0:
+            return Learner.tell(self, arm, reward)
+        counts, sums, sumsq, pending, fw, iw, _, gauss, sigma, _, nf, delta, theory = inc[:13]
+        r = tt_tell(counts, sums, sumsq, pending, fw, iw, arm, reward, gauss, sigma, float(self.t_ + 1), nf, delta,
+                    theory)
+        if r == -2:
+            raise ValueError(f"arm {arm} has no pending pull: tell only answers an asked pull")
+        self.t_ += 1
+        if r >= 0:
+            self._finish([r])
+
+    def _on_tell(self, arm: int, reward: float) -> None:
+        inc = self._inc
+        if inc is not None:
+            if self.done_:
+                self._inc = None  # no decision follows the stop
+            else:
+                tt_told(inc[0], inc[1], inc[3], inc[4], inc[5], arm)
+
+    def _on_cancel(self, arm: int) -> None:
+        inc = self._inc
+        if inc is not None and not self._ts:  # (the TS leader's asks do not keep the virtual counts)
+            before = int(self.counts_[arm] + self.pending_[arm]) + 1
+            tt_note(inc[0], inc[3], inc[4], inc[5], arm, before)
 
     def _glr(self) -> tuple[int, float, float]:
         """(empirical best arm, GLR statistic Z(t), threshold beta(t, delta)) on the answered pulls."""
@@ -147,6 +252,12 @@ class TopTwo(Learner):
                                                           self._theory))
 
     def _check_stop(self) -> None:
+        inc = self._inc_state()
+        if inc is not None:
+            best = tt_stop(inc[0], inc[1], inc[4], inc[5], inc[7], inc[8], float(self.t_), inc[10], inc[11], inc[12])
+            if best >= 0:
+                self._finish([int(best)])
+            return
         best, z, thr = self._glr()
         if z > thr:
             self._finish([best])
@@ -167,6 +278,7 @@ class TopTwo(Learner):
             return
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
+        self._inc = None  # the kernel changes the state arrays in place
         stop, t = _top_two_kernel(self.counts_, self.sums_, self.sumsq_, self.pending_, self._ts, self._gauss,
                                   float(self.sigma), float(self.beta), float(self.delta), self._theory,
                                   int(max_pulls), self.rng_, *stream.args())
