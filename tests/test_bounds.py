@@ -471,3 +471,91 @@ def test_glr_stop_along_a_run_with_its_hint():
         shortcuts += new == hint
         hint = new
     assert shortcuts > 3000  # the O(1) test decides most pulls
+
+
+# ------------------------------------------------ exact lil-KL bounds: stepped, zoned, == plain bisection
+@njit(cache=True)
+def _plain_exact(p, level, N, upper):  # pragma: no cover - compiled
+    """TNM17 eqs. (2)-(3) as they were defined first: 60 plain bisection steps, no early stop."""
+    if upper:
+        if level <= 0.0 or p >= 1.0:
+            return max(min(p, 1.0), 0.0) if level <= 0.0 else 1.0
+        lo, hi = p, 1.0
+        if B._g_exact(p, hi, N) <= level:
+            return 1.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if B._g_exact(p, mid, N) <= level:
+                lo = mid
+            else:
+                hi = mid
+        return hi
+    if level <= 0.0 or p <= 0.0:
+        return max(min(p, 1.0), 0.0) if level <= 0.0 else 0.0
+    lo, hi = 0.0, p
+    if B._g_exact(p, lo, N) <= level:
+        return 0.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if B._g_exact(p, mid, N) <= level:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+@njit(cache=True)
+def _stepped_exact(p, level, N, upper, chunk):  # pragma: no cover - compiled
+    """The compiled LUCB kernel's way: the zone of lil_kl_exact_zone_s, then steps in chunks."""
+    lo, hi = (p, 1.0) if upper else (0.0, p)
+    end = 1.0 if upper else 0.0
+    if B._g_exact(p, end, N) <= level:
+        return end
+    za, zb = B.lil_kl_exact_zone_s(p, level, N, upper)
+    it = 0
+    done = False
+    while not done:
+        lo, hi, it, done = B.lil_kl_exact_steps_s(p, level, N, upper, lo, hi, it, chunk, za, zb)
+        if not lo <= hi:
+            return math.nan
+    return hi if upper else lo
+
+
+def _exact_cases(seed=0, size=4000):
+    rng = np.random.default_rng(seed)
+    p = np.concatenate([rng.uniform(0, 1, size // 2), rng.integers(0, 41, size // 4) / 40.0,
+                        10.0 ** rng.uniform(-9, 0, size // 8), 1 - 10.0 ** rng.uniform(-9, 0, size // 8)])
+    T = np.floor(10.0 ** rng.uniform(0, 7.5, p.size))
+    kappa = B.lil_kl_kappa(8, 0.005)
+    level = np.array([B.lil_kl_level_s(t, 0.005, kappa) for t in T])
+    return p, level
+
+
+def test_exact_lil_kl_bounds_equal_plain_bisection():
+    """The early stop (a step that changes nothing) and the zone skip no outcome: same bits."""
+    p, level = _exact_cases()
+    for upper in (True, False):
+        plain = np.array([_plain_exact(a, b, 8.0, upper) for a, b in zip(p, level, strict=True)])
+        fn = B.lil_kl_upper_exact_s if upper else B.lil_kl_lower_exact_s
+        np.testing.assert_array_equal([fn(a, b, 8.0) for a, b in zip(p, level, strict=True)], plain)
+        for chunk in (1, 3, 60):
+            np.testing.assert_array_equal([_stepped_exact(a, b, 8.0, upper, chunk)
+                                           for a, b in zip(p, level, strict=True)], plain)
+
+
+def test_exact_zone_certifies_its_outside():
+    """Midpoints just outside the zone (where steps are skipped) evaluate as the zone says."""
+    p, level = _exact_cases(1, 1000)
+    used = 0
+    for a, b in zip(p, level, strict=True):
+        for upper in (True, False):
+            za, zb = B.lil_kl_exact_zone_s(a, b, 8.0, upper)
+            if not math.isfinite(za):
+                continue
+            used += 1
+            below_a, below_b = [], []
+            for k in range(0, 40):
+                below_a.append(B._g_exact(a, za - k * 1e-14 * max(za, 1e-300) - k * 1e-17, 8.0) <= b)
+                below_b.append(B._g_exact(a, zb + k * 1e-14 * max(zb, 1e-300) + k * 1e-17, 8.0) <= b)
+            assert all(x == upper for x in below_a) and all(x != upper for x in below_b)
+    assert used > 1000  # the zone is found for most cases

@@ -319,3 +319,24 @@ def test_kernel_matches_reference_at_size(cls):
         fast.run_compiled(stream, checkpoint)
     assert fast.counts_.max() > 256  # the kernel's per-count tables start at 256 entries
     assert fast.state_json() == ref.state_json()
+
+
+# SHA-256 of state_json() after these runs, recorded with the previous kernel (commit a3c2e6a, which
+# bisected every exact bound to the end at each refresh): the lazy exact-form kernel decides the same
+@pytest.mark.parametrize("reg,where,k,pulls,digest", [
+    ("lil_kl_ucb", "558top50", 1, 60_000, "4e90e6724ea39f23008767c6215013445f50921eb77a25655980f7cc04aa06c0"),
+    ("lil_kl_ucb", "512full", 5, 30_000, "b05f4f475f19bb826ba7c6b27a21b50e23440e80af351e0e9822689541644e3d"),
+    ("kl_rand_lucb", "558top50", 1, 60_000, "aa7d913012b1dbc48c437831b353f382b90f898959e1fb9e87e59d26bb578b72"),
+    ("kl_rand_lucb", "512full", 5, 30_000, "f223f7161ba543866e81bfe79aa57d7415c68fd0a96b61a378e91e8f0864fc18"),
+])
+def test_exact_form_kernel_matches_recorded_runs(reg, where, k, pulls, digest):
+    import hashlib
+
+    from purebandits.experiments.caption_extra import top_m_contest
+    from purebandits.instances import caption
+    from purebandits.registry import make_learner
+
+    inst = top_m_contest("558", 50, 1) if where == "558top50" else caption("512")
+    lr = make_learner(reg, delta=0.005, k=k, form="exact").start(inst.n_arms, seed=11)
+    lr.run_compiled(inst.model.stream(12), pulls)
+    assert hashlib.sha256(lr.state_json().encode()).hexdigest() == digest

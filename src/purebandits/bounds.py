@@ -507,6 +507,114 @@ def _g_exact(p: float, m: float, N: float) -> float:
     return kl_bernoulli_s((N * p + m) / (N + 1.0), m)
 
 
+# The exact bounds are, by definition, 60 bisection steps on [mean, 1] (upper) or [0, mean]
+# (lower). A step whose midpoint equals an end of the range leaves the range unchanged, and so do
+# all later steps (they evaluate the same midpoint): the bisection stops there, with the same
+# result. :func:`lil_kl_exact_steps_s` advances a bisection by a given number of steps from any
+# intermediate state, so a kernel can keep an arm's bound as a partly refined range (which always
+# contains the final result) and finish it only when a comparison needs it; finished in one go or in
+# pieces, the steps and hence the bits are the same.
+
+
+@njit(cache=True)
+def lil_kl_exact_zone_s(p: float, level: float, N: float, upper: bool):  # pragma: no cover - compiled
+    """(a, b) around the root of g(m) = d((N p + m)/(N+1), m) = level; (-inf, inf) if not certified.
+
+    The analogue of :func:`_kl_zone` for the exact bounds: for every m outside [a, b] on the
+    side of ``p`` the computed ``g(m) <= level`` is true, on the other side false, so a bisection
+    step whose midpoint falls outside needs no evaluation. Newton's method from the second-order
+    guess finds the root; the zone's ends are then checked with one evaluation each, at a margin
+    that bounds the rounding error of g by a factor of about 4: that of :func:`kl_bernoulli_s`
+    (about 2.2e-16 per unit of each term) plus that of the rounded argument ``(N p + m)/(N+1)``
+    (two roundings, relative 2.2e-16, times |dd/dx| = |log(x/m)| + |log((1-x)/(1-m))|). True g is
+    monotone on each side of p and the error bound shrinks towards p, so the end checks certify
+    the whole side. Refused (nothing is skipped) for a mean or root near 1 (a lower bound's mean also near 0)
+    and for extreme levels.
+    """
+    if not (0.0 <= p < 1.0 - 1e-6 and (upper or 1e-6 < p) and 1e-12 < level < 1e3):
+        return -math.inf, math.inf
+    n1 = N + 1.0
+    r = n1 / N * math.sqrt(2.0 * level * p * (1.0 - p))
+    if p == 0.0:  # g(m) = m (N - log(N+1))/(N+1) + O(m^2)
+        m = level * n1 / (N - math.log(n1))
+    else:
+        m = min(p + r, 0.5 + 0.5 * p) if upper else max(p - r, 0.5 * p)
+    ok = False
+    margin = 0.0
+    slope = 0.0
+    for _ in range(30):
+        if not (1e-12 < m < 1.0 - 1e-6):
+            break
+        x = (N * p + m) / n1
+        lx = math.log(x / m)
+        ly = math.log((1.0 - x) / (1.0 - m))
+        t1 = x * lx
+        t2 = (1.0 - x) * ly
+        slope = (lx - ly) / n1 + (m - x) / (m * (1.0 - m))
+        if slope == 0.0:
+            break
+        step = (t1 + t2 - level) / slope
+        m -= step
+        margin = 4e-15 * (1.0 + abs(t1) + abs(t2)) + 1e-15 * x * (abs(lx) + abs(ly))
+        if abs(step) <= margin / abs(slope):
+            ok = 1e-12 < m < 1.0 - 1e-6
+            break
+    if not ok:
+        return -math.inf, math.inf
+    width = 2.0 * margin / abs(slope) + 1e-15 * m
+    a = m - width
+    b = m + width
+    if not (1e-12 < a and b < 1.0 - 1e-6 and (p < a if upper else b < p)):
+        return -math.inf, math.inf
+    inside, outside = (a, b) if upper else (b, a)
+    if _g_exact(p, inside, N) <= level - max(margin, _g_margin(p, inside, N)) and \
+            _g_exact(p, outside, N) >= level + max(margin, _g_margin(p, outside, N)):
+        return a, b
+    return -math.inf, math.inf
+
+
+@njit(cache=True)
+def _g_margin(p: float, m: float, N: float) -> float:  # pragma: no cover - compiled
+    """The margin of :func:`lil_kl_exact_zone_s` at m: about 4 times the rounding error of g(m)."""
+    x = (N * p + m) / (N + 1.0)
+    lx = math.log(x / m)
+    ly = math.log((1.0 - x) / (1.0 - m))
+    return 4e-15 * (1.0 + abs(x * lx) + abs((1.0 - x) * ly)) + 1e-15 * x * (abs(lx) + abs(ly))
+
+
+@njit(cache=True)
+def lil_kl_exact_steps_s(p: float, level: float, N: float, upper: bool, lo: float, hi: float, it: int,
+                         steps: int, za: float = -math.inf, zb: float = math.inf):  # pragma: no cover - compiled
+    """Advance the bisection of eq. (3) (``upper``) or eq. (2) by up to ``steps`` steps.
+
+    ``(lo, hi, it)`` is the state after ``it`` of the 60 steps (``it = 0``: the starting range,
+    after the end test of :func:`lil_kl_upper_exact_s` / :func:`lil_kl_lower_exact_s`). Returns
+    the new state and whether the bisection is finished; the final result is ``hi`` (upper) or
+    ``lo`` (lower), and every intermediate range contains it. ``(za, zb)``, from
+    :func:`lil_kl_exact_zone_s`, lets the steps whose midpoint falls outside it skip evaluating g.
+    """
+    for _ in range(steps):
+        if it >= _KL_ITERS:
+            return lo, hi, it, True
+        mid = 0.5 * (lo + hi)
+        if mid <= za:
+            below = upper
+        elif mid >= zb:
+            below = not upper
+        else:
+            below = _g_exact(p, mid, N) <= level
+        it += 1
+        if below == upper:  # the range's lower end moves up
+            if mid == lo:
+                return lo, hi, _KL_ITERS, True  # no change now, none later
+            lo = mid
+        else:
+            if mid == hi:
+                return lo, hi, _KL_ITERS, True
+            hi = mid
+    return lo, hi, it, it >= _KL_ITERS
+
+
 @njit(cache=True)
 def lil_kl_upper_exact_s(p: float, level: float, N: float) -> float:
     """TNM17 eq. (3): sup{m > p : d((N p + m)/(N+1), m) <= level} (bisection; g monotone in m)."""
@@ -515,13 +623,7 @@ def lil_kl_upper_exact_s(p: float, level: float, N: float) -> float:
     lo, hi = p, 1.0
     if _g_exact(p, hi, N) <= level:
         return 1.0
-    for _ in range(_KL_ITERS):
-        mid = 0.5 * (lo + hi)
-        if _g_exact(p, mid, N) <= level:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    return lil_kl_exact_steps_s(p, level, N, True, lo, hi, 0, _KL_ITERS)[1]
 
 
 @njit(cache=True)
@@ -532,13 +634,7 @@ def lil_kl_lower_exact_s(p: float, level: float, N: float) -> float:
     lo, hi = 0.0, p
     if _g_exact(p, lo, N) <= level:
         return 0.0
-    for _ in range(_KL_ITERS):
-        mid = 0.5 * (lo + hi)
-        if _g_exact(p, mid, N) <= level:
-            hi = mid
-        else:
-            lo = mid
-    return lo
+    return lil_kl_exact_steps_s(p, level, N, False, lo, hi, 0, _KL_ITERS)[0]
 
 
 @vectorize(nopython=True, cache=True)

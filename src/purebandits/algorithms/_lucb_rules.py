@@ -26,11 +26,14 @@ import numpy as np
 from numba import njit
 
 from purebandits.bounds import (
+    _g_exact,
     kl_lower_bracket_s,
     kl_lower_s,
     kl_lucb_rate_s,
     kl_upper_bracket_s,
     kl_upper_s,
+    lil_kl_exact_steps_s,
+    lil_kl_exact_zone_s,
     lil_kl_level_s,
     lil_kl_lower_exact_s,
     lil_kl_upper_exact_s,
@@ -392,6 +395,46 @@ def _scale_table(code, bp, top, old, need):  # pragma: no cover - compiled
     return tab
 
 
+@njit(cache=True, inline="always")
+def _bisect_start(p, level, N, upper):  # pragma: no cover - compiled
+    """The starting state (lo, hi, it) of the bisection of eq. (3) (``upper``) or (2); it = -1: end test pending.
+
+    The cases :func:`lil_kl_upper_exact_s` / :func:`lil_kl_lower_exact_s` answer without
+    bisecting come back finished (lo == hi, the same value).
+    """
+    if upper:
+        if level <= 0.0 or p >= 1.0:
+            v = lil_kl_upper_exact_s(p, level, N)
+            return v, v, 0
+        return p, 1.0, -1
+    if level <= 0.0 or p <= 0.0:
+        v = lil_kl_lower_exact_s(p, level, N)
+        return v, v, 0
+    return 0.0, p, -1
+
+
+@njit(cache=True, inline="always")
+def _bisect_step(p, level, N, upper, lo, hi, it, za, zb):  # pragma: no cover - compiled
+    """One more step of a partly refined exact bound: (lo, hi, it, za, zb), with lo == hi once finished.
+
+    The first step is the end test of :func:`lil_kl_upper_exact_s` / :func:`lil_kl_lower_exact_s`
+    (and finds the zone (za, zb) of :func:`lil_kl_exact_zone_s`), the others those of
+    :func:`lil_kl_exact_steps_s`: the same outcomes in the same order, so the finished value is
+    theirs bit for bit.
+    """
+    if it < 0:
+        end = 1.0 if upper else 0.0
+        if _g_exact(p, end, N) <= level:
+            return end, end, 0, za, zb
+        za, zb = lil_kl_exact_zone_s(p, level, N, upper)
+        return lo, hi, 0, za, zb
+    lo, hi, it, done = lil_kl_exact_steps_s(p, level, N, upper, lo, hi, it, 1, za, zb)
+    if done:
+        v = hi if upper else lo
+        return v, v, it, za, zb
+    return lo, hi, it, za, zb
+
+
 @njit(cache=True)
 def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
                        lrng, kind, a, b, cdf, values, block, pos, srng, fw, iw, in_top):  # pragma: no cover - compiled
@@ -410,6 +453,8 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
     n = counts.shape[0]
     radius = code == BOUND_LIL or code == BOUND_SG1 or code == BOUND_SG2
     lazy = code == BOUND_LIL_KL
+    bisect = code == BOUND_LIL_KL_EXACT
+    N = bp[_N]
     total = 0
     n_zero = 0
     for i in range(n):
@@ -422,8 +467,10 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
     means, lt, ub = borrow(fw[0]), borrow(fw[1]), borrow(fw[2])
     kt, kb, klo, kup = borrow(fw[3]), borrow(fw[4]), borrow(fw[5]), borrow(fw[6])
     lt_hi, ub_lo = borrow(fw[7]), borrow(fw[8])
+    za, zb = borrow(fw[9]), borrow(fw[10])  # the zones of the exact form's bisections (_bisect_step)
     ht, hb, hl, hu = borrow(iw[0]), borrow(iw[1]), borrow(iw[2]), borrow(iw[3])
     wt, wb, wl, wu = borrow(iw[4]), borrow(iw[5]), borrow(iw[6]), borrow(iw[7])
+    bit = borrow(iw[8])  # steps done by each arm's partly refined exact bound (_bisect_start)
     init = np.full(n, -math.inf)
     keyheap_init(init, kt, ht, wt)
     keyheap_init(init, kb, hb, wb)
@@ -473,6 +520,8 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                             lo_hi = lo
                         elif lazy:
                             lo, lo_hi = kl_lower_bracket_s(means[i], s)
+                        elif bisect:
+                            lo, lo_hi, bit[i] = _bisect_start(means[i], s, N, False)
                         else:
                             lo = scale_bounds_s(code, bp, means[i], s, _SIDE_LOWER)[0]
                             lo_hi = lo
@@ -491,6 +540,8 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                             hi_lo = hi
                         elif lazy:
                             hi_lo, hi = kl_upper_bracket_s(means[i], s)
+                        elif bisect:
+                            hi_lo, hi, bit[i] = _bisect_start(means[i], s, N, True)
                         else:
                             hi = scale_bounds_s(code, bp, means[i], s, _SIDE_UPPER)[1]
                             hi_lo = hi
@@ -519,23 +570,49 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
             # passes, impossible if the smallest fails (the gap is monotone in both bounds, in
             # floating point too); else both bounds are made exact (``exact``: a certified h or l
             # stays on top when its bound becomes exact) and it is decided on them.
+            #
+            # The exact form's bounds are partly refined bisections instead (_bisect_start): a
+            # comparison left open refines the range in question one bisection step at a time, only
+            # until it is decided (h's range entirely below or above the best competitor's end; the
+            # stop test's smallest and largest gaps on the same side of eps), so most bounds are
+            # never bisected to the end; the wider of h's and l's ranges is refined for the stop test.
             exact = False
             while True:
                 while True:
                     h = heap_top(hl)
                     if lt[h] == lt_hi[h] or (not exact and -lt_hi[h] > max(klo[1], klo[2])):
                         break
-                    v = scale_bounds_s(code, bp, means[h], tab_top[counts[h]], _SIDE_LOWER)[0]
-                    lt[h] = v
-                    lt_hi[h] = v
+                    if bisect:
+                        other = -max(klo[1], klo[2])
+                        p = means[h]
+                        s = tab_top[counts[h]]
+                        lo, lo_hi, it = lt[h], lt_hi[h], bit[h]
+                        while lo != lo_hi and lo_hi >= other and lo <= other:
+                            lo, lo_hi, it, za[h], zb[h] = _bisect_step(p, s, N, False, lo, lo_hi, it, za[h], zb[h])
+                        lt[h], lt_hi[h], bit[h] = lo, lo_hi, it
+                        v = lo
+                    else:
+                        v = scale_bounds_s(code, bp, means[h], tab_top[counts[h]], _SIDE_LOWER)[0]
+                        lt[h] = v
+                        lt_hi[h] = v
                     _set_keyheap(klo, hl, wl, n, h, -v)
                 while True:
                     el = heap_top(hu)
                     if ub[el] == ub_lo[el] or (not exact and ub_lo[el] > max(kup[1], kup[2])):
                         break
-                    v = scale_bounds_s(code, bp, means[el], tab_bot[counts[el]], _SIDE_UPPER)[1]
-                    ub[el] = v
-                    ub_lo[el] = v
+                    if bisect:
+                        other = max(kup[1], kup[2])
+                        p = means[el]
+                        s = tab_bot[counts[el]]
+                        hi_lo, hi, it = ub_lo[el], ub[el], bit[el]
+                        while hi_lo != hi and hi_lo <= other and hi >= other:
+                            hi_lo, hi, it, za[el], zb[el] = _bisect_step(p, s, N, True, hi_lo, hi, it, za[el], zb[el])
+                        ub_lo[el], ub[el], bit[el] = hi_lo, hi, it
+                        v = hi
+                    else:
+                        v = scale_bounds_s(code, bp, means[el], tab_bot[counts[el]], _SIDE_UPPER)[1]
+                        ub[el] = v
+                        ub_lo[el] = v
                     _set_keyheap(kup, hu, wu, n, el, v)
                 if not pulled:
                     break
@@ -543,6 +620,28 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                     return True, queued, rounds, total
                 if exact or not stop_test(lt_hi[h], ub_lo[el], eps_stop, strict):
                     break
+                if bisect:  # refine the wider range until the test is decided or it is the narrower one
+                    if lt_hi[h] - lt[h] >= ub[el] - ub_lo[el]:
+                        p = means[h]
+                        s = tab_top[counts[h]]
+                        lo, lo_hi, it = lt[h], lt_hi[h], bit[h]
+                        while (lo != lo_hi and lo_hi - lo >= ub[el] - ub_lo[el]
+                               and not stop_test(lo, ub[el], eps_stop, strict)
+                               and stop_test(lo_hi, ub_lo[el], eps_stop, strict)):
+                            lo, lo_hi, it, za[h], zb[h] = _bisect_step(p, s, N, False, lo, lo_hi, it, za[h], zb[h])
+                        lt[h], lt_hi[h], bit[h] = lo, lo_hi, it
+                        _set_keyheap(klo, hl, wl, n, h, -lo)
+                    else:
+                        p = means[el]
+                        s = tab_bot[counts[el]]
+                        hi_lo, hi, it = ub_lo[el], ub[el], bit[el]
+                        while (hi_lo != hi and hi - hi_lo > lt_hi[h] - lt[h]
+                               and not stop_test(lt[h], hi, eps_stop, strict)
+                               and stop_test(lt_hi[h], hi_lo, eps_stop, strict)):
+                            hi_lo, hi, it, za[el], zb[el] = _bisect_step(p, s, N, True, hi_lo, hi, it, za[el], zb[el])
+                        ub_lo[el], ub[el], bit[el] = hi_lo, hi, it
+                        _set_keyheap(kup, hu, wu, n, el, hi)
+                    continue
                 exact = True
         if total >= max_pulls:
             break
@@ -587,11 +686,13 @@ def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queu
         return _round_dependent_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds,
                                        max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
     n = counts.shape[0]
-    # means, lt, ub, the keys of the four heaps in heap order, lt_hi, ub_lo
-    fw = np.full((9, n + 1), -math.inf)
+    # means, lt, ub, the keys of the four heaps in heap order, lt_hi, ub_lo, the bisection zones' ends
+    fw = np.full((11, n + 1), -math.inf)
     fw[2] = math.inf
     fw[8] = math.inf
-    iw = np.empty((8, n + 1), dtype=np.int64)  # the arms of the four heaps in heap order, then their positions
+    fw[10] = math.inf
+    # the arms of the four heaps in heap order, then their positions, then the exact form's bisection steps
+    iw = np.zeros((9, n + 1), dtype=np.int64)
     in_top = np.zeros(n, dtype=np.bool_)
     return _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
                               lrng, kind, a, b, cdf, values, block, pos, srng, fw, iw, in_top)
