@@ -29,6 +29,19 @@ knows are sent (``--learners 1 --repeats ''``).
     PYTHONPATH=src python benchmarks/service_load.py --participants 100 --learners 2
     git worktree add /tmp/prev 6b96d6e
     PYTHONPATH=src python benchmarks/service_load.py --src /tmp/prev/src --repeats ''
+
+``--scenario contest`` is a contest at full size: 7,500 items (the captions of the bundled
+contests 558 and 512, 3,925 + the first 3,575, each answered from its own public vote
+counts), the service's default learner (``--algorithms default``: the spec names none, so the
+service picks KL-RandLUCB with its pinned parameters) and lil-KLUCB (``lil_kl_ucb``, library
+defaults, so form='exact'), one experiment per learner, each run separately, and one owner's
+dashboard polling the results as ``static/dashboard.js`` does (one page of 30 rows every
+second, history and activity every 5 s; ``--dashboards 0`` turns it off). ``--prev-src DIR``
+runs every configuration with this checkout and then with DIR, in one invocation, and prints
+them side by side:
+
+    git worktree add /tmp/prev_sl HEAD
+    PYTHONPATH=src python benchmarks/service_load.py --scenario contest --pace 5 --prev-src /tmp/prev_sl/src
 """
 
 from __future__ import annotations
@@ -55,6 +68,29 @@ from purebandits.instances.real import caption_contest
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ["unfunny", "somewhat funny", "funny"]
+
+
+#: bundled contests whose captions make up the contest-size scenario, in this order
+CONTEST_SOURCES = ("558", "512")
+CONTEST_ITEMS = 7_500
+
+
+def scenario_items(scenario: str, n_items: int = CONTEST_ITEMS) -> tuple[list[str], np.ndarray]:
+    """(caption texts, per-item probabilities of unfunny / somewhat funny / funny) of a scenario:
+    ``559`` its 138 captions; ``contest`` the first ``n_items`` captions of contests 558 and 512."""
+    sources = ["559"] if scenario == "559" else list(CONTEST_SOURCES)
+    texts: list[str] = []
+    votes: list[np.ndarray] = []
+    for contest in sources:
+        cc = caption_contest(contest)
+        texts.extend(cc.captions)
+        votes.append(cc.votes)
+    v = np.concatenate(votes).astype(float)
+    if scenario != "559":
+        if len(texts) < n_items:
+            raise SystemExit(f"the bundled contests have {len(texts)} captions, fewer than {n_items}")
+        texts, v = texts[:n_items], v[:n_items]
+    return texts, v / v.sum(axis=1, keepdims=True)  # columns unfunny, somewhat, funny
 
 
 def free_port() -> int:
@@ -185,17 +221,21 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, pace: float = 0.0,
                    server_pid: int | None = None, client_kind: str = "raw", learners: int = 1,
-                   repeats: str = "never", churn: int = 30) -> dict:
+                   repeats: str = "never", churn: int = 30, scenario: str = "559", algorithm: str = "lil_ucb",
+                   dashboards: int = 0) -> dict:
     """Closed loop (pace = 0: each participant asks again as soon as it answered) or paced
     (each participant starts one ask+answer every 1/pace seconds, with a random phase; so the
-    offered load is n * pace answers per second)."""
-    cc = caption_contest("559")
-    probs = cc.votes / cc.votes.sum(axis=1, keepdims=True)  # columns unfunny, somewhat, funny
+    offered load is n * pace answers per second). ``algorithm``: the learner of a one-learner
+    experiment (``default``: none named, the service's default); ``dashboards`` owners poll the
+    results meanwhile."""
+    texts, probs = scenario_items(scenario)
     async with httpx.AsyncClient(base_url=url, timeout=30, verify=False) as client:
         spec: dict[str, Any] = {"name": "load test", "seed": seed,
-                                "items": [{"id": str(i), "text": t} for i, t in enumerate(cc.captions)]}
-        if learners == 1:
+                                "items": [{"id": str(i), "text": t} for i, t in enumerate(texts)]}
+        if learners == 1 and algorithm == "lil_ucb":
             spec.update(algorithm="lil_ucb", params={"delta": 0.05})
+        elif learners == 1 and algorithm != "default":
+            spec["algorithm"] = algorithm  # its library defaults (and the service's default delta)
         else:
             spec["algorithms"] = [{"label": "LilUCB", "algorithm": "lil_ucb", "params": {"delta": 0.05}},
                                   {"label": "RandomSampling", "algorithm": "random_sampling"}]
@@ -203,8 +243,8 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
             spec["repeats"] = repeats
         r = await client.post("/api/experiments", json=spec)
         r.raise_for_status()
-        eid = r.json()["id"]
-        index = {str(i): i for i in range(cc.n_arms)}
+        eid, owner_token = r.json()["id"], r.json()["owner_token"]
+        index = {str(i): i for i in range(len(texts))}
         ask_lat: list[float] = []
         ans_lat: list[float] = []
         answered = 0
@@ -281,12 +321,57 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
                 if churn and mine >= churn:  # this visitor leaves; a new one arrives
                     pid, mine = await new_visitor(client, pid), 0
 
-        await asyncio.gather(sample_cpu(), *(participant(k) for k in range(n)))
+        poll_lat: list[float] = []
+        chart_lat: list[float] = []
+
+        async def dashboard() -> None:
+            """One owner's dashboard (static/dashboard.js): a page of 30 rows every second, the history and
+            the activity every 5 s."""
+            nonlocal errors
+            auth = {"Authorization": f"Bearer {owner_token}"}
+            async with httpx.AsyncClient(base_url=url, timeout=30, verify=False, headers=auth) as owner:
+
+                async def get(path: str, **params: Any) -> int:
+                    # a browser retries a GET whose idle keep-alive connection the server closed meanwhile
+                    # (uvicorn closes them after 5 s, the period of the chart fetches): so does this
+                    for attempt in (0, 1):
+                        try:
+                            return (await owner.get(path, params=params)).status_code
+                        except httpx.TransportError:
+                            if attempt:
+                                return 0
+                    return 0
+
+                last_charts = 0.0
+                while time.perf_counter() < t_end:
+                    t0 = time.perf_counter()
+                    status = await get(f"/api/experiments/{eid}/results", limit=30, offset=0, sort="rank",
+                                       order="asc", timeline="false")
+                    t1 = time.perf_counter()
+                    errors += status != 200
+                    if t0 >= t_measure:
+                        poll_lat.append(t1 - t0)
+                    if t1 - last_charts >= 5.0:
+                        last_charts = t1
+                        rs = await asyncio.gather(get(f"/api/experiments/{eid}/history", max_points=500),
+                                                  get(f"/api/experiments/{eid}/activity"))
+                        errors += sum(x != 200 for x in rs)
+                        if t1 >= t_measure:
+                            chart_lat.append(time.perf_counter() - t1)
+                    await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
+
+        await asyncio.gather(sample_cpu(), *(participant(k) for k in range(n)),
+                             *(dashboard() for _ in range(dashboards)))
         for c in clients:
             await c.aclose()
     ask = np.array(ask_lat) * 1000
     ans = np.array(ans_lat) * 1000
+    both = np.concatenate([ask, ans])
     return {
+        "poll_p50": float(np.percentile(poll_lat, 50)) * 1000 if poll_lat else float("nan"),
+        "poll_max": float(np.max(poll_lat)) * 1000 if poll_lat else float("nan"),
+        "charts_max": float(np.max(chart_lat)) * 1000 if chart_lat else float("nan"),
+        "p99": float(np.percentile(both, 99)) if len(both) else float("nan"),
         "visitors": visitors,
         "exhausted": exhausted,
         "answers_per_s": answered / seconds,
@@ -315,6 +400,14 @@ def run(coro: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backends", default="sqlite,postgres", help="comma list of sqlite, postgres")
+    p.add_argument("--scenario", choices=["559", "contest"], default="559",
+                   help="559: caption contest 559 (138 captions, lil'UCB); contest: 7,500 captions of contests 558 "
+                        "and 512, the default learner and lil-KLUCB, one owner's dashboard polling")
+    p.add_argument("--algorithms", default=None,
+                   help="comma list of one-learner experiments to run, each separately ('default': the service's "
+                        "default learner); default lil_ucb, or default,lil_kl_ucb with --scenario contest")
+    p.add_argument("--dashboards", type=int, default=None,
+                   help="owners polling the results as the dashboard does (default 0, 1 with --scenario contest)")
     p.add_argument("--participants", type=int, default=100)
     p.add_argument("--seconds", type=float, default=20.0, help="measured time")
     p.add_argument("--warmup", type=float, default=3.0)
@@ -327,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pace", type=float, default=0.0,
                    help="answers per second per participant (0: closed loop, as fast as possible)")
     p.add_argument("--learners", type=int, choices=[1, 2], default=1,
-                   help="1: lil'UCB; 2: lil'UCB and random sampling side by side at 50/50")
+                   help="1: one learner (--algorithms); 2: lil'UCB and random sampling side by side at 50/50")
     p.add_argument("--repeats", default="never",
                    help="the experiment's repeat policy (never, not_consecutive; '' to send none, for older code)")
     p.add_argument("--churn", type=int, default=30, help="answers per visitor before a new one arrives (0: never)")
@@ -335,46 +428,68 @@ def main(argv: list[str] | None = None) -> int:
                    help="throwaway PostgreSQL with fsync, synchronous_commit and full_page_writes off (not durable; "
                         "the default is PostgreSQL's durable settings)")
     p.add_argument("--src", type=Path, default=None, help="serve from this source tree (default: this checkout)")
+    p.add_argument("--prev-src", type=Path, default=None,
+                   help="also run every configuration on this source tree (the previous code), right after")
     args = p.parse_args(argv)
+    contest = args.scenario == "contest"
+    algorithms = (args.algorithms or ("default,lil_kl_ucb" if contest else "lil_ucb")).split(",")
+    if args.learners == 2:
+        algorithms = ["lil_ucb+random_sampling"]
+    dashboards = args.dashboards if args.dashboards is not None else int(contest)
+    codes = [("this", args.src)] + ([("previous", args.prev_src)] if args.prev_src else [])
     rows = []
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        admin = None
         for backend in args.backends.split(","):
-            if backend == "sqlite":
-                db = f"sqlite:///{tmp / 'load.sqlite'}"
-            elif backend == "postgres":
-                from purebandits.testing.postgres import create_database, temporary_postgres
+            for algorithm in algorithms:
+                for code, src in codes:
+                    if backend == "sqlite":
+                        path = tmp / "load.sqlite"
+                        for extra in ("", "-wal", "-shm"):
+                            Path(f"{path}{extra}").unlink(missing_ok=True)
+                        db = f"sqlite:///{path}"
+                    elif backend == "postgres":
+                        from purebandits.testing.postgres import create_database, temporary_postgres
 
-                admin = args.pg_url or stack.enter_context(temporary_postgres(durable=not args.pg_fast))
-                db = create_database(admin)
-            else:
-                raise SystemExit(f"unknown backend {backend!r}")
-            proc, url = start_server(db, args.workers, args.src)
-            try:
-                res = run(run_load(url, args.participants, args.seconds, args.warmup, args.seed, args.pace,
-                                   server_pid=proc.pid, client_kind=args.client, learners=args.learners,
-                                   repeats=args.repeats, churn=args.churn))
-            finally:
-                stop_server(proc)
-            rows.append((backend, res))
-            print(f"{backend}: {res}", file=sys.stderr)
+                        if admin is None:
+                            admin = args.pg_url or stack.enter_context(temporary_postgres(durable=not args.pg_fast))
+                        db = create_database(admin)
+                    else:
+                        raise SystemExit(f"unknown backend {backend!r}")
+                    load0 = os.getloadavg()[0]
+                    proc, url = start_server(db, args.workers, src)
+                    try:
+                        res = run(run_load(url, args.participants, args.seconds, args.warmup, args.seed, args.pace,
+                                           server_pid=proc.pid, client_kind=args.client, learners=args.learners,
+                                           repeats=args.repeats, churn=args.churn, scenario=args.scenario,
+                                           algorithm=algorithm, dashboards=dashboards))
+                    finally:
+                        stop_server(proc)
+                    res["load"] = f"{load0:.1f}-{os.getloadavg()[0]:.1f}"
+                    rows.append((backend, algorithm, code, res))
+                    print(f"{backend} {algorithm} {code}: {res}", file=sys.stderr)
     mode = f"paced at {args.pace:g} answers/s each" if args.pace > 0 else "closed loop"
-    load = os.getloadavg()[0]
-    print(f"\n{args.participants} participants ({mode}, a new visitor every {args.churn} answers), "
-          f"{args.learners} learner(s), repeats={args.repeats or 'unset'}, source {args.src or ROOT / 'src'}, "
+    items = f"{CONTEST_ITEMS:,} captions of contests 558 + 512" if contest else "138 captions of contest 559"
+    print(f"\n{args.participants} participants ({mode}, a new visitor every {args.churn} answers), {items}, "
+          f"{dashboards} dashboard(s) polling, repeats={args.repeats or 'unset'}, source {args.src or ROOT / 'src'}"
+          f"{f' against {args.prev_src}' if args.prev_src else ''}, "
+          f"SQLite WAL synchronous=NORMAL, "
           f"PostgreSQL {'NOT durable (fsync off)' if args.pg_fast else 'durable (fsync, synchronous_commit on)'}"
           f"{' (given by --pg-url)' if args.pg_url else ''}, "
           f"{args.workers} worker(s), {args.client} client, "
-          f"{args.seconds:g} s measured after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs, load average "
-          f"{load:.1f} at the end, Python {platform.python_version()}\n")
-    print("| backend | answers/s | ask p50 (ms) | ask p99 (ms) | answer p50 (ms) | answer p99 (ms) | errors "
-          "| exhausted | server CPU ms / answer | client CPU ms / answer |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for backend, r in rows:
-        print(f"| {backend} | {r['answers_per_s']:.0f} | {r['ask_p50']:.1f} | {r['ask_p99']:.1f} | "
-              f"{r['answer_p50']:.1f} | {r['answer_p99']:.1f} | {r['errors']} | {r['exhausted']} | "
-              f"{r['server_cpu_ms_per_answer']:.2f} | "
-              f"{r['client_cpu_ms_per_answer']:.2f} |")
+          f"{args.seconds:g} s measured after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs, "
+          f"Python {platform.python_version()}\n")
+    print("| backend | learner | code | load avg | answers/s | ask p50 / p99 (ms) | answer p50 / p99 (ms) "
+          "| p99 all (ms) | errors | exhausted | results poll p50 / max (ms) | server CPU ms / answer "
+          "| client CPU ms / answer |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for backend, algorithm, code, r in rows:
+        poll = f"{r['poll_p50']:.0f} / {r['poll_max']:.0f}" if dashboards else "-"
+        print(f"| {backend} | {algorithm} | {code} | {r['load']} | {r['answers_per_s']:.0f} | "
+              f"{r['ask_p50']:.1f} / {r['ask_p99']:.1f} | {r['answer_p50']:.1f} / {r['answer_p99']:.1f} | "
+              f"{r['p99']:.1f} | {r['errors']} | {r['exhausted']} | {poll} | "
+              f"{r['server_cpu_ms_per_answer']:.2f} | {r['client_cpu_ms_per_answer']:.2f} |")
     return 0
 
 

@@ -21,7 +21,7 @@ from purebandits.service.models import events, queries
 from purebandits.service.validation import DEFAULT_LABELS
 
 __all__ = ["PUBLIC_SUMMARY_COLUMNS", "SUMMARY_COLUMNS", "summary_columns", "stopping_progress", "summary_rows",
-           "label_counts", "rank_order", "ranking_page", "RANKING_SORTS",
+           "label_counts", "logged_label_counts", "rank_order", "ranking_page", "RANKING_SORTS",
            "ranking_rows", "timeline", "answers_rows", "participants_rows", "agreement", "iso_time",
            "learner_intervals"]
 
@@ -58,6 +58,29 @@ def label_counts(conn: Connection, eid: int, idx: int | None, n_arms: int, label
         .group_by(queries.c.arm, queries.c.label)
     ):
         out[arm, col[label]] = c
+    return out
+
+
+def logged_label_counts(conn: Connection, eid: int, idx: int, labels: list[str], counts: np.ndarray, after: int,
+                        upto: int) -> np.ndarray:
+    """``counts`` (answers per (arm, label) of learner ``idx`` up to its event ``after``) plus the ``answer``
+    events ``after < seq <= upto`` of its log, as a new array.
+
+    The log and the queries table say the same: an ``answer`` event is written in the transaction that
+    marks its query answered, and neither ever changes afterwards; so this is :func:`label_counts` of
+    the learner at version ``upto``, read from the events since the last count instead of every answer.
+    """
+    out = counts.copy()
+    if upto <= after:
+        return out
+    col = {name: j for j, name in enumerate(labels)}
+    for arm, label, c in conn.execute(
+        sa.select(events.c.arm, events.c.label, sa.func.count())
+        .where(events.c.experiment_id == eid, events.c.learner == idx, events.c.seq > after, events.c.seq <= upto,
+               events.c.kind == "answer")
+        .group_by(events.c.arm, events.c.label)
+    ):
+        out[arm, col[label]] += c
     return out
 
 

@@ -55,6 +55,7 @@ from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
@@ -103,6 +104,7 @@ from purebandits.service.reports import (
     answers_rows,
     label_counts,
     learner_intervals,
+    logged_label_counts,
     participants_rows,
     ranking_page,
     ranking_rows,
@@ -319,6 +321,9 @@ class Study:
         self._known_participants: LRU = LRU(MAX_KNOWN_PARTICIPANTS)
         self._last_expire: dict[tuple[int, int], int] = {}
         self._activity: dict[tuple[int, int], tuple[int, dict[str, Any]]] = {}  # (eid, idx) -> (when, activity)
+        # (eid, idx) -> (version, answers per (arm, label) at that version): the owners' polls add the
+        # answers logged since instead of counting every answer again
+        self._counts: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
         # pending queries issued here: id -> (eid, pid, learner); entries leave on answer / expiry,
         # so the map stays as large as the pending set (memory must not grow with the answers)
         self._query_owner: dict[str, tuple[int, str, int]] = {}
@@ -536,10 +541,11 @@ class Study:
     def _forget(self, eid: int) -> None:
         """Drop what this process cached of ``eid`` (it was deleted)."""
         self._meta.pop(eid, None)
-        for key in [k for k in (*self._cache, *self._last_expire, *self._activity) if k[0] == eid]:
+        for key in [k for k in (*self._cache, *self._last_expire, *self._activity, *self._counts) if k[0] == eid]:
             self._cache.pop(key, None)
             self._last_expire.pop(key, None)
             self._activity.pop(key, None)
+            self._counts.pop(key, None)
 
     # ------------------------------------------------------------------ learner state
     def meta(self, eid: int) -> _Meta:
@@ -1308,7 +1314,7 @@ class Study:
         now = self.clock()
         lrn, version, status = self._learner_copy(eid, idx)
         with self._connect(False) as conn:
-            counts = label_counts(conn, eid, idx, meta.n_arms, names)
+            counts = self._label_counts(conn, meta, idx, names, version)
             n_pending = int(conn.execute(sa.select(sa.func.count()).select_from(queries).where(
                 queries.c.experiment_id == eid, queries.c.learner == idx, queries.c.status == "pending")).scalar_one())
             tl = answers_timeline(conn, eid, idx, meta.created_ms, now) if timeline else None
@@ -1336,6 +1342,27 @@ class Study:
             "learner_done": None if done_ms is None else {"at_answers": done_answers, "at": done_ms / 1000.0},
             "on_done": on_done,
         }
+
+    def _label_counts(self, conn: Connection, meta: _Meta, idx: int, names: list[str], version: int) -> np.ndarray:
+        """Answers per (arm, label) of learner ``idx`` at ``version`` (a committed version of its log).
+
+        Each poll of a dashboard used to count every answer again (a GROUP BY over the answered queries,
+        ~17 ms at 20,000 answers and growing with them); now the counts at the last version asked for are
+        kept, and only the ``answer`` events logged since are added (:func:`logged_label_counts`). The
+        first call in a process reads the whole log once; an older version than the kept one starts over.
+        """
+        key = (meta.id, idx)
+        kept = self._counts.get(key)
+        if kept is not None and kept[0] <= version:
+            after, base = kept
+        else:
+            after, base = 0, np.zeros((meta.n_arms, len(names)), dtype=np.int64)
+        counts = logged_label_counts(conn, meta.id, idx, names, base, after, version)
+        if len(self._counts) >= max(1, int(self.settings.cache_experiments)) and key not in self._counts:
+            with suppress(StopIteration, RuntimeError):  # polls run in threads: another may change the dict
+                self._counts.pop(next(iter(self._counts)), None)  # bounded as the other per-experiment caches
+        self._counts[key] = (version, counts)
+        return counts.copy()
 
     @staticmethod
     def _on_done(conn: Connection, eid: int) -> dict[str, Any]:
@@ -1487,9 +1514,9 @@ class Study:
         names = [lab["name"] for lab in meta.labels]
         out, recs = [], {}
         for idx, spec in enumerate(meta.learners):
-            lrn, _version, _status = self._learner_copy(eid, idx)
+            lrn, version, _status = self._learner_copy(eid, idx)
             with self._connect(False) as conn:
-                counts = label_counts(conn, eid, idx, meta.n_arms, names)
+                counts = self._label_counts(conn, meta, idx, names, version)
                 n_participants = int(conn.execute(
                     sa.select(sa.func.count(sa.distinct(queries.c.participant_id))).where(
                         queries.c.experiment_id == eid, queries.c.learner == idx,
