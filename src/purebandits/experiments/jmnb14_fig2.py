@@ -157,7 +157,8 @@ EXPERIMENT = Experiment(
     notes=("n grid {10, 100, 1000, 10000} assumed (the text does not list it); UCB1 skipped at n = 10000 as in "
            "the paper. lil'UCB+LS: eps = 0.01, beta = 1, lambda = 9, delta = (sqrt(1+nu/2)-1)^2/(4 c_eps); "
            "Heuristic: eps = 0, beta = 1/2, lambda = 1 + 10/n, delta = nu/5, no LS; LS uses eps = 0.01 and "
-           "nu/2 (all of nu for Nonadaptive). Successive Elimination uses the LS radius (ALGORITHMS.md 2.4). "
-           "The paper's claim that LS helps the faithful lil'UCB a lot is not tested (no lil'UCB without LS "
-           "in the grid). Runs are capped at max_pulls; capped runs are counted and marked x in the plot."),
+           "nu/2 (all of nu for Nonadaptive; UCB1, whose index has no confidence, leaves its half unused). "
+           "Successive Elimination uses the LS radius (ALGORITHMS.md 2.4). The paper's claim that LS helps "
+           "the faithful lil'UCB a lot is tested in jmnb14_ls. Runs are capped at max_pulls; capped runs are "
+           "counted and marked x in the plot."),
 )
