@@ -35,6 +35,11 @@ class Verdict:
     table: pd.DataFrame | None = None
 
 
+def verdict_status(n_ok: int, n_checks: int) -> Literal["holds", "partly", "does not hold"]:
+    """"holds" when every one of ``n_checks`` checks holds, "partly" when some do, else "does not hold"."""
+    return "holds" if n_ok == n_checks else ("partly" if n_ok else "does not hold")
+
+
 @dataclass
 class Context:
     """How an experiment is run: size, parallelism, seed, and where the simulator should run."""

@@ -11,8 +11,20 @@ import numpy as np
 import pandas as pd
 
 from purebandits.experiments.base import Context, summary_row
-from purebandits.instances import Instance
+from purebandits.instances import Instance, alpha_exponential, lil_exponential, one_sparse
 from purebandits.registry import all_learners, make_learner
+
+#: JLQ17 Sec. 5's instances: best-K (Fig. 1), N arms with K best -> Instance
+BEST_K_INSTANCES = {
+    "1-sparse": lambda n, k: one_sparse(n, k),
+    "0.3-exponential": lambda n, k: alpha_exponential(n, k, 0.3),
+}
+#: best-1 (Fig. 2), N arms -> Instance
+BEST_1_INSTANCES = {
+    "1-sparse": lambda n: one_sparse(n),
+    "alpha=0.3": lambda n: lil_exponential(n, 0.3),
+    "alpha=0.6": lambda n: lil_exponential(n, 0.6),
+}
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -19,19 +19,15 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict
-from purebandits.experiments.jlq17 import BEST_K, fewest_rows, mean_of, plot_grid, run_grid
-from purebandits.instances import alpha_exponential, one_sparse
+from purebandits.experiments.base import Context, Experiment, Verdict, verdict_status
+from purebandits.experiments.jlq17 import BEST_K, BEST_K_INSTANCES, fewest_rows, mean_of, plot_grid, run_grid
 from purebandits.registry import all_learners
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-INSTANCES = {
-    "1-sparse": lambda n, k: one_sparse(n, k),
-    "0.3-exponential": lambda n, k: alpha_exponential(n, k, 0.3),
-}
+INSTANCES = BEST_K_INSTANCES
 K_RULES = {"K=2": lambda n: 2, "K=N/2": lambda n: n // 2}
 
 
@@ -81,7 +77,7 @@ def assess(df: pd.DataFrame) -> Verdict:
     capped = int(df["capped"].sum())
     crit = [bool(k2_ok.all()), bool(half_beat.all()), bool(half_eq.all()), all(grow), errors == 0]
     n_ok = sum(crit)
-    status = "holds" if n_ok == len(crit) else ("partly" if n_ok else "does not hold")
+    status = verdict_status(n_ok, len(crit))
     missing = [lab for lab, name in BEST_K.items() if name not in all_learners()]
     n_used = int(table["N"].min()) if len(table) else min_n
     summary = (f"K = 2, N >= {n_used}: lil'RandLUCB uses the fewest samples in {int(k2_ok.sum())}/{len(k2_ok)} "

@@ -16,19 +16,14 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict
-from purebandits.experiments.jlq17 import BEST_K, fewest_rows, plot_grid, run_grid
-from purebandits.instances import lil_exponential, one_sparse
+from purebandits.experiments.base import Context, Experiment, Verdict, verdict_status
+from purebandits.experiments.jlq17 import BEST_1_INSTANCES, BEST_K, fewest_rows, plot_grid, run_grid
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 BEST_1 = {**BEST_K, "lil'UCB": "lil_ucb"}
-INSTANCES = {
-    "1-sparse": lambda n: one_sparse(n),
-    "alpha=0.3": lambda n: lil_exponential(n, 0.3),
-    "alpha=0.6": lambda n: lil_exponential(n, 0.6),
-}
+INSTANCES = BEST_1_INSTANCES
 
 
 def compute(ctx: Context, settings: dict) -> pd.DataFrame:
@@ -65,7 +60,7 @@ def assess(df: pd.DataFrame) -> Verdict:
     crit = [bool(best_ok.all()), bool(eq.all()), bool(much.all()), bool(lil_lucb.all()), bool(oom.all()),
             errors == 0]
     n_ok = sum(crit)
-    status = "holds" if n_ok == len(crit) else ("partly" if n_ok else "does not hold")
+    status = verdict_status(n_ok, len(crit))
     capped_ucb = int(df[(df["algorithm"] == "lil'UCB") & (df["version"] == "faithful")]["capped"].sum())
     n_used = int(table["N"].min()) if len(table) else min_n
     summary = (f"N >= {n_used}: lil'RandLUCB uses the fewest samples on 1-sparse and alpha = 0.3 in "

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict, summary_row
+from purebandits.experiments.base import Context, Experiment, Verdict, summary_row, verdict_status
 from purebandits.experiments.jmnb14 import ALGORITHMS, NU, SCENARIOS, instance_for
 from purebandits.registry import make_learner
 
@@ -126,7 +126,7 @@ def assess(df: pd.DataFrame) -> Verdict:
     capped = int(df["capped"].sum())
     table = pd.DataFrame([{"criterion": c, "measured": m, "holds": "yes" if o else "no"} for c, m, o in crit])
     n_ok = sum(o for _, _, o in crit)
-    status = "holds" if n_ok == len(crit) else ("partly" if n_ok else "does not hold")
+    status = verdict_status(n_ok, len(crit))
     largest = max(df["n"])
     means = "; ".join(f"{sc}: " + ", ".join(f"{lab.split(' ')[0]}{' H' if 'Heur' in lab else ''}="
                                             f"{_mean(df, sc, largest, lab):.3g}"

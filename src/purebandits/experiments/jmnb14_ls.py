@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict, summary_row
+from purebandits.experiments.base import Context, Experiment, Verdict, summary_row, verdict_status
 from purebandits.experiments.jmnb14 import NU, SCENARIOS, instance_for
 from purebandits.registry import make_learner
 
@@ -145,7 +145,7 @@ def assess(df: pd.DataFrame) -> Verdict:
                  bool((df["error_rate"] <= NU).all())))
     table = pd.DataFrame([{"criterion": c, "measured": m, "holds": "yes" if o else "no"} for c, m, o in crit])
     n_ok = sum(o for _, _, o in crit)
-    status = "holds" if n_ok == len(crit) else ("partly" if n_ok else "does not hold")
+    status = verdict_status(n_ok, len(crit))
     largest = max(df["n"])
     big = df[(df["n"] == largest) & df["ls"].astype(bool)]
     ratios = "; ".join(f"{r.scenario} {r.preset} {r.ratio:.3f}+-{r.ratio_se:.3f}" for r in big.itertuples())

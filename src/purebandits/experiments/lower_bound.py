@@ -25,7 +25,7 @@ import pandas as pd
 from purebandits.experiments import jlq17, jmnb14
 from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.contests import top_m_contest
-from purebandits.instances import Instance, alpha_exponential, lil_exponential, one_sparse
+from purebandits.instances import Instance
 from purebandits.lower_bound import sample_lower_bound, solve_characteristic_time
 from purebandits.metrics import wilson_interval
 
@@ -40,13 +40,10 @@ CAPTION_DELTA = 0.01
 RATIO_GOAL = 2.0
 _KL_RATIO = sample_lower_bound(1.0, 2 * CAPTION_DELTA) / sample_lower_bound(1.0, CAPTION_DELTA)
 
-#: JLQ17's instance labels (the builders of jlq17_fig1 / jlq17_fig2's INSTANCES) -> Instance of (N, k)
-JLQ17_INSTANCES = {
-    "1-sparse": lambda n, k: one_sparse(n, k),
-    "0.3-exponential": lambda n, k: alpha_exponential(n, k, 0.3),
-    "alpha=0.3": lambda n, k: lil_exponential(n, 0.3),
-    "alpha=0.6": lambda n, k: lil_exponential(n, 0.6),
-}
+#: JLQ17's instance labels (jlq17_fig1 / jlq17_fig2) -> Instance of (N, k); the best-K "1-sparse" builder
+#: serves both figures (k = 1 for Fig. 2)
+JLQ17_INSTANCES = {**{label: (lambda n, k, f=f: f(n)) for label, f in jlq17.BEST_1_INSTANCES.items()},
+                   **jlq17.BEST_K_INSTANCES}
 
 #: (source, learner label, version) -> (proven error bound in units of delta, or None; why). Proven = the paper
 #: proves the learner, with the parameters and threshold the experiment uses, delta-correct (error <= mult delta).

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict
+from purebandits.experiments.base import Context, Experiment, Verdict, verdict_status
 from purebandits.experiments.st17 import AT_LUCB_PARAMS
 from purebandits.experiments.tnm17 import ascending, log_grid
 from purebandits.instances import Instance, custom, hardness, nsar_setup
@@ -143,7 +143,7 @@ def assess(df: pd.DataFrame) -> Verdict:
                      "beats uniform at T": "yes" if beats else "no"})
     table = pd.DataFrame(rows)
     n_ok = sum(checks)
-    status = "holds" if n_ok == len(checks) else ("partly" if n_ok else "does not hold")
+    status = verdict_status(n_ok, len(checks))
     n_cfg = len(rows)
     summary = (f"AT-LUCB's error keeps decreasing significantly after ST17's budget T (at T vs at the last "
                f"checkpoint) in "

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict
+from purebandits.experiments.base import Context, Experiment, Verdict, verdict_status
 from purebandits.experiments.tnm17 import ascending, curve_rows, log_grid, plot_curves, samples_to_level, select
 from purebandits.instances import Instance, caption
 from purebandits.registry import make_learner
@@ -119,7 +119,7 @@ def assess(df: pd.DataFrame) -> Verdict:
                      "claim holds": "yes" if ok else "no", "TS worse than every bound": "yes" if th_ok else "no"})
     table = pd.DataFrame(rows)
     n_ok = sum(checks)
-    status = "holds" if n_ok == len(checks) else ("partly" if n_ok else "does not hold")
+    status = verdict_status(n_ok, len(checks))
     parts = []
     for r in rows:
         parts.append(f"contest {r['contest']} (mu_1 {r['mu_1 (ours)']}, paper {r['mu_1 (paper)']}): "

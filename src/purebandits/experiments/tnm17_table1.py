@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from purebandits.bounds import chernoff_information
-from purebandits.experiments.base import Context, Experiment, Verdict
+from purebandits.experiments.base import Context, Experiment, Verdict, verdict_status
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -89,7 +89,7 @@ def assess(df: pd.DataFrame) -> Verdict:
                      f"S_SG/S_KL at n={int(ratio['n'])}": round(ratio["S_SG"] / ratio["S_KL"], 1),
                      "matches": "yes" if good else "no"})
     table = pd.DataFrame(rows)
-    status = "holds" if ok == len(rows) else ("partly" if ok else "does not hold")
+    status = verdict_status(ok, len(rows))
     summary = (f"{ok} of {len(rows)} alpha regimes grow at the predicted orders for both sums "
                f"(|log-log slope of S/predicted| < {TOLERANCE} over the last decade of n).")
     return Verdict(status, summary, table)

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from purebandits.bounds import chernoff_information
-from purebandits.experiments.base import Context, Experiment, Verdict
+from purebandits.experiments.base import Context, Experiment, Verdict, verdict_status
 from purebandits.instances import Instance, custom
 from purebandits.metrics import wilson_interval
 from purebandits.registry import make_learner
@@ -177,7 +177,7 @@ def assess(df: pd.DataFrame) -> Verdict:
         table[c] = table[c].round(3)
     checks = [c_slope, c_err, c_kl]
     n_ok = sum(checks)
-    status = "holds" if n_ok == len(checks) else ("partly" if n_ok else "does not hold")
+    status = verdict_status(n_ok, len(checks))
     summary = (f"Over {len(df)} instances (H_KL from {x_kl.min():.0f} to {x_kl.max():.0f}), the log-log slope of mean "
                f"samples on H_KL is {f['slope']:.3f} +- {f['se']:.3f} (Monte Carlo s.e. {f['se_mc']:.3f}, chi^2/dof "
                f"{f['chi2_dof']:.1f}): {'within' if c_slope else 'outside'} {Z:g} s.e. of 1"

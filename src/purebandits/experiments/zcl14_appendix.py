@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict
+from purebandits.experiments.base import Context, Experiment, Verdict, verdict_status
 from purebandits.experiments.zcl14 import appendix_means, cell_comparisons, plot_regret_panels, regret_grid
 from purebandits.instances import Instance, custom
 
@@ -114,7 +114,7 @@ def assess(df: pd.DataFrame) -> Verdict:
                      f"beta 0.8 better, K > {mid:g}": "n/a" if np.isnan(b08_large) else f"{b08_large:.0%}"})
     table = pd.DataFrame(rows)
     n_ok = sum(checks)
-    status = "holds" if n_ok == len(checks) else ("partly" if n_ok else "does not hold")
+    status = verdict_status(n_ok, len(checks))
     parts = [f"{r['instance']}: uniform worst in {r['uniform worst (cells)']}/{r['cells']} cells "
              f"({r['uniform worst by > 2 s.e.']} by > 2 s.e.), OptMAI below min(SAR, LUCB) in "
              f"{r['OptMAI lower than SAR/LUCB']}/{r['cells']} and not worse by > 2 s.e. in "

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict
+from purebandits.experiments.base import Context, Experiment, Verdict, verdict_status
 from purebandits.experiments.zcl14 import ALGORITHMS, plot_regret_panels, regret_grid
 from purebandits.instances import optmai_uniform, two_point
 
@@ -101,7 +101,7 @@ def assess(df: pd.DataFrame) -> Verdict:
     c_opt = opt_beats > n_cells / 2
     c_beta = small > 0.5 and (np.isnan(large) or large > 0.5)
     n_ok = sum([c_uni, c_opt, c_beta])
-    status = "holds" if n_ok == 3 else ("partly" if n_ok else "does not hold")
+    status = verdict_status(n_ok, 3)
     summary = (f"Uniform has the highest regret in {uni_worst} of {n_cells} (instance, Q, K) cells; the better OptMAI "
                f"has regret <= min(SAR, LUCB) in {opt_beats} of {n_cells} cells ('most scenarios'); beta = 0.9 beats "
                f"0.8 in {small:.0%} of the cells with K <= {mid:g} and beta = 0.8 beats 0.9 in "

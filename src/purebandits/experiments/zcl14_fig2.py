@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict
+from purebandits.experiments.base import Context, Experiment, Verdict, verdict_status
 from purebandits.experiments.zcl14 import ALGORITHMS, plot_regret_panels, regret_grid
 from purebandits.instances import rte
 from purebandits.metrics import sample_count_distribution
@@ -122,7 +122,7 @@ def assess(df: pd.DataFrame) -> Verdict:
     checks += [sar_10 == "SAR"] if sar_10 is not None else []
     checks += [b09_20 == "OptMAI beta=0.9"] if b09_20 is not None else []
     n_ok = sum(checks)
-    status = "holds" if n_ok == len(checks) else ("partly" if n_ok else "does not hold")
+    status = verdict_status(n_ok, len(checks))
     summary = (f"OptMAI beta = 0.8 has the lowest regret in {b08} of {n_cells} (Q, K) cells; at K = 10 the winner is "
                f"{sar_10} for Q = 10n (paper: SAR) and {b09_20} for Q = 20n (paper: beta = 0.9); precision order "
                f"{', '.join(prec.index[:3])} (paper: OptMAI 0.8 then LUCB); {hist_txt}. "

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments.base import Context, Experiment, Verdict
+from purebandits.experiments.base import Context, Experiment, Verdict, verdict_status
 from purebandits.instances.real import load_rte_workers
 from purebandits.metrics import wilson_interval
 
@@ -100,7 +100,7 @@ def assess(df: pd.DataFrame) -> Verdict:
     ])
     checks = [c_n, c_tasks, c_range]
     n_ok = sum(checks)
-    status = "holds" if n_ok == len(checks) else ("partly" if n_ok else "does not hold")
+    status = verdict_status(n_ok, len(checks))
     summary = (f"{n} workers (paper {PAPER_WORKERS}); {total} labels, {per_task:g} per task for the paper's "
                f"{PAPER_TASKS} tasks; accuracies in [0, 1]: {'yes' if c_range else 'no'}. The histogram is "
                f"{'left' if acc.mean() < q[1] else 'right'}-skewed (mean {acc.mean():.3f}, median {q[1]:.3f}), "
