@@ -63,7 +63,7 @@ from purebandits.jit import borrow
 from purebandits.ranking import topk_fill
 
 __all__ = ["incremental_supported", "inc_new", "inc_ask", "inc_note", "inc_tell", "inc_told", "inc_stop",
-           "inc_pair"]
+           "inc_pair", "inc_progress"]
 
 # fw rows: per-arm values, then the heap keys in heap order
 _MEAN, _SS, _SLO, _SHI, _PS, _PLO, _PHI = range(7)
@@ -415,3 +415,39 @@ def inc_tell(code, bp, k, eps, strict, counts, sums, sumsq, pending, fw, iw, top
     sumsq[arm] += reward * reward
     _told(code, bp, k, counts, sums, pending, fw, iw, top, arm)
     return _stop(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top)
+
+
+@njit(cache=True)
+def inc_progress(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top):  # pragma: no cover - compiled
+    """The stop test's figures for :meth:`stopping_progress`: (h, l, lcb_h, ucb_l, separated).
+
+    The same as the O(n) reference (:func:`family_select` on the answered counts, then
+    :func:`separated_count`): h and l with exact bounds, and how many arms outside the top-K pass
+    :func:`stop_test` against ``lcb_h``. An arm's bracket decides the test when both ends agree (the
+    test is monotone in its upper bound); only the others get an exact bound, which is kept, so a
+    later call evaluates only the arms whose count changed. h = -1 before every arm has an answer.
+    """
+    counts, sums, pending, fw, iw, top = borrow(counts), borrow(sums), borrow(pending), borrow(fw), borrow(iw), \
+        borrow(top)
+    if iw[_SCAL, _NZERO] > 0:
+        return -1, -1, math.nan, math.nan, 0
+    if iw[_SCAL, _BUILT] == 0:
+        _build(code, bp, k, counts, sums, pending, fw, iw, top)
+    n = counts.shape[0]
+    h = _resolve(code, bp, counts, pending, fw, iw, top, n, _HSL, True, True)
+    el = _resolve(code, bp, counts, pending, fw, iw, top, n, _HSU, True, True)
+    lcb_h = fw[_SLO, h]
+    separated = 0
+    for i in range(n):
+        if top[i]:
+            continue
+        if stop_test(lcb_h, fw[_SHI, i], eps, strict):
+            separated += 1
+        elif stop_test(lcb_h, fw[_SLO, i], eps, strict):
+            v = _exact(code, bp, fw[_MEAN, i], fw[_SS, i], False)
+            fw[_SLO, i] = v
+            fw[_SHI, i] = v
+            _set(fw, iw, _HSU, n, i, v)
+            if stop_test(lcb_h, v, eps, strict):
+                separated += 1
+    return h, el, lcb_h, fw[_SHI, el], separated

@@ -31,14 +31,17 @@ all n bounds per call, as their bounds depend on the round.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from purebandits.algorithms._lucb_incremental import (
     inc_ask,
     inc_new,
     inc_note,
+    inc_progress,
     inc_stop,
     inc_tell,
     inc_told,
@@ -55,6 +58,7 @@ from purebandits.algorithms._lucb_rules import (
     N_BP,
     RULE_PAIR,
     RULE_RANDOM,
+    family_bound_s,
     family_kernel,
     family_select,
     family_time_term,
@@ -65,6 +69,7 @@ from purebandits.algorithms._lucb_rules import (
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import c_epsilon, lil_kl_c, lil_kl_kappa
 from purebandits.instances.rewards import RewardStream
+from purebandits.ranking import topk_fill
 from purebandits.stopping import separation_progress
 
 __all__ = ["LUCB1", "KLLUCB", "LilLUCB", "LUCBPlusPlus", "LilRandLUCB", "LilKLUCB", "KLRandLUCB"]
@@ -124,6 +129,20 @@ class _LUCBFamily(Learner):
         state = super().__getstate__()
         state.pop("_inc", None)  # holds a memoryview; __setstate__ -> _resolve resets it
         return state
+
+    def __deepcopy__(self, memo: dict) -> _LUCBFamily:
+        """A copy with a copy of the incremental workspace, so that the owners' reports, which compute on a copy,
+        reuse the exact bounds already found instead of root-finding every arm's again (the workspace is a cache of
+        the state: copying it changes no decision)."""
+        new = object.__new__(type(self))
+        memo[id(self)] = new
+        new.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        inc = self._inc
+        if inc is not None:
+            fw, iw, top = inc[8].copy(), inc[9].copy(), inc[10].copy()
+            new._inc = (inc[0], new._bparams, inc[2], inc[3], new.counts_, new.sums_, new.sumsq_, new.pending_,
+                        fw, iw, top, memoryview(iw[-1]), inc[12], inc[13], inc[14])
+        return new
 
     def _restore(self) -> None:
         self._inc = None  # code that writes the state arrays directly calls this to drop the workspace
@@ -293,6 +312,16 @@ class _LUCBFamily(Learner):
         """
         of = self.n_arms_ - self.k_
         desc = self._stop_description()
+        inc = self._inc_state()
+        if inc is not None:
+            # the workspace's stop bounds: exact values are computed only for the arms whose bracket
+            # leaves the test open (at most those whose count changed since the last call)
+            code, bp, k, _, counts, sums, _, pending, fw, iw, top, _, eps, strict, _ = inc
+            h, _el, lcb_h, ucb_l, n_sep = inc_progress(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top)
+            if h < 0:
+                return StoppingProgress(fraction=0.0, separated=0, of=of, description=desc)
+            holds = bool(stop_test(lcb_h, ucb_l, self._eps, self._strict))
+            return separation_progress(float(lcb_h), float(ucb_l), holds, int(n_sep), of, self._eps, desc)
         pair = self._stop_pair()
         if pair is None:
             return StoppingProgress(fraction=0.0, separated=0, of=of, description=desc)
@@ -310,6 +339,23 @@ class _LUCBFamily(Learner):
         self._require_started()
         self._select(self.counts_, both_sides=True)
         return self._lcb.copy(), self._ucb.copy()
+
+    def intervals_of(self, arms: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`intervals` of ``arms`` only: the same call per arm (:func:`family_bound_s`), so the same bits,
+        with O(n) work for the top-K membership but bounds only for the arms asked."""
+        self._require_started()
+        idx = np.asarray(arms, dtype=np.int64)
+        means = self.means()
+        in_top = np.zeros(self.n_arms_, dtype=np.bool_)
+        topk_fill(means, self.k_, in_top)
+        tterm = family_time_term(self._code, self._bparams, float(self.rounds_ + 1))
+        lo, hi = np.full(idx.shape, -np.inf), np.full(idx.shape, np.inf)
+        for j, a in enumerate(idx.tolist()):
+            c = int(self.counts_[a])
+            if c > 0:
+                lo[j], hi[j] = family_bound_s(self._code, self._bparams, float(means[a]), float(c), bool(in_top[a]),
+                                              tterm, 0)
+        return lo, hi
 
     # ------------------------------------------------------------------ compiled driver
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:

@@ -40,14 +40,14 @@ def _num(x: float) -> float | None:
 def history_point(learner: Learner, params: dict[str, Any], k: int) -> dict[str, Any]:
     """The learner's leaders with their means, intervals and answers, and its stopping progress, now."""
     n = len(learner.counts_)
-    lo, hi = learner_intervals(learner, n)
     rec = list(learner.recommend())
-    progress = stopping_progress(learner, params, lo, hi, rec)
+    progress = stopping_progress(learner, params)
     means, counts = learner.means(), learner.counts_
     top = rank_order(learner, rec)[:n_leaders(k, n)]
+    lo, hi = learner_intervals(learner, top)  # the leaders' bounds only
     leaders = [{"rank": r, "arm": int(a), "mean": _num(float(means[a])) if counts[a] else None,
-                "lower": _num(float(lo[a])), "upper": _num(float(hi[a])), "count": int(counts[a])}
-               for r, a in enumerate(top.tolist(), 1)]
+                "lower": _num(float(lo[j])), "upper": _num(float(hi[j])), "count": int(counts[a])}
+               for r, (j, a) in enumerate(enumerate(top.tolist()), 1)]
     margin = progress.get("margin")
     return {"n_answers": int(learner.n_pulls), "done": bool(learner.done), "fraction": float(progress["fraction"]),
             "margin": None if margin is None else _num(float(margin)), "leaders": leaders}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -84,8 +84,7 @@ def logged_label_counts(conn: Connection, eid: int, idx: int, labels: list[str],
     return out
 
 
-def stopping_progress(learner: Learner, params: dict[str, Any], lo: np.ndarray, hi: np.ndarray,
-                      rec: list[int]) -> dict[str, Any]:
+def stopping_progress(learner: Learner, params: dict[str, Any]) -> dict[str, Any]:
     """How close the learner is to stopping, in the terms of its own stopping rule.
 
     The figures come from :meth:`purebandits.base.Learner.stopping_progress`: the bounds,
@@ -96,8 +95,8 @@ def stopping_progress(learner: Learner, params: dict[str, Any], lo: np.ndarray, 
     that decide arms one by one. ``source`` is ``"learner"``, or ``"none"`` when the learner
     cannot report progress (``reason`` says why: it never stops by itself, or it has no
     ``stopping_progress``); ``fraction`` is then 1.0 if done else 0.0. A learner with a budget
-    also gets ``budget`` and ``budget_fraction`` (answers / budget). ``lo``, ``hi`` and ``rec``
-    are not used (the learner's rule, not the displayed intervals, decides the stop).
+    also gets ``budget`` and ``budget_fraction`` (answers / budget). The learner's rule, not the
+    displayed intervals, decides the stop.
     """
     n = learner.n_pulls
     done = bool(learner.done)
@@ -131,12 +130,13 @@ def stopping_progress(learner: Learner, params: dict[str, Any], lo: np.ndarray, 
     return out
 
 
-def learner_intervals(learner: Learner, n_arms: int) -> tuple[np.ndarray, np.ndarray]:
-    """The learner's (lower, upper) per arm, or (-inf, inf) for learners without intervals."""
+def learner_intervals(learner: Learner, arms: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The learner's (lower, upper) of ``arms`` (:meth:`~purebandits.base.Learner.intervals_of`: a page or the
+    leaders cost their own bounds, not all 7,500 of a contest), or (-inf, inf) for learners without intervals."""
     try:
-        return learner.intervals()
+        return learner.intervals_of(arms)
     except NotImplementedError:
-        return np.full(n_arms, -np.inf), np.full(n_arms, np.inf)
+        return np.full(len(arms), -np.inf), np.full(len(arms), np.inf)
 
 
 def rank_order(learner: Learner, rec: list[int]) -> np.ndarray:
@@ -156,15 +156,17 @@ RANKING_SORTS = ("rank", "text", "mean", "lower", "upper", "count")
 
 
 def ranking_page(learner: Learner, items: list[dict[str, Any]], counts: np.ndarray, names: list[str],
-                 lo: np.ndarray, hi: np.ndarray, rec: list[int], limit: int | None = None, offset: int = 0,
+                 rec: list[int], limit: int | None = None, offset: int = 0,
                  q: str | None = None, sort: str = "rank",
                  descending: bool = False) -> tuple[list[dict[str, Any]], int]:
     """One page of the ranking and how many items match ``q``.
 
     ``rank`` is always the learner's rank (:func:`rank_order`); ``q`` keeps the items whose text or
     id contains it (case-insensitive); ``sort`` is one of :data:`RANKING_SORTS` or ``label:<name>``,
-    with items that have no value (no answer, no bound) last in either direction.
+    with items that have no value (no answer, no bound) last in either direction. The learner's
+    bounds are computed for the page's rows only, unless the page is sorted by one of them.
     """
+    lo = hi = None
     order = rank_order(learner, rec)
     rank_of = np.empty(len(order), dtype=np.int64)
     rank_of[order] = np.arange(1, len(order) + 1)
@@ -181,6 +183,7 @@ def ranking_page(learner: Learner, items: list[dict[str, Any]], counts: np.ndarr
         elif sort == "mean":
             value = [float(means[a]) if lcounts[a] else None for a in range(len(items))]
         elif sort in ("lower", "upper"):
+            lo, hi = learner_intervals(learner, np.arange(len(items)))
             value = [_finite_or_none(float(x)) for x in (lo if sort == "lower" else hi)]
         elif sort == "count":
             value = lcounts.tolist()
@@ -193,21 +196,26 @@ def ranking_page(learner: Learner, items: list[dict[str, Any]], counts: np.ndarr
         arms = have + [a for a in arms if value[a] is None]
     n_matching = len(arms)
     page = arms[offset:] if limit is None else arms[offset:offset + limit]
+    if lo is None or hi is None:
+        lo, hi = learner_intervals(learner, np.asarray(page, dtype=np.int64))
+    else:
+        lo, hi = lo[page], hi[page]
     return _rows(learner, items, counts, names, lo, hi, rec, page, rank_of), n_matching
 
 
 def _rows(learner: Learner, items: list[dict[str, Any]], counts: np.ndarray, names: list[str], lo: np.ndarray,
           hi: np.ndarray, rec: list[int], arms: list[int], rank_of: np.ndarray) -> list[dict[str, Any]]:
+    """The rows of ``arms``, whose bounds are ``lo[j]``, ``hi[j]`` (in the order of ``arms``)."""
     means = learner.means()
     lcounts, pend = learner.counts_, learner.pending_
     rec_set = set(rec)
     out = []
-    for a in arms:
+    for j, a in enumerate(arms):
         it = items[a]
         out.append({
             "rank": int(rank_of[a]), "arm": a, "id": it["id"], "text": it["text"],
             "mean": float(means[a]) if lcounts[a] else None,
-            "lower": _finite_or_none(lo[a]), "upper": _finite_or_none(hi[a]),
+            "lower": _finite_or_none(lo[j]), "upper": _finite_or_none(hi[j]),
             "count": int(lcounts[a]), "pending": int(pend[a]),
             "labels": {nm: int(counts[a, j]) for j, nm in enumerate(names)},
             "recommended": a in rec_set,
@@ -216,10 +224,9 @@ def _rows(learner: Learner, items: list[dict[str, Any]], counts: np.ndarray, nam
 
 
 def ranking_rows(learner: Learner, items: list[dict[str, Any]], counts: np.ndarray, names: list[str],
-                 lo: np.ndarray, hi: np.ndarray, rec: list[int], limit: int | None = None,
-                 offset: int = 0) -> list[dict[str, Any]]:
+                 rec: list[int], limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
     """Items ranked as the owner reads them (:func:`rank_order`), ranks ``offset + 1 ..`` up to ``limit`` rows."""
-    return ranking_page(learner, items, counts, names, lo, hi, rec, limit=limit, offset=offset)[0]
+    return ranking_page(learner, items, counts, names, rec, limit=limit, offset=offset)[0]
 
 
 def timeline(conn: Connection, eid: int, idx: int | None, created_ms: int, now: int) -> dict[str, Any]:

@@ -103,7 +103,6 @@ from purebandits.service.reports import (
     agreement,
     answers_rows,
     label_counts,
-    learner_intervals,
     logged_label_counts,
     participants_rows,
     ranking_page,
@@ -1321,11 +1320,10 @@ class Study:
             done_ms, done_answers = conn.execute(sa.select(learners.c.done_ms, learners.c.done_answers).where(
                 learners.c.experiment_id == eid, learners.c.idx == idx)).one()
             on_done = self._on_done(conn, eid)
-        lo, hi = learner_intervals(lrn, meta.n_arms)
         rec = lrn.recommend()
-        progress = stopping_progress(lrn, spec.params, lo, hi, rec)
+        progress = stopping_progress(lrn, spec.params)
         try:
-            ranking, n_matching = ranking_page(lrn, meta.items, counts, names, lo, hi, rec, limit=limit, offset=offset,
+            ranking, n_matching = ranking_page(lrn, meta.items, counts, names, rec, limit=limit, offset=offset,
                                                q=q, sort=sort, descending=order == "desc")
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
@@ -1521,9 +1519,8 @@ class Study:
                     sa.select(sa.func.count(sa.distinct(queries.c.participant_id))).where(
                         queries.c.experiment_id == eid, queries.c.learner == idx,
                         queries.c.status == "answered")).scalar_one())
-                lo, hi = learner_intervals(lrn, meta.n_arms)
                 rec = lrn.recommend()
-                rows = ranking_rows(lrn, meta.items, counts, names, lo, hi, rec, limit=max(top, meta.k))
+                rows = ranking_rows(lrn, meta.items, counts, names, rec, limit=max(top, meta.k))
                 done_ms, done_answers = conn.execute(
                     sa.select(learners.c.done_ms, learners.c.done_answers)
                     .where(learners.c.experiment_id == eid, learners.c.idx == idx)).one()
