@@ -212,3 +212,188 @@ def test_sampling_pair_under_pending_pulls(cls, params):
             delta = 1 if learner.pending_[arm] == 0 or rng.random() < 0.5 else -1
             inc_note(c, p, fw, iw, arm, delta)
             assert tuple(inc_pair(code, bp, k, c, s, p, fw, iw, top)) == learner._select(c + p)
+
+
+# ------------------------------------------------------------------ top-two: challenger classes, Bernoulli bound, stop
+def _tt_state(rng, n: int, nasty: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """counts, sums, pending with many equal (count, mean) pairs, some means equal to the largest and,
+    with ``nasty``, means a few floats apart and near 0 and 1 (costs that may round to equal values)."""
+    counts = rng.choice([1, 2, 3, 4, 5, 8, 13, 40, 1000], n).astype(np.int64)
+    if nasty:
+        base = rng.choice([0.3, 0.5, 1.0 - 2.0 ** -40, 2.0 ** -30, 0.999999999], n)
+        mu = base - rng.integers(0, 4, n) * np.spacing(base)
+        counts[rng.random(n) < 0.2] = 10 ** 12
+    else:
+        mu = np.round(rng.uniform(0.0, 1.0, n) * 4) / 4
+        mu[rng.random(n) < 0.1] = mu.max()
+    sums = mu * counts
+    pending = np.where(rng.random(n) < 0.3, rng.integers(0, 3, n), 0).astype(np.int64)
+    return counts, sums, pending
+
+
+def _tt_reference_challenger(counts, sums, pending, gaussian: bool) -> tuple[int, int]:
+    """(challenger, leader) of the O(n) rule (beta = 0: always the challenger)."""
+    from purebandits.algorithms.top_two import top_two_pick
+
+    arm, lead = top_two_pick(sums, counts, pending, False, gaussian, 0.5, 0.0, np.random.default_rng(0))
+    return int(arm), int(lead)
+
+
+@pytest.mark.parametrize("gaussian", [True, False], ids=["gaussian", "bernoulli"])
+@pytest.mark.parametrize("nasty", [False, True], ids=["graded", "nasty"])
+def test_top_two_challenger_matches_scan_as_the_state_moves(gaussian, nasty):
+    """The class walk returns the reference's challenger (ties to the lower arm) while pending pulls come
+    and go (classes split, merge, appear and vanish) and answers change means, on states full of ties."""
+    from purebandits.algorithms import _top_two_incremental as tti
+
+    rng = np.random.default_rng(11 + nasty)
+    for n in (3, 60, 700):
+        counts, sums, pending = _tt_state(rng, n, nasty)
+        fw, iw = tti.tt_new(counts, sums, pending)
+        for step in range(300):
+            arm = int(rng.integers(n))
+            u = rng.random()
+            before = int(counts[arm] + pending[arm])
+            if u < 0.4:
+                pending[arm] += 1
+                tti.tt_note(counts, pending, fw, iw, arm, before)
+            elif u < 0.6 and pending[arm] > 0 and before > 1:
+                pending[arm] -= 1
+                tti.tt_note(counts, pending, fw, iw, arm, before)
+            elif pending[arm] > 0:  # an answer: the virtual count stays, the mean moves
+                pending[arm] -= 1
+                counts[arm] += 1
+                sums[arm] += rng.choice([0.0, 0.5, 1.0]) if not nasty else sums[arm] / (counts[arm] - 1)
+                tti.tt_told(counts, sums, pending, fw, iw, arm)
+            want, lead = _tt_reference_challenger(counts, sums, pending, gaussian)
+            assert int(iw[tti._TI, 1]) == lead
+            got, w = tti.tt_challenger(counts, pending, fw, iw, lead, gaussian, 0.5)
+            assert got == want, (n, step)
+            if step % 50 == 0:  # the classes partition the arms by virtual count, in order
+                seen = []
+                r = iw[tti._SCAL, tti._HEAD]
+                while r >= 0:
+                    arms = iw[tti._AT, iw[tti._RLO, r]:iw[tti._RHI, r]]
+                    assert len(arms) and set((counts + pending)[arms]) == {iw[tti._RN, r]}
+                    seen += list(arms)
+                    r = iw[tti._RNEXT, r]
+                assert sorted(seen) == list(range(n)) and list(np.diff((counts + pending)[seen]) >= 0).count(False) == 0
+
+
+def test_bern_lower_is_below_every_computed_cost_at_lower_means():
+    """bern_lower(m_a, n_a, m, n_b) <= the computed Bernoulli cost at every mean <= m, including the
+    neighbouring floats (where rounding could make a lower mean cost less) and extreme counts and means."""
+    from purebandits.algorithms._top_two_incremental import bern_lower
+    from purebandits.bounds import glr_pair_cost_s
+
+    rng = np.random.default_rng(3)
+    means = [0.0, 1e-300, 2.0 ** -30, 1e-9, 0.1, 1 / 3, 0.5, 0.7, 0.9, 1.0 - 1e-9, 1.0 - 2.0 ** -40, 1.0]
+    counts = [1.0, 2.0, 7.0, 1000.0, 123456.0, 1e9, 1e13]
+    checked = 0
+    for _ in range(4000):
+        ma = float(rng.choice(means)) if rng.random() < 0.5 else float(rng.random())
+        m = float(rng.choice(means)) if rng.random() < 0.5 else float(rng.uniform(0.0, ma))
+        na, nb = float(rng.choice(counts)), float(rng.choice(counts))
+        low = bern_lower(ma, na, m, nb)
+        assert low >= 0.0
+        below = [m, *np.nextafter(m, -np.inf) - np.arange(4) * np.spacing(max(m, 1e-300)), m * (1 - 1e-12),
+                 m * rng.random(), 0.0]
+        for mj in below:
+            assert low <= glr_pair_cost_s(ma, na, float(mj), nb, False, 0.5)
+        checked += low > 0.0
+    assert checked > 1000  # the bound is not vacuous
+    # and tight enough to prune: relative slack far below one class's spread of costs
+    w = glr_pair_cost_s(0.6, 20000.0, 0.3, 12.0, False, 0.5)
+    assert 0.0 < w - bern_lower(0.6, 20000.0, 0.3, 12.0) < 1e-8 * w
+
+
+@pytest.mark.parametrize("gaussian", [True, False], ids=["gaussian", "bernoulli"])
+def test_top_two_stop_matches_glr_statistic(gaussian):
+    """tt_stop's answer is the reference's ``Z > threshold`` with pending pulls and without, at thresholds
+    on both sides of Z and at Z itself (hint, class walk, witness and full scan paths)."""
+    from purebandits.algorithms import _top_two_incremental as tti
+    from purebandits.bounds import glr_statistic_s, glr_threshold_s
+
+    rng = np.random.default_rng(5)
+    for trial in range(150):
+        n = int(rng.choice([2, 9, 80]))
+        counts, sums, pending = _tt_state(rng, n, trial % 3 == 2)
+        if trial % 2:
+            pending[:] = 0
+        fw, iw = tti.tt_new(counts, sums, pending)
+        best, z = glr_statistic_s(sums, counts, gaussian, 0.5)
+        for thr in (z, np.nextafter(z, -np.inf), np.nextafter(z, np.inf), z * 0.5, z * 2.0 + 1.0):
+            if not np.isfinite(thr):
+                continue
+            # the threshold glr_threshold_s gives at this t, for the "theory" form with n = 2 and delta = 1:
+            # log(2 t) = thr, so t = exp(thr) / 2
+            if not 0.7 <= thr < 600:
+                continue
+            t = float(np.exp(thr) / 2.0)
+            real = glr_threshold_s(t, 2.0, 1.0, True)
+            got = tti.tt_stop(counts, sums, pending, fw, iw, gaussian, 0.5, t, 2.0, 1.0, True)
+            assert got == (best if z > real else -1)
+
+
+@pytest.mark.parametrize("params", [{}, {"cost": "bernoulli"}], ids=["gaussian", "bernoulli"])
+def test_top_two_contest_scale_graded_answers_match_reference(params):
+    """1,500 arms with graded answers (many arms share a count and a mean, as in the contests): the
+    service's events (asks of 1-3, answers out of order, cancels) give the reference's asks and stop."""
+    n = 1500
+    rng = np.random.default_rng(2)
+    probs = rng.dirichlet([0.6, 0.3, 0.3], n)
+    probs[:3] = [0.2, 0.3, 0.5]  # a clear best arm, so that the run stops within the test
+    model = Categorical(probs)
+    runs = []
+    for reference in (False, True):
+        learner = TopTwo(delta=0.1, **params).start(n, seed=7)
+        if reference:
+            _reference(learner)
+        stream = model.stream(7)
+        ev = np.random.default_rng(9)
+        pending: list[int] = []
+        log = []
+        for _ in range(40_000):
+            if learner.done:
+                break
+            if pending and ev.random() < 0.5:
+                arm = pending.pop(int(ev.integers(len(pending))))
+                if ev.random() < 0.03:
+                    learner.cancel(arm)
+                else:
+                    learner.tell(arm, stream.draw(arm))
+            else:
+                arms = learner.ask(int(ev.integers(1, 4)))
+                pending += arms
+                log.append(tuple(arms))
+        runs.append((log, learner.done, learner.state_json()))
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("gaussian", [True, False], ids=["gaussian", "bernoulli"])
+def test_top_two_challenger_when_a_lower_mean_rounds_to_a_cost_as_low(gaussian):
+    """Means a few floats apart can round to the same cost (Gaussian) or even to a lower one (Bernoulli):
+    the arm with the lower mean, listed first, is then the reference's challenger and must be found
+    although the class's best mean belongs to another arm."""
+    from purebandits.algorithms import _top_two_incremental as tti
+    from purebandits.bounds import glr_pair_cost_s
+
+    rng = np.random.default_rng(0)
+    cases = 0
+    while cases < 40:
+        mb, nb, big = float(rng.uniform(0.5, 1.0)), int(rng.integers(1, 10**6)), int(rng.integers(1, 10**6))
+        base = float(rng.uniform(0.0, mb))
+        low = base - int(rng.integers(1, 4)) * float(np.spacing(base))
+        if glr_pair_cost_s(mb, float(nb), low, float(big), gaussian, 0.5) > glr_pair_cost_s(
+                mb, float(nb), base, float(big), gaussian, 0.5):
+            continue
+        cases += 1
+        n = 12
+        counts = np.ones(n, dtype=np.int64)  # one answer each: the mean is the sum, exactly
+        sums = np.concatenate([[low, base, mb], rng.uniform(0.0, low, n - 3)])
+        pending = np.full(n, big - 1, dtype=np.int64)
+        pending[2] = nb - 1
+        fw, iw = tti.tt_new(counts, sums, pending)
+        want, lead = _tt_reference_challenger(counts, sums, pending, gaussian)
+        assert lead == 2 and want == 0
+        assert tti.tt_challenger(counts, pending, fw, iw, lead, gaussian, 0.5)[0] == want

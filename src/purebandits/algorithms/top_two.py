@@ -1,8 +1,9 @@
 """Top-two sampling with a TC challenger and an EB or TS leader, stopped by the GLR statistic.
 
-The ask/tell path keeps the means, the EB leader, the Gaussian-cost challenger's buckets and the
-GLR hint between calls (:mod:`purebandits.algorithms._top_two_incremental`), with the decisions of
-the O(n) reference rule (:meth:`TopTwo._reference_ask_one`, :func:`glr_statistic_s`).
+The ask/tell path keeps the means, the EB leader, the arms in classes of equal virtual count (the
+challenger's search, both costs) and the GLR hint between calls
+(:mod:`purebandits.algorithms._top_two_incremental`), with the decisions of the O(n) reference rule
+(:meth:`TopTwo._reference_ask_one`, :func:`glr_statistic_s`).
 """
 
 from __future__ import annotations
@@ -165,9 +166,9 @@ class TopTwo(Learner):
 
     # ------------------------------------------------------------------ incremental ask/tell
     # The workspace (purebandits.algorithms._top_two_incremental) keeps the means, the EB leader,
-    # the challenger's buckets and the GLR hint between calls: the same decisions as the reference
-    # rule above, without its O(n) passes (the TS leader's n posterior draws per ask and the
-    # Bernoulli cost's challenger scan remain). A cache of counts_, sums_ and pending_: built on
+    # the challenger's classes and the GLR hint between calls: the same decisions as the reference
+    # rule above, without its O(n) passes (the TS leader's n posterior draws per ask remain, and its
+    # stop does not use the classes). A cache of counts_, sums_ and pending_: built on
     # first use, dropped by _resolve (start, load_state_dict, unpickling) and run_compiled, never
     # part of state_dict.
 
@@ -182,7 +183,7 @@ class TopTwo(Learner):
             return inc
         if not self._incremental or not hasattr(self, "n_arms_") or self.done_:
             return None
-        fw, iw = tt_new(self.counts_, self.sums_, self.pending_)
+        fw, iw = tt_new(self.counts_, self.sums_, self.pending_, not self._ts)
         inc = (self.counts_, self.sums_, self.sumsq_, self.pending_, fw, iw, memoryview(iw[-1]), self._gauss,
                float(self.sigma), float(self.beta), float(self.n_arms_), float(self.delta), self._theory, self._ts,
                self.n_arms_)
@@ -254,7 +255,8 @@ class TopTwo(Learner):
     def _check_stop(self) -> None:
         inc = self._inc_state()
         if inc is not None:
-            best = tt_stop(inc[0], inc[1], inc[4], inc[5], inc[7], inc[8], float(self.t_), inc[10], inc[11], inc[12])
+            best = tt_stop(inc[0], inc[1], inc[3], inc[4], inc[5], inc[7], inc[8], float(self.t_), inc[10], inc[11],
+                           inc[12])
             if best >= 0:
                 self._finish([int(best)])
             return
