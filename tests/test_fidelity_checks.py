@@ -140,3 +140,19 @@ def test_st17_fig3_stores_paired_outcomes(tmp_path):
     df.to_csv(tmp_path / "f.csv", index=False)
     back = pd.read_csv(tmp_path / "f.csv")
     assert st17_fig3.assess(back).summary == st17_fig3.assess(df).summary
+
+
+# --------------------------------------------------------------------------- jmnb14_fig3, one learner re-run
+def test_jmnb14_fig3_algorithm_subset_gives_the_full_runs_rows():
+    """A run restricted with ``algorithms`` (how UCB1 + LS's rows were re-run after defect 5) gives exactly the
+    full run's rows of those algorithms: the seeds do not depend on which algorithms run."""
+    from purebandits.experiments import jmnb14_fig3
+
+    ctx = Context(scale="quick", jobs=1, progress=False)
+    settings = dict(ctx.settings(jmnb14_fig3.EXPERIMENT), reps=12)
+    full = jmnb14_fig3.compute(ctx, settings)
+    part = jmnb14_fig3.compute(ctx, dict(settings, algorithms=["UCB1 + LS", "Successive Elimination"]))
+    want = full[full["algorithm"].isin(["UCB1 + LS", "Successive Elimination"])].reset_index(drop=True)
+    pd.testing.assert_frame_equal(part.reset_index(drop=True), want)
+    with pytest.raises(ValueError, match="unknown algorithms"):
+        jmnb14_fig3.compute(ctx, dict(settings, algorithms=["UCB2"]))
