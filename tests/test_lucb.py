@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from numba import njit
 from scipy.stats import binom
 
 from purebandits import bounds as B
-from purebandits.algorithms._lucb_rules import family_select, family_time_term
+from purebandits.algorithms._lucb_rules import (
+    _bisect_start,
+    _bisect_step,
+    _bisect_until,
+    family_select,
+    family_time_term,
+)
 from purebandits.algorithms.lucb import (
     KLLUCB,
     LUCB1,
@@ -328,6 +337,10 @@ def test_kernel_matches_reference_at_size(cls):
     ("lil_kl_ucb", "512full", 5, 30_000, "b05f4f475f19bb826ba7c6b27a21b50e23440e80af351e0e9822689541644e3d"),
     ("kl_rand_lucb", "558top50", 1, 60_000, "aa7d913012b1dbc48c437831b353f382b90f898959e1fb9e87e59d26bb578b72"),
     ("kl_rand_lucb", "512full", 5, 30_000, "f223f7161ba543866e81bfe79aa57d7415c68fd0a96b61a378e91e8f0864fc18"),
+    # recorded with commit 677ccc0 (before the twin table, the safeguarded zone Newton, _bisect_until)
+    ("lil_kl_ucb", "558full", 1, 300_000, "44678dc8393271398df13f00711e7496045d61b5c2e19ed55d7eeff3d5421a31"),
+    ("kl_rand_lucb", "558full", 5, 300_000, "b4a5c1a532ba0af7c49807b0a06b582466a0a88a425b2673dd94fa56487ec61c"),
+    ("lil_kl_ucb", "512full", 1, 200_000, "c0adee70de963a1d427b3586a0b350f1372ad358987da2ac68d073805b5ed985"),
 ])
 def test_exact_form_kernel_matches_recorded_runs(reg, where, k, pulls, digest):
     import hashlib
@@ -336,7 +349,131 @@ def test_exact_form_kernel_matches_recorded_runs(reg, where, k, pulls, digest):
     from purebandits.instances import caption
     from purebandits.registry import make_learner
 
-    inst = top_m_contest("558", 50, 1) if where == "558top50" else caption("512")
+    inst = top_m_contest("558", 50, 1) if where == "558top50" else caption(where[:3])
     lr = make_learner(reg, delta=0.005, k=k, form="exact").start(inst.n_arms, seed=11)
     lr.run_compiled(inst.model.stream(12), pulls)
     assert hashlib.sha256(lr.state_json().encode()).hexdigest() == digest
+
+
+# ---------------------------------- the exact bounds' pieces, as the kernel uses them, == a plain bisection
+@njit(cache=True)
+def _plain_exact(p, level, N, upper):  # pragma: no cover - compiled
+    """TNM17 eqs. (2)-(3) by their definition: the end test, then 60 plain bisection steps."""
+    if upper:
+        if level <= 0.0 or p >= 1.0:
+            return max(min(p, 1.0), 0.0) if level <= 0.0 else 1.0
+        lo, hi = p, 1.0
+        if B._g_exact(p, hi, N) <= level:
+            return 1.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if B._g_exact(p, mid, N) <= level:
+                lo = mid
+            else:
+                hi = mid
+        return hi
+    if level <= 0.0 or p <= 0.0:
+        return max(min(p, 1.0), 0.0) if level <= 0.0 else 0.0
+    lo, hi = 0.0, p
+    if B._g_exact(p, lo, N) <= level:
+        return 0.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if B._g_exact(p, mid, N) <= level:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+@njit(cache=True)
+def _kernel_exact(p, level, N, upper, za, zb, xs, per_step):  # pragma: no cover - compiled
+    """The compiled kernel's way: start, then refine against each ``x`` in turn, then finish (x = nan).
+
+    ``(za, zb)`` is a stale zone (the kernel's warm start for Newton); ``per_step`` uses
+    _bisect_step in the kernel's stop-test loop instead of _bisect_until. Returns the finished
+    value and every intermediate range (nan where the state was already finished).
+    """
+    lo, hi, it = _bisect_start(p, level, N, upper)
+    ranges = np.full((xs.shape[0], 2), math.nan)
+    for r in range(xs.shape[0] + 1):
+        x = xs[r] if r < xs.shape[0] else math.nan
+        if per_step:
+            while lo != hi and not (x < lo or x > hi):
+                lo, hi, it, za, zb = _bisect_step(p, level, N, upper, lo, hi, it, za, zb)
+        else:
+            lo, hi, it, za, zb = _bisect_until(p, level, N, upper, lo, hi, it, za, zb, x)
+        if r < xs.shape[0]:
+            ranges[r, 0], ranges[r, 1] = lo, hi
+    if lo != hi:
+        return math.nan, ranges
+    return lo, ranges
+
+
+def _adversarial_exact_cases(rng, size):
+    """(p, level, N): means at and next to 0 and 1, levels from 1e-300 to 1e6, N from 1 to 32."""
+    edge_p = np.array([0.0, 5e-324, 1e-300, 1e-15, 1e-12, 1e-9, 1e-6 * (1 - 1e-12), 1e-6, 1e-6 * (1 + 1e-12),
+                       1e-3, 0.25, 0.5, 0.75, 1 - 1e-3, 1 - 1e-6 * (1 + 1e-10), 1 - 1e-6, 1 - 1e-6 * (1 - 1e-10),
+                       1 - 1e-9, 1 - 1e-12, 1 - 2.0**-52, 1 - 2.0**-53, 1.0])
+    rest = size - 2 * (size // 3)
+    graded = rng.integers(0, 601, rest) / (2.0 * rng.integers(1, 301, rest))  # graded answers' means
+    p = np.minimum(np.concatenate([rng.choice(edge_p, size // 3), rng.uniform(0, 1, size // 3), graded]), 1.0)
+    edge_level = np.array([1e-300, 1e-20, 1e-14, 1e-12 * (1 - 1e-9), 1e-12, 1e-12 * (1 + 1e-9), 1e-9, 1e-4,
+                           0.1, 1.0, 8.3, 1e3 * (1 - 1e-12), 1e3, 1e3 * (1 + 1e-12), 1e6])
+    kappa = B.lil_kl_kappa(8, 0.005)
+    T = np.floor(10.0 ** rng.uniform(0, 9, size))
+    level = np.where(rng.random(size) < 0.3, rng.choice(edge_level, size),
+                     [B.lil_kl_level_s(t, 0.005, kappa) for t in T])
+    N = rng.choice(np.array([1.0, 2.0, 8.0, 32.0]), size, p=[0.15, 0.15, 0.55, 0.15])
+    return p, level, N
+
+
+def test_kernel_exact_bounds_equal_plain_bisection_adversarial():
+    """Finished in pieces as the kernel does (warm-started zone, refinement against arbitrary and
+    nearly tied values, twins finished at once), every exact bound equals the plain 60-step
+    bisection bit for bit, and every intermediate range contains it; so does the one-go bound."""
+    rng = np.random.default_rng(24)
+    p, level, N = _adversarial_exact_cases(rng, 6000)
+    zoned = 0
+    for a, lev, nn in zip(p, level, N, strict=True):
+        for upper in (True, False):
+            v = _plain_exact(a, lev, nn, upper)
+            fn = B.lil_kl_upper_exact_s if upper else B.lil_kl_lower_exact_s
+            assert fn(a, lev, nn) == v, (a, lev, nn, upper)
+            za, zb = B.lil_kl_exact_zone_s(a, lev, nn, upper)
+            zoned += math.isfinite(za)
+            # stale zones as Newton's start: none, the right one, the other side's, far off, degenerate
+            r = rng.random()
+            starts = [(-math.inf, math.inf), (za, zb), (0.0, 2 * a), (0.9 * v, 0.9 * v), (r, r), (1.0, 1.0)]
+            ulp = math.ulp(v) if v > 0 else 5e-324
+            near = v + ulp * rng.integers(-40, 41, 6)  # forces steps inside the zone
+            xs = np.concatenate([rng.uniform(0, 1, 3), near, [v, np.nextafter(v, 2.0), np.nextafter(v, -1.0)]])
+            rng.shuffle(xs)
+            for k, (sa, sb) in enumerate(starts):
+                got, ranges = _kernel_exact(a, lev, nn, upper, sa, sb, xs, k == 1)
+                assert got == v, (a, lev, nn, upper, sa, sb)
+                ok = np.isnan(ranges[:, 0]) | ((ranges[:, 0] <= v) & (v <= ranges[:, 1]))
+                assert ok.all(), (a, lev, nn, upper)
+    assert zoned > 4000  # many cases go through a certified zone (the edge cases often cannot)
+
+
+def test_exact_zone_with_any_start_certifies_its_outside():
+    """Whatever Newton starts from, midpoints just outside a returned zone evaluate as it says,
+    and the zone's checks see g and its margin as _g_exact and _g_margin compute them."""
+    rng = np.random.default_rng(7)
+    p, level, N = _adversarial_exact_cases(rng, 3000)
+    used = 0
+    for a, lev, nn in zip(p, level, N, strict=True):
+        for upper in (True, False):
+            for start in (math.nan, rng.uniform(0, 1), a + (0.01 if upper else -0.01), 1e-300):
+                za, zb = B.lil_kl_exact_zone_s(a, lev, nn, upper, start)
+                if not math.isfinite(za):
+                    continue
+                used += 1
+                for m in (za, zb):
+                    assert B._g_and_margin(a, m, nn) == (B._g_exact(a, m, nn), B._g_margin(a, m, nn))
+                for k in range(0, 40, 3):
+                    below_a = B._g_exact(a, za - k * 1e-14 * za - k * 1e-17, nn) <= lev
+                    below_b = B._g_exact(a, zb + k * 1e-14 * zb + k * 1e-17, nn) <= lev
+                    assert below_a == upper and below_b != upper, (a, lev, nn, upper, start, k)
+    assert used > 10000

@@ -517,60 +517,19 @@ def _g_exact(p: float, m: float, N: float) -> float:
 
 
 @njit(cache=True)
-def lil_kl_exact_zone_s(p: float, level: float, N: float, upper: bool):  # pragma: no cover - compiled
-    """(a, b) around the root of g(m) = d((N p + m)/(N+1), m) = level; (-inf, inf) if not certified.
+def _g_and_margin(p: float, m: float, N: float):  # pragma: no cover - compiled
+    """(g(m), _g_margin(p, m, N)) from one pair of logarithms; g is :func:`_g_exact`'s value bit for bit.
 
-    The analogue of :func:`_kl_zone` for the exact bounds: for every m outside [a, b] on the
-    side of ``p`` the computed ``g(m) <= level`` is true, on the other side false, so a bisection
-    step whose midpoint falls outside needs no evaluation. Newton's method from the second-order
-    guess finds the root; the zone's ends are then checked with one evaluation each, at a margin
-    that bounds the rounding error of g by a factor of about 4: that of :func:`kl_bernoulli_s`
-    (about 2.2e-16 per unit of each term) plus that of the rounded argument ``(N p + m)/(N+1)``
-    (two roundings, relative 2.2e-16, times |dd/dx| = |log(x/m)| + |log((1-x)/(1-m))|). True g is
-    monotone on each side of p and the error bound shrinks towards p, so the end checks certify
-    the whole side. Refused (nothing is skipped) for a mean or root near 1 (a lower bound's mean also near 0)
-    and for extreme levels.
+    The zone's end checks need both at the same point; computing them together halves their
+    logarithms. The sums follow :func:`kl_bernoulli_s` term by term (0 < x, m < 1 here).
     """
-    if not (0.0 <= p < 1.0 - 1e-6 and (upper or 1e-6 < p) and 1e-12 < level < 1e3):
-        return -math.inf, math.inf
-    n1 = N + 1.0
-    r = n1 / N * math.sqrt(2.0 * level * p * (1.0 - p))
-    if p == 0.0:  # g(m) = m (N - log(N+1))/(N+1) + O(m^2)
-        m = level * n1 / (N - math.log(n1))
-    else:
-        m = min(p + r, 0.5 + 0.5 * p) if upper else max(p - r, 0.5 * p)
-    ok = False
-    margin = 0.0
-    slope = 0.0
-    for _ in range(30):
-        if not (1e-12 < m < 1.0 - 1e-6):
-            break
-        x = (N * p + m) / n1
-        lx = math.log(x / m)
-        ly = math.log((1.0 - x) / (1.0 - m))
-        t1 = x * lx
-        t2 = (1.0 - x) * ly
-        slope = (lx - ly) / n1 + (m - x) / (m * (1.0 - m))
-        if slope == 0.0:
-            break
-        step = (t1 + t2 - level) / slope
-        m -= step
-        margin = 4e-15 * (1.0 + abs(t1) + abs(t2)) + 1e-15 * x * (abs(lx) + abs(ly))
-        if abs(step) <= margin / abs(slope):
-            ok = 1e-12 < m < 1.0 - 1e-6
-            break
-    if not ok:
-        return -math.inf, math.inf
-    width = 2.0 * margin / abs(slope) + 1e-15 * m
-    a = m - width
-    b = m + width
-    if not (1e-12 < a and b < 1.0 - 1e-6 and (p < a if upper else b < p)):
-        return -math.inf, math.inf
-    inside, outside = (a, b) if upper else (b, a)
-    if _g_exact(p, inside, N) <= level - max(margin, _g_margin(p, inside, N)) and \
-            _g_exact(p, outside, N) >= level + max(margin, _g_margin(p, outside, N)):
-        return a, b
-    return -math.inf, math.inf
+    x = (N * p + m) / (N + 1.0)
+    lx = math.log(x / m)
+    ly = math.log((1.0 - x) / (1.0 - m))
+    res = 0.0
+    res += x * lx
+    res += (1.0 - x) * ly
+    return max(res, 0.0), 4e-15 * (1.0 + abs(x * lx) + abs((1.0 - x) * ly)) + 1e-15 * x * (abs(lx) + abs(ly))
 
 
 @njit(cache=True)
@@ -583,8 +542,97 @@ def _g_margin(p: float, m: float, N: float) -> float:  # pragma: no cover - comp
 
 
 @njit(cache=True)
+def _zone_newton(p: float, level: float, N: float, upper: bool, m: float, full: bool):  # pragma: no cover
+    """Safeguarded Newton for g(m) = level from ``m``: (root, margin, slope), or root = nan on failure.
+
+    The root is kept in a bracket ((p, 1) for ``upper``, else (0, p)) that every evaluation
+    narrows (g is monotone on each side of p); a Newton step leaving it is replaced by the
+    bracket's midpoint, so a start on the wrong side of an inflexion cannot throw the iterates out
+    of (0, 1), which refused the zone for most upper bounds at low counts and most lower bounds of
+    small means before. Converged when the step is within the rounding noise (``full``) or, with
+    quadratic convergence, below 1e-9 of the distance to 0 and 1 (the next error is then far
+    below the zone's width; the zone's end checks catch the rare miss and the caller retries
+    with ``full``). Only a guess: nothing here is trusted without the end checks.
+    """
+    n1 = N + 1.0
+    lb, rb = (p, 1.0) if upper else (0.0, p)
+    if not lb < m < rb:
+        m = 0.5 * (lb + rb)
+    for _ in range(60):
+        if not (1e-12 < m < 1.0 - 1e-6):
+            break
+        x = (N * p + m) / n1
+        lx = math.log(x / m)
+        ly = math.log((1.0 - x) / (1.0 - m))
+        t1 = x * lx
+        t2 = (1.0 - x) * ly
+        f = t1 + t2 - level
+        if (f < 0.0) == upper:  # m is on p's side of the root
+            lb = m
+        else:
+            rb = m
+        slope = (lx - ly) / n1 + (m - x) / (m * (1.0 - m))
+        margin = 4e-15 * (1.0 + abs(t1) + abs(t2)) + 1e-15 * x * (abs(lx) + abs(ly))
+        if slope == 0.0 or (slope > 0.0) != upper:
+            m = 0.5 * (lb + rb)
+            continue
+        step = f / slope
+        new = m - step
+        if abs(step) <= margin / abs(slope) or (not full and abs(step) <= 1e-9 * min(m, 1.0 - m)):
+            return new, margin, slope
+        m = new if lb < new < rb else 0.5 * (lb + rb)
+    return math.nan, 0.0, 0.0
+
+
+@njit(cache=True)
+def lil_kl_exact_zone_s(p: float, level: float, N: float, upper: bool,
+                        start: float = math.nan):  # pragma: no cover - compiled
+    """(a, b) around the root of g(m) = d((N p + m)/(N+1), m) = level; (-inf, inf) if not certified.
+
+    The analogue of :func:`_kl_zone` for the exact bounds: for every m outside [a, b] on the
+    side of ``p`` the computed ``g(m) <= level`` is true, on the other side false, so a bisection
+    step whose midpoint falls outside needs no evaluation. Newton's method (:func:`_zone_newton`,
+    from ``start`` if given, e.g. the same arm's root at its previous count, else from the
+    second-order guess) finds the root; the zone's ends are then checked with one evaluation each,
+    at a margin that bounds the rounding error of g by a factor of about 4: that of
+    :func:`kl_bernoulli_s` (about 2.2e-16 per unit of each term) plus that of the rounded argument
+    ``(N p + m)/(N+1)`` (two roundings, relative 2.2e-16, times |dd/dx| = |log(x/m)| +
+    |log((1-x)/(1-m))|). True g is monotone on each side of p and the error bound shrinks towards
+    p, so the end checks certify the whole side. Refused (nothing is skipped) for a mean or root
+    near 1 (a lower bound's mean also near 0) and for extreme levels.
+    """
+    if not (0.0 <= p < 1.0 - 1e-6 and (upper or 1e-6 < p) and 1e-12 < level < 1e3):
+        return -math.inf, math.inf
+    n1 = N + 1.0
+    if not (start > p if upper else start < p):
+        r = n1 / N * math.sqrt(2.0 * level * p * (1.0 - p))
+        if p == 0.0:  # g(m) = m (N - log(N+1))/(N+1) + O(m^2)
+            start = level * n1 / (N - math.log(n1))
+        else:
+            start = min(p + r, 0.5 + 0.5 * p) if upper else max(p - r, 0.5 * p)
+    for full in (False, True):
+        m, margin, slope = _zone_newton(p, level, N, upper, start, full)
+        if not (1e-12 < m < 1.0 - 1e-6):
+            return -math.inf, math.inf
+        width = 2.0 * margin / abs(slope) + 1e-15 * m
+        a = m - width
+        b = m + width
+        if not (1e-12 < a and b < 1.0 - 1e-6 and (p < a if upper else b < p)):
+            return -math.inf, math.inf
+        inside, outside = (a, b) if upper else (b, a)
+        g_in, e_in = _g_and_margin(p, inside, N)
+        if g_in <= level - max(margin, e_in):
+            g_out, e_out = _g_and_margin(p, outside, N)
+            if g_out >= level + max(margin, e_out):
+                return a, b
+        start = m
+    return -math.inf, math.inf
+
+
+@njit(cache=True)
 def lil_kl_exact_steps_s(p: float, level: float, N: float, upper: bool, lo: float, hi: float, it: int,
-                         steps: int, za: float = -math.inf, zb: float = math.inf):  # pragma: no cover - compiled
+                         steps: int, za: float = -math.inf, zb: float = math.inf,
+                         until: float = math.nan):  # pragma: no cover - compiled
     """Advance the bisection of eq. (3) (``upper``) or eq. (2) by up to ``steps`` steps.
 
     ``(lo, hi, it)`` is the state after ``it`` of the 60 steps (``it = 0``: the starting range,
@@ -592,10 +640,14 @@ def lil_kl_exact_steps_s(p: float, level: float, N: float, upper: bool, lo: floa
     the new state and whether the bisection is finished; the final result is ``hi`` (upper) or
     ``lo`` (lower), and every intermediate range contains it. ``(za, zb)``, from
     :func:`lil_kl_exact_zone_s`, lets the steps whose midpoint falls outside it skip evaluating g.
+    ``until`` stops early, before a step, once the range excludes it (a kernel comparing the bound
+    with ``until`` needs no more; one call instead of one per step).
     """
     for _ in range(steps):
         if it >= _KL_ITERS:
             return lo, hi, it, True
+        if until < lo or until > hi:
+            return lo, hi, it, False
         mid = 0.5 * (lo + hi)
         if mid <= za:
             below = upper

@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from purebandits.bounds import (
+    _KL_ITERS,
     _g_exact,
     kl_lower_bracket_s,
     kl_lower_s,
@@ -414,6 +415,22 @@ def _bisect_start(p, level, N, upper):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
+def _bisect_first(p, level, N, upper, lo, hi, za, zb):  # pragma: no cover - compiled
+    """The first step of a partly refined exact bound: (lo, hi, 0, za, zb), lo == hi if finished.
+
+    The end test of :func:`lil_kl_upper_exact_s` / :func:`lil_kl_lower_exact_s`, then the zone
+    of :func:`lil_kl_exact_zone_s`, whose Newton iteration starts from the arm's previous zone
+    ``(za, zb)`` when it has one (its root at a count one lower: a few iterations fewer).
+    """
+    end = 1.0 if upper else 0.0
+    if _g_exact(p, end, N) <= level:
+        return end, end, 0, za, zb
+    start = 0.5 * (za + zb) if -math.inf < za and zb < math.inf else math.nan
+    za, zb = lil_kl_exact_zone_s(p, level, N, upper, start)
+    return lo, hi, 0, za, zb
+
+
+@njit(cache=True, inline="always")
 def _bisect_step(p, level, N, upper, lo, hi, it, za, zb):  # pragma: no cover - compiled
     """One more step of a partly refined exact bound: (lo, hi, it, za, zb), with lo == hi once finished.
 
@@ -423,16 +440,42 @@ def _bisect_step(p, level, N, upper, lo, hi, it, za, zb):  # pragma: no cover - 
     theirs bit for bit.
     """
     if it < 0:
-        end = 1.0 if upper else 0.0
-        if _g_exact(p, end, N) <= level:
-            return end, end, 0, za, zb
-        za, zb = lil_kl_exact_zone_s(p, level, N, upper)
-        return lo, hi, 0, za, zb
+        return _bisect_first(p, level, N, upper, lo, hi, za, zb)
     lo, hi, it, done = lil_kl_exact_steps_s(p, level, N, upper, lo, hi, it, 1, za, zb)
     if done:
         v = hi if upper else lo
         return v, v, it, za, zb
     return lo, hi, it, za, zb
+
+
+@njit(cache=True, inline="always")
+def _bisect_until(p, level, N, upper, lo, hi, it, za, zb, x):  # pragma: no cover - compiled
+    """:func:`_bisect_step` repeated while the unfinished range [lo, hi] contains ``x``, in one call.
+
+    The same steps as calling :func:`_bisect_step` in that loop (the steps after the first run
+    in :func:`lil_kl_exact_steps_s`'s own loop, which stops once the range excludes ``x``).
+    ``x = nan`` finishes the bisection: the kernel asks for that when the best competitor is a
+    twin (same count and mean, hence the same bound), whose order against the arm is then by
+    index; refining both only until they part would make them overtake each other one step at a
+    time, each overtaking a heap update.
+    """
+    if lo == hi or x < lo or x > hi:
+        return lo, hi, it, za, zb
+    if it < 0:
+        lo, hi, it, za, zb = _bisect_first(p, level, N, upper, lo, hi, za, zb)
+        if lo == hi:
+            return lo, hi, it, za, zb
+    lo, hi, it, done = lil_kl_exact_steps_s(p, level, N, upper, lo, hi, it, _KL_ITERS, za, zb, x)
+    if done:
+        v = hi if upper else lo
+        return v, v, it, za, zb
+    return lo, hi, it, za, zb
+
+
+@njit(cache=True, inline="always")
+def _twin_slot(c, p, upper, mask):  # pragma: no cover - compiled
+    """Slot of (count, mean, side) in the kernel's direct-mapped table of bisection states."""
+    return ((2 * c + (1 if upper else 0)) * 0x9E3779B1 + int(p * 1073741824.0) * 0x85EBCA6B) & mask
 
 
 @njit(cache=True)
@@ -471,6 +514,19 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
     ht, hb, hl, hu = borrow(iw[0]), borrow(iw[1]), borrow(iw[2]), borrow(iw[3])
     wt, wb, wl, wu = borrow(iw[4]), borrow(iw[5]), borrow(iw[6]), borrow(iw[7])
     bit = borrow(iw[8])  # steps done by each arm's partly refined exact bound (_bisect_start)
+    # The exact form's most refined bisection state per (count, mean, side), direct-mapped: arms with
+    # the same answers have the same bound (common with graded rewards, and such twins tie at the
+    # top of a heap, so their ordering needs the bisection finished), and the state after a given
+    # number of steps is a function of (mean, level) alone, so a twin resumes from the other's state
+    # instead of repeating its zone and steps. Indexed only (no call takes these arrays).
+    tw_mask = 1
+    while tw_mask < 2 * n:
+        tw_mask *= 2
+    tw_mask = tw_mask - 1 if bisect else 0
+    tw_c = np.full(tw_mask + 1, -1, dtype=np.int64)  # 2 * count + (1 for an upper bound)
+    tw_it = np.zeros(tw_mask + 1, dtype=np.int64)
+    tw_p, tw_lo, tw_hi = np.zeros(tw_mask + 1), np.zeros(tw_mask + 1), np.zeros(tw_mask + 1)
+    tw_za, tw_zb = np.zeros(tw_mask + 1), np.zeros(tw_mask + 1)
     init = np.full(n, -math.inf)
     keyheap_init(init, kt, ht, wt)
     keyheap_init(init, kb, hb, wb)
@@ -576,6 +632,11 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
             # until it is decided (h's range entirely below or above the best competitor's end; the
             # stop test's smallest and largest gaps on the same side of eps), so most bounds are
             # never bisected to the end; the wider of h's and l's ranges is refined for the stop test.
+            # An arm at the top of a heap first resumes from the table of twins' states (tw_*) if a twin
+            # got further, is refined in one call (_bisect_until), and is finished at once if the best
+            # competitor is a twin. None of this changes a decision: h, l and the stop test are those
+            # of the finished bounds (ties by index, as the heaps order equal keys), however far each
+            # range was refined.
             exact = False
             while True:
                 while True:
@@ -583,13 +644,22 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                     if lt[h] == lt_hi[h] or (not exact and -lt_hi[h] > max(klo[1], klo[2])):
                         break
                     if bisect:
-                        other = -max(klo[1], klo[2])
                         p = means[h]
-                        s = tab_top[counts[h]]
-                        lo, lo_hi, it = lt[h], lt_hi[h], bit[h]
-                        while lo != lo_hi and lo_hi >= other and lo <= other:
-                            lo, lo_hi, it, za[h], zb[h] = _bisect_step(p, s, N, False, lo, lo_hi, it, za[h], zb[h])
-                        lt[h], lt_hi[h], bit[h] = lo, lo_hi, it
+                        c = counts[h]
+                        s = tab_top[c]
+                        lo, lo_hi, it, zl, zh = lt[h], lt_hi[h], bit[h], za[h], zb[h]
+                        slot = _twin_slot(c, p, False, tw_mask)
+                        if tw_c[slot] == 2 * c and tw_p[slot] == p and tw_it[slot] > it:
+                            lo, lo_hi, it = tw_lo[slot], tw_hi[slot], tw_it[slot]
+                            zl, zh = tw_za[slot], tw_zb[slot]
+                        other = -max(klo[1], klo[2])
+                        j = hl[1] if klo[1] >= klo[2] else hl[2]
+                        if 0 <= j < n and in_top[j] and counts[j] == c and means[j] == p:
+                            other = math.nan  # a twin is the best competitor: finish (see _bisect_until)
+                        lo, lo_hi, it, zl, zh = _bisect_until(p, s, N, False, lo, lo_hi, it, zl, zh, other)
+                        lt[h], lt_hi[h], bit[h], za[h], zb[h] = lo, lo_hi, it, zl, zh
+                        tw_c[slot], tw_p[slot], tw_it[slot] = 2 * c, p, it
+                        tw_lo[slot], tw_hi[slot], tw_za[slot], tw_zb[slot] = lo, lo_hi, zl, zh
                         v = lo
                     else:
                         v = scale_bounds_s(code, bp, means[h], tab_top[counts[h]], _SIDE_LOWER)[0]
@@ -601,13 +671,22 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                     if ub[el] == ub_lo[el] or (not exact and ub_lo[el] > max(kup[1], kup[2])):
                         break
                     if bisect:
-                        other = max(kup[1], kup[2])
                         p = means[el]
-                        s = tab_bot[counts[el]]
-                        hi_lo, hi, it = ub_lo[el], ub[el], bit[el]
-                        while hi_lo != hi and hi_lo <= other and hi >= other:
-                            hi_lo, hi, it, za[el], zb[el] = _bisect_step(p, s, N, True, hi_lo, hi, it, za[el], zb[el])
-                        ub_lo[el], ub[el], bit[el] = hi_lo, hi, it
+                        c = counts[el]
+                        s = tab_bot[c]
+                        hi_lo, hi, it, zl, zh = ub_lo[el], ub[el], bit[el], za[el], zb[el]
+                        slot = _twin_slot(c, p, True, tw_mask)
+                        if tw_c[slot] == 2 * c + 1 and tw_p[slot] == p and tw_it[slot] > it:
+                            hi_lo, hi, it = tw_lo[slot], tw_hi[slot], tw_it[slot]
+                            zl, zh = tw_za[slot], tw_zb[slot]
+                        other = max(kup[1], kup[2])
+                        j = hu[1] if kup[1] >= kup[2] else hu[2]
+                        if 0 <= j < n and not in_top[j] and counts[j] == c and means[j] == p:
+                            other = math.nan
+                        hi_lo, hi, it, zl, zh = _bisect_until(p, s, N, True, hi_lo, hi, it, zl, zh, other)
+                        ub_lo[el], ub[el], bit[el], za[el], zb[el] = hi_lo, hi, it, zl, zh
+                        tw_c[slot], tw_p[slot], tw_it[slot] = 2 * c + 1, p, it
+                        tw_lo[slot], tw_hi[slot], tw_za[slot], tw_zb[slot] = hi_lo, hi, zl, zh
                         v = hi
                     else:
                         v = scale_bounds_s(code, bp, means[el], tab_bot[counts[el]], _SIDE_UPPER)[1]
@@ -680,9 +759,14 @@ def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queu
     Same decisions as the Python learner: each arm once first (lowest index), then at each
     round the pair (h, l) from the empirical top-K and the bounds; the stop test runs after
     every answered pull with the round index ``rounds + 1``. Round-dependent bounds (LUCB1,
-    KL-LUCB) cost O(n) per pull; the others O(log n) (see the two drivers above).
+    KL-LUCB) go to :mod:`purebandits.algorithms._lucb_round_incremental` (amortised O(log n) per
+    pull, the same decisions), or to the O(n) reference ``_round_dependent_kernel`` where it does
+    not apply; the others cost O(log n) (see the two drivers above).
     """
     if code == BOUND_LUCB or code == BOUND_KL_LUCB:
+        if _rdi.round_incremental_supported(code, bp, k, counts.shape[0]):  # same decisions, O(log n) per pull
+            return _rdi.round_incremental_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued,
+                                                 rounds, max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
         return _round_dependent_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds,
                                        max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
     n = counts.shape[0]
@@ -696,3 +780,7 @@ def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queu
     in_top = np.zeros(n, dtype=np.bool_)
     return _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
                               lrng, kind, a, b, cdf, values, block, pos, srng, fw, iw, in_top)
+
+
+# LUCB1 and KL-LUCB's incremental driver (imported as a module: it imports this one)
+from purebandits.algorithms import _lucb_round_incremental as _rdi  # noqa: E402

@@ -1,0 +1,544 @@
+"""Compiled driver for LUCB1 and KL-LUCB with O(log n) amortised work per pull, same decisions.
+
+LUCB1 (Kalyanakrishnan, Tewari, Auer, Stone, ICML 2012) and KL-LUCB (Kaufmann & Kalyanakrishnan,
+COLT 2013) widen every arm's bound with the round t: radius ``sqrt(beta(t) / u)``, or a KL
+inversion at level ``beta(t) / u``. The reference driver
+(:func:`purebandits.algorithms._lucb_rules._round_dependent_kernel`) therefore re-evaluates all
+n bounds per pull. This driver finds the same h (the top arm of least lower bound) and l (the
+other arm of greatest upper bound), ties to the lower index, without doing so:
+
+- **Windows.** Keys are built at a level ``K >= beta(t)`` valid for a window of rounds (the
+  level at a horizon a factor 1 + 1/512 ahead, at least n/16 rounds). Each round's level is
+  computed with the reference's call and the keys are rebuilt as soon as it exceeds K, so the
+  keys' validity is checked, not assumed (no monotonicity of ``log`` or ``pow`` is relied on).
+- **Keys** are optimistic for every level up to K: an upper key is >= the arm's exact upper bound,
+  a lower key <= its lower bound. LUCB1's are the bound's own formula at K (IEEE division, sqrt
+  and addition are monotone). KL-LUCB's start at the Pinsker end of the bisection bracket (the
+  inversion never leaves it) and, once the arm is a candidate, tightened by a Newton step from
+  its exact bound to a point where d(mean, .) is certified beyond level K by one evaluation
+  (:func:`_kl_beyond`: the bisection can then never cross it); means 0 and 1 have closed forms,
+  keyed with a 1e-15 margin over ``expm1``/``exp`` (whose error is below one ulp).
+- **Search.** The heap's top is the answer once its key is its exact bound at this round (every
+  other arm's exact bound is at most its key, ties to the lower index as in the heap order);
+  otherwise its key is replaced by the exact bound (the same call as the reference, so the same
+  bits) and the top is looked at again. Exact keys go back to their window keys when
+  the round changes.
+- **Classes.** Arms with the same mean (bit for bit), count and side have the same bound, so only
+  the lowest-indexed one (which wins any tie) sits in a heap; a hash table finds an arm's class.
+  Without this, 999 arms of mean 0 (Bernoulli 1-sparse instances) tie at every round and each
+  would be evaluated.
+
+The empirical top-K is kept as in the reference (two heaps by mean, one swap per answer), and
+the stop test is decided on the exact bounds of h and l.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from purebandits.algorithms._lucb_rules import (
+    _SIDE_LOWER,
+    _SIDE_UPPER,
+    BOUND_KL_LUCB,
+    BOUND_LUCB,
+    RULE_PAIR,
+    _ranks_above,
+    _refresh_membership,
+    family_bound_s,
+    family_time_term,
+    random_pick,
+    stop_test,
+)
+from purebandits.heaps import heap_build, heap_top, keyheap_init, keyheap_key, keyheap_update
+from purebandits.instances.rewards import stream_draw
+from purebandits.jit import borrow, borrow_stream
+from purebandits.ranking import topk_fill
+
+__all__ = ["round_incremental_supported", "round_incremental_kernel"]
+
+# int64 workspace rows: per arm, then per class, then scratch lists and the two bound heaps
+_CLS, _NXT, _PRV = 0, 1, 2
+_CHEAD, _CTAIL, _CT, _CSIDE, _CPB, _CEXEP, _CTIGHT, _CSLOT, _CSIZE = 3, 4, 5, 6, 7, 8, 9, 10, 11
+_FREE, _EXL = 12, 13
+_UHARM, _UWHERE, _LHARM, _LWHERE = 14, 15, 16, 17
+_N_IW = 18
+# float64 workspace rows: per-class window key (heap form) and exact bound, heap keys in heap order,
+# scratch for rebuilding the heaps
+_CUKEY, _CEXV, _UKEY, _LKEY, _SCR_U, _SCR_L = 0, 1, 2, 3, 4, 5
+_N_FW = 6
+
+_UPPER = 1  # side of the arms outside the empirical top-K (their upper bound decides l)
+_LOWER = 0  # side of the top arms (their lower bound decides h)
+
+#: relative increase of the level at which a KL key is tightened (a point just beyond the root)
+_TIGHT_LEVEL = 1.0 + 2.0 ** -20
+#: margin of the closed-form keys (means 0 and 1): far above expm1/exp's 1-ulp error on [0, 1]
+_CLOSED_MARGIN = 1e-15
+#: the bisection's result is within this of its last certified point (60 halvings of <= 0.71)
+_BISECT_SLACK = 1e-15
+
+
+@njit(cache=True)
+def round_incremental_supported(code, bp, k, n):  # pragma: no cover - compiled
+    """True if this driver applies: LUCB1 or KL-LUCB, 1 <= k < n, and a positive finite level."""
+    if code != BOUND_LUCB and code != BOUND_KL_LUCB:
+        return False
+    if k < 1 or k >= n:
+        return False
+    level = family_time_term(code, bp, 1.0)
+    return 0.0 < level < math.inf
+
+
+@njit(cache=True)
+def _kl_beyond(p: float, level: float, q: float) -> bool:  # pragma: no cover - compiled
+    """True if d(p, q') > ``level`` for every q' from ``q`` away from p, as computed and exactly.
+
+    The mirror of :func:`purebandits.bounds._kl_certified_below`: d(p, .) grows away from p, so
+    one computed value above the level by twice the rounding error of ``kl_bernoulli_s`` (the
+    margin of ``_kl_newton``) certifies every point further out (whose own rounding error is
+    relatively as small). A KL bisection (``kl_upper_s``/``kl_lower_s``) then never moves its
+    inner end past ``q``, so its result is within ``_BISECT_SLACK`` of ``q`` or inside.
+    """
+    if not (0.0 < p < 1.0 and 0.0 < q < 1.0):
+        return False
+    pp = 1.0 - p
+    t1 = p * math.log(p / q)
+    t2 = pp * math.log(pp / (1.0 - q))
+    return t1 + t2 >= level + 3.0e-15 * (1.0 + abs(t1) + abs(t2))
+
+
+@njit(cache=True)
+def _window_key(code, upper, p, T, K):  # pragma: no cover - compiled
+    """(key, tight): a bound of an arm with mean ``p`` and count ``T`` valid at every level <= ``K``.
+
+    Upper side: key >= the exact upper bound at any round whose level is <= ``K``; lower side:
+    key <= the exact lower bound (heap form is -key). ``tight`` is False for KL-LUCB's Pinsker
+    keys (means inside (0, 1)), which :func:`_tight_key` replaces once the arm is a candidate.
+    """
+    if code == BOUND_LUCB:
+        r = math.sqrt(K / T)
+        return (p + r, True) if upper else (p - r, True)
+    q = min(max(p, 0.0), 1.0)  # KL-LUCB, as kl_upper_s / kl_lower_s clip it
+    lvl = K / T
+    if upper:
+        if q >= 1.0 or lvl <= 0.0:
+            return q, True
+        if q <= 0.0:
+            return -math.expm1(-lvl) + _CLOSED_MARGIN, True
+        return min(1.0, q + math.sqrt(lvl / 2.0)), False  # the bisection starts from this end
+    if q <= 0.0 or lvl <= 0.0:
+        return q, True
+    if q >= 1.0:
+        return math.exp(-lvl) - _CLOSED_MARGIN, True
+    return max(0.0, q - math.sqrt(lvl / 2.0)), False
+
+
+@njit(cache=True)
+def _tight_key(upper, p, T, K, x, pinsker):  # pragma: no cover - compiled
+    """A KL-LUCB window key at level ``K / T`` better than ``pinsker``, from the exact bound ``x`` at a lower level.
+
+    Newton's step for d(p, q) = K/T (1 + 2^-20) from ``x`` (inside the root: d(p, .) is convex,
+    so the tangent's zero lies beyond it), certified by :func:`_kl_beyond`; up to three steps,
+    else the Pinsker key stays.
+    """
+    q = min(max(p, 0.0), 1.0)
+    lvl = K / T
+    if not (0.0 < q < 1.0 and 0.0 < x < 1.0 and lvl > 0.0):
+        return pinsker
+    qq = 1.0 - q
+    for _ in range(3):
+        t1 = q * math.log(q / x)
+        t2 = qq * math.log(qq / (1.0 - x))
+        slope = qq / (1.0 - x) - q / x
+        if slope == 0.0 or (slope > 0.0) != upper:
+            return pinsker
+        x = x + (lvl * _TIGHT_LEVEL + 4e-15 * (1.0 + abs(t1) + abs(t2)) - t1 - t2) / slope
+        if not (0.0 < x < 1.0):
+            return pinsker
+        if _kl_beyond(q, lvl, x):
+            return min(pinsker, x + _BISECT_SLACK) if upper else max(pinsker, x - _BISECT_SLACK)
+    return pinsker
+
+
+@njit(cache=True, inline="always")
+def _hash(pb, T, side, mask):  # pragma: no cover - compiled
+    """Slot of the class (mean bits, count, side) in a table of ``mask + 1`` slots."""
+    x = np.uint64(pb) ^ (np.uint64(T) * np.uint64(0x9E3779B97F4A7C15)) ^ np.uint64(side)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> np.uint64(33)
+    return np.int64(x & np.uint64(mask))
+
+
+@njit(cache=True, inline="always")
+def _heap_form(side, v):  # pragma: no cover - compiled
+    """A bound as its heap key: upper bounds as they are, lower bounds negated (least first)."""
+    return v if side == _UPPER else -v
+
+
+@njit(cache=True, inline="always")
+def _class_hkey(iw, fw, c, epoch):  # pragma: no cover - compiled
+    """The heap key of class c's representative: its exact bound this round if known, else its window key."""
+    if iw[_CEXEP, c] == epoch:
+        return _heap_form(iw[_CSIDE, c], fw[_CEXV, c])
+    return fw[_CUKEY, c]
+
+
+@njit(cache=True, inline="always")
+def _set_hkey(iw, fw, n, side, arm, value):  # pragma: no cover - compiled
+    """Give ``arm`` the key ``value`` in the heap of ``side``."""
+    if side == _UPPER:
+        if keyheap_key(fw[_UKEY], iw[_UWHERE], arm) != value:
+            keyheap_update(fw[_UKEY], iw[_UHARM], iw[_UWHERE], n, arm, value)
+    elif keyheap_key(fw[_LKEY], iw[_LWHERE], arm) != value:
+        keyheap_update(fw[_LKEY], iw[_LHARM], iw[_LWHERE], n, arm, value)
+
+
+@njit(cache=True)
+def _class_remove(iw, fw, tab, sc, n, i, epoch):  # pragma: no cover - compiled
+    """Take arm i out of its class (a new representative inherits the key; an empty class is freed)."""
+    c = iw[_CLS, i]
+    side = iw[_CSIDE, c]
+    nx = iw[_NXT, i]
+    pv = iw[_PRV, i]
+    if pv >= 0:
+        iw[_NXT, pv] = nx
+    else:
+        iw[_CHEAD, c] = nx
+    if nx >= 0:
+        iw[_PRV, nx] = pv
+    else:
+        iw[_CTAIL, c] = pv
+    iw[_CLS, i] = -1
+    iw[_CSIZE, c] -= 1
+    if pv < 0:  # i was the representative
+        _set_hkey(iw, fw, n, side, i, -math.inf)
+        if nx >= 0:
+            _set_hkey(iw, fw, n, side, nx, _class_hkey(iw, fw, c, epoch))
+    if iw[_CSIZE, c] == 0:  # free it: backward-shift deletion from the linear-probing table
+        mask = tab.shape[0] - 1
+        slot = iw[_CSLOT, c]
+        tab[slot] = -1
+        j = slot
+        while True:
+            j = (j + 1) & mask
+            c2 = tab[j]
+            if c2 < 0:
+                break
+            home = _hash(iw[_CPB, c2], iw[_CT, c2], iw[_CSIDE, c2], mask)
+            # move c2 back to the hole unless its home lies cyclically in (slot, j]
+            if (j > slot and (home <= slot or home > j)) or (j < slot and home <= slot and home > j):
+                tab[slot] = c2
+                iw[_CSLOT, c2] = slot
+                tab[j] = -1
+                slot = j
+        iw[_FREE, sc[0]] = c
+        sc[0] += 1
+
+
+@njit(cache=True)
+def _class_add(code, iw, fw, tab, sc, n, i, side, pb, p, T, K, epoch):  # pragma: no cover - compiled
+    """Put arm i (mean bits ``pb``, mean ``p``, count ``T``) in the class of ``side``, creating it if new."""
+    mask = tab.shape[0] - 1
+    slot = _hash(pb, T, side, mask)
+    while True:
+        c = tab[slot]
+        if c < 0 or (iw[_CPB, c] == pb and iw[_CT, c] == T and iw[_CSIDE, c] == side):
+            break
+        slot = (slot + 1) & mask
+    iw[_CLS, i] = -1
+    if c < 0:
+        sc[0] -= 1
+        c = iw[_FREE, sc[0]]
+        tab[slot] = c
+        iw[_CSLOT, c] = slot
+        iw[_CPB, c] = pb
+        iw[_CT, c] = T
+        iw[_CSIDE, c] = side
+        iw[_CEXEP, c] = -1
+        key, tight = _window_key(code, side == _UPPER, p, float(T), K)
+        fw[_CUKEY, c] = _heap_form(side, key)
+        iw[_CTIGHT, c] = 1 if tight else 0
+        iw[_CHEAD, c] = i
+        iw[_CTAIL, c] = i
+        iw[_NXT, i] = -1
+        iw[_PRV, i] = -1
+        iw[_CSIZE, c] = 1
+        iw[_CLS, i] = c
+        _set_hkey(iw, fw, n, side, i, fw[_CUKEY, c])
+        return
+    iw[_CLS, i] = c
+    iw[_CSIZE, c] += 1
+    head = iw[_CHEAD, c]
+    tail = iw[_CTAIL, c]
+    if i > tail:  # members are kept by index; arms mostly join at one end
+        iw[_NXT, tail] = i
+        iw[_PRV, i] = tail
+        iw[_NXT, i] = -1
+        iw[_CTAIL, c] = i
+        return
+    if i < head:
+        iw[_PRV, head] = i
+        iw[_NXT, i] = head
+        iw[_PRV, i] = -1
+        iw[_CHEAD, c] = i
+        _set_hkey(iw, fw, n, side, head, -math.inf)
+        _set_hkey(iw, fw, n, side, i, _class_hkey(iw, fw, c, epoch))
+        return
+    j = head
+    while iw[_NXT, j] < i:
+        j = iw[_NXT, j]
+    nx = iw[_NXT, j]
+    iw[_NXT, j] = i
+    iw[_PRV, i] = j
+    iw[_NXT, i] = nx
+    iw[_PRV, nx] = i
+
+
+@njit(cache=True)
+def _rekey_window(code, iw, fw, means, n, K):  # pragma: no cover - compiled
+    """New window keys at level ``K`` for every class, and both bound heaps rebuilt from them."""
+    up = fw[_SCR_U, :n]
+    lo = fw[_SCR_L, :n]
+    up[:] = -math.inf
+    lo[:] = -math.inf
+    for c in range(n):
+        if iw[_CSIZE, c] == 0:
+            continue
+        side = iw[_CSIDE, c]
+        head = iw[_CHEAD, c]
+        key, tight = _window_key(code, side == _UPPER, means[head], float(iw[_CT, c]), K)
+        hk = _heap_form(side, key)
+        fw[_CUKEY, c] = hk
+        iw[_CTIGHT, c] = 1 if tight else 0
+        iw[_CEXEP, c] = -1
+        if side == _UPPER:
+            up[head] = hk
+        else:
+            lo[head] = hk
+    keyheap_init(up, fw[_UKEY], iw[_UHARM], iw[_UWHERE])
+    keyheap_init(lo, fw[_LKEY], iw[_LHARM], iw[_LWHERE])
+
+
+@njit(cache=True)
+def _search(code, bp, iw, fw, sc, exl, n, side, means, counts, tterm, K, epoch):  # pragma: no cover - compiled
+    """h (``side`` lower) or l (upper) at this round: the exact arg-min/max, ties to the lower index.
+
+    The top of the side's heap is the answer once its key is its exact bound this round; else its
+    exact bound is computed (:func:`family_bound_s`, the call of the reference) and made its key
+    (a Pinsker window key is tightened from it on the way), and the new top is examined.
+    """
+    harm = _UHARM if side == _UPPER else _LHARM
+    while True:
+        a = iw[harm, 0]
+        c = iw[_CLS, a]
+        if iw[_CEXEP, c] == epoch:
+            return a
+        if side == _UPPER:
+            v = family_bound_s(code, bp, means[a], float(counts[a]), False, tterm, _SIDE_UPPER)[1]
+        else:
+            v = family_bound_s(code, bp, means[a], float(counts[a]), True, tterm, _SIDE_LOWER)[0]
+        if iw[_CTIGHT, c] == 0:  # a Pinsker key: tighten it from the exact bound (valid at later rounds too)
+            pinsker = fw[_CUKEY, c] if side == _UPPER else -fw[_CUKEY, c]
+            fw[_CUKEY, c] = _heap_form(side, _tight_key(side == _UPPER, means[a], float(counts[a]), K, v, pinsker))
+            iw[_CTIGHT, c] = 1
+        fw[_CEXV, c] = v
+        iw[_CEXEP, c] = epoch
+        exl[sc[1]] = c
+        sc[1] += 1
+        _set_hkey(iw, fw, n, side, a, _heap_form(side, v))
+
+
+@njit(cache=True, inline="always")
+def _window_level(code, bp, e, n, tterm):  # pragma: no cover - compiled
+    """The key level of a window starting at round ``e``: the level a factor 1 + 1/512 (>= n/16 rounds) ahead.
+
+    Shorter windows keep keys tighter (fewer candidates), longer ones re-key less often (O(n) each);
+    measured on LUCB1 and KL-LUCB at n = 1,000 (1/64 and n/2 halved LUCB1's rate).
+    """
+    K = family_time_term(code, bp, e + max(e / 512.0, n / 16.0))
+    return max(K, tterm)
+
+
+@njit(cache=True)
+def _new_round(code, bp, iw, fw, sc, exl, means, n, e, K):  # pragma: no cover - compiled
+    """(level, window level) at round ``e``: exact keys of the last round back to window keys, or new windows."""
+    tterm = family_time_term(code, bp, float(e))
+    if tterm > K:
+        K = _window_level(code, bp, float(e), n, tterm)
+        _rekey_window(code, iw, fw, means, n, K)
+    else:
+        for j in range(sc[1]):
+            c = exl[j]
+            if iw[_CSIZE, c] > 0 and iw[_CEXEP, c] >= 0:
+                iw[_CEXEP, c] = -1
+                _set_hkey(iw, fw, n, iw[_CSIDE, c], iw[_CHEAD, c], fw[_CUKEY, c])
+    sc[1] = 0
+    return tterm, K
+
+
+@njit(cache=True)
+def _rejoin(code, iw, fw, tab, sc, n, i, side, means, mbits, counts, K, epoch):  # pragma: no cover - compiled
+    """Move arm i to the class of its current mean, count and ``side``."""
+    if iw[_CLS, i] >= 0:
+        _class_remove(iw, fw, tab, sc, n, i, epoch)
+    _class_add(code, iw, fw, tab, sc, n, i, side, mbits[i], means[i], counts[i], K, epoch)
+
+
+@njit(cache=True)
+def _build(code, bp, k, iw, fw, tab, sc, means, mbits, counts, sums, in_top, keyT, ht, wt, keyB, hb, wb,
+           e):  # pragma: no cover - compiled
+    """Top-K, classes and keys once every arm has an answer; returns (level, window level) at round ``e``."""
+    n = counts.shape[0]
+    for i in range(n):
+        means[i] = sums[i] / counts[i]
+    topk_fill(means, k, in_top)
+    for i in range(n):
+        _refresh_membership(i, in_top, means, keyT, ht, wt, keyB, hb, wb)
+    tterm = family_time_term(code, bp, float(e))
+    K = _window_level(code, bp, float(e), n, tterm)
+    for i in range(n):
+        _rejoin(code, iw, fw, tab, sc, n, i, _LOWER if in_top[i] else _UPPER, means, mbits, counts, K, e)
+    return tterm, K
+
+
+@njit(cache=True)
+def round_incremental_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
+                             lrng, kind, a, b, cdf, values, block, pos, srng):  # pragma: no cover - compiled
+    """:func:`~purebandits.algorithms._lucb_rules.family_kernel` for LUCB1 and KL-LUCB, incrementally.
+
+    The same loop as ``_round_dependent_kernel`` (same asks, pulls, round indices and stop
+    tests), with h and l found by :func:`_search` instead of a pass over all n bounds. Needs
+    :func:`round_incremental_supported`. Allocates the workspace, which it keeps alive while
+    :func:`_run` uses borrowed views of it.
+    """
+    n = counts.shape[0]
+    means = np.zeros(n)
+    in_top = np.zeros(n, dtype=np.bool_)
+    keyT = np.full(n, -math.inf)
+    keyB = np.full(n, -math.inf)
+    ht, wt = heap_build(keyT)
+    hb, wb = heap_build(keyB)
+    iw = np.full((_N_IW, n + 1), -1, dtype=np.int64)
+    iw[_CSIZE] = 0
+    for j in range(n):
+        iw[_FREE, j] = n - 1 - j
+    fw = np.full((_N_FW, n + 1), -math.inf)
+    keyheap_init(np.full(n, -math.inf), fw[_UKEY], iw[_UHARM], iw[_UWHERE])
+    keyheap_init(np.full(n, -math.inf), fw[_LKEY], iw[_LHARM], iw[_LWHERE])
+    sc = np.zeros(2, dtype=np.int64)  # free classes, exact-list length
+    sc[0] = n
+    size = 4
+    while size < 2 * n:
+        size *= 2
+    tab = np.full(size, -1, dtype=np.int64)
+    exl = np.empty(2 * n + 64, dtype=np.int64)  # classes made exact this round (< n + 6 per round)
+    out = _run(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls, lrng, kind, a, b,
+               cdf, values, block, pos, srng, means, in_top, keyT, keyB, ht, wt, hb, wb, iw, fw, sc, tab, exl)
+    # keep the workspace alive until _run is done with its borrowed views
+    if means.shape[0] + in_top.shape[0] + keyT.shape[0] + keyB.shape[0] + ht.shape[0] + wt.shape[0] + hb.shape[0] \
+            + wb.shape[0] + iw.shape[0] + fw.shape[0] + sc.shape[0] + tab.shape[0] + exl.shape[0] < 0:
+        raise AssertionError
+    return out
+
+
+@njit(cache=True)
+def _run(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls, lrng, kind, a, b, cdf,
+         values, block, pos, srng, means, in_top, keyT, keyB, ht, wt, hb, wb, iw, fw, sc, tab,
+         exl):  # pragma: no cover - compiled
+    """The loop of :func:`round_incremental_kernel`, on borrowed arrays (no reference counting per call)."""
+    counts, sums, sumsq, bp = borrow(counts), borrow(sums), borrow(sumsq), borrow(bp)
+    a, b, cdf, values, block, pos, srng = borrow_stream(a, b, cdf, values, block, pos, srng)
+    lrng = borrow(lrng)
+    means, in_top, keyT, keyB = borrow(means), borrow(in_top), borrow(keyT), borrow(keyB)
+    ht, wt, hb, wb = borrow(ht), borrow(wt), borrow(hb), borrow(wb)
+    iw, fw, sc, tab, exl = borrow(iw), borrow(fw), borrow(sc), borrow(tab), borrow(exl)
+    mbits = borrow(means.view(np.int64))
+    n = counts.shape[0]
+    total = 0
+    n_zero = 0
+    for i in range(n):
+        total += counts[i]
+        if counts[i] == 0:
+            n_zero += 1
+    zp = 0
+    built = False
+    have_hl = False
+    h = -1
+    el = -1
+    epoch = -1
+    K = 0.0
+    tterm = 0.0
+    while total < max_pulls:
+        # ---- ask
+        if queued >= 0:
+            arm = queued
+            queued = -1
+        elif n_zero > 0:
+            while counts[zp] > 0:
+                zp += 1
+            arm = zp
+        else:
+            if not have_hl:
+                e = rounds + 1
+                if not built:
+                    tterm, K = _build(code, bp, k, iw, fw, tab, sc, means, mbits, counts, sums, in_top, keyT, ht, wt,
+                                      keyB, hb, wb, e)
+                    epoch = e
+                    built = True
+                if e != epoch:
+                    tterm, K = _new_round(code, bp, iw, fw, sc, exl, means, n, e, K)
+                    epoch = e
+                h = _search(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch)
+                el = _search(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch)
+            rounds += 1
+            if rule == RULE_PAIR:
+                arm = h
+                queued = el
+            else:
+                arm = random_pick(h, el, counts[h], counts[el], lrng.random())
+        have_hl = False
+        # ---- tell
+        r = stream_draw(kind, a, b, cdf, values, block, pos, srng, arm)
+        if counts[arm] == 0:
+            n_zero -= 1
+        counts[arm] += 1
+        sums[arm] += r
+        sumsq[arm] += r * r
+        total += 1
+        if n_zero > 0:
+            continue  # no stop test before every arm has an answer (infinite bounds)
+        e = rounds + 1
+        if not built:
+            tterm, K = _build(code, bp, k, iw, fw, tab, sc, means, mbits, counts, sums, in_top, keyT, ht, wt, keyB,
+                              hb, wb, e)
+            epoch = e
+            built = True
+        else:
+            means[arm] = sums[arm] / counts[arm]
+            _refresh_membership(arm, in_top, means, keyT, ht, wt, keyB, hb, wb)
+            _rejoin(code, iw, fw, tab, sc, n, arm, _LOWER if in_top[arm] else _UPPER, means, mbits, counts, K, epoch)
+            while True:  # restore "every top arm precedes every other arm" (one swap suffices)
+                w = n - 1 - heap_top(ht)
+                bb = heap_top(hb)
+                if not _ranks_above(means, bb, w):
+                    break
+                in_top[w] = False
+                in_top[bb] = True
+                _refresh_membership(w, in_top, means, keyT, ht, wt, keyB, hb, wb)
+                _refresh_membership(bb, in_top, means, keyT, ht, wt, keyB, hb, wb)
+                _rejoin(code, iw, fw, tab, sc, n, w, _UPPER, means, mbits, counts, K, epoch)
+                _rejoin(code, iw, fw, tab, sc, n, bb, _LOWER, means, mbits, counts, K, epoch)
+        # ---- stop test (after every answered pull, as Learner.tell does)
+        if e != epoch:
+            tterm, K = _new_round(code, bp, iw, fw, sc, exl, means, n, e, K)
+            epoch = e
+        h = _search(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch)
+        el = _search(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch)
+        have_hl = True
+        if stop_test(fw[_CEXV, iw[_CLS, h]], fw[_CEXV, iw[_CLS, el]], eps_stop, strict):
+            return True, queued, rounds, total
+    return False, queued, rounds, total
