@@ -122,6 +122,7 @@ from purebandits.service.validation import (
     parse_items_csv,
     validate_spec,
 )
+from purebandits.service.warmup import warm_learners
 from purebandits.service.webhooks import post_json
 
 __all__ = ["Study", "DEFAULT_LABELS", "parse_items_csv", "hash_token", "SUMMARY_COLUMNS", "summary_rows",
@@ -892,7 +893,18 @@ class Study:
                 write_checkpoint(conn, eid, i, 0, fresh.state_json(), now, force=True)  # the empty log's replay
             if s.image is not None:
                 conn.execute(images.insert().values(experiment_id=eid, content_type=s.image[0], data=s.image[1]))
+        # compile a new kind of learner now, not inside its first participant's request (service.warmup)
+        warm_learners((ls.algorithm, ls.params) for ls in s.learners)
         return int(eid), token
+
+    def learner_specs(self) -> list[tuple[str, dict[str, Any]]]:
+        """The (algorithm, params) of every stored experiment's learners, each once (what startup warms)."""
+        with self._connect(False) as conn:
+            rows = conn.execute(sa.select(learners.c.algorithm, learners.c.params)).all()
+        seen: dict[str, tuple[str, dict[str, Any]]] = {}
+        for algorithm, params in rows:
+            seen.setdefault(json.dumps([algorithm, params], sort_keys=True), (algorithm, dict(params or {})))
+        return list(seen.values())
 
     def rotate_token(self, eid: int) -> str:
         """A new owner token for ``eid`` (the old one stops working): token recovery for whoever runs the server."""
