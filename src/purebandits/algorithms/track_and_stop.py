@@ -131,10 +131,64 @@ def optimal_weights_s(mu_in, w):  # pragma: no cover - compiled
     the same limit; d(mu_1, mu_2) ~ 2 (mu_1 - mu_2)^2 for means near 1/2).
 
     A pure function of ``mu_in`` (no state is kept between calls), so the Python learner and
-    the compiled kernel make identical choices.
+    the compiled kernel make identical choices. The learner and the kernel call
+    :func:`_weights_ws`, the same computation with a workspace that skips work whose result is
+    already known (same output bit for bit).
+    """
+    ws, key, iws = workspace(mu_in.shape[0])
+    _weights_ws(mu_in, w, ws, key, iws)
+
+
+#: rows of the float workspace of :func:`_weights_ws` (a (_WS_ROWS, n) array): the means, the
+#: clipped means, dx_a/dy, the current iteration's r_a, dr_a/dy and rounding bounds, the first
+#: iteration's cache (clipped mean, x_a, dx_a/dy, r_a, dr_a/dy, bound), the last output, and the
+#: start's KLs d(mu_1, mu_a), d(mu_a, mu_1) with the (mu_1, mu_a) they are for
+(_WS_MEAN, _WS_MU, _WS_DXDY, _WS_R, _WS_DR, _WS_E, _WS_CMU, _WS_CX, _WS_CDXDY, _WS_CR, _WS_CDR, _WS_CE,
+ _WS_LAST, _WS_KP, _WS_KMU, _WS_KD, _WS_KS) = range(17)
+_WS_ROWS = 17
+
+
+@njit(cache=True)
+def workspace(n):  # pragma: no cover - compiled
+    """A cold workspace ``(ws, key, iws)`` of :func:`_weights_ws` for ``n`` arms.
+
+    ``iws`` holds each arm's representative (n ints), then a hash table of the clipped means
+    (a power of two >= 2n slots).
+    """
+    size = 2
+    while size < 2 * n:
+        size *= 2
+    return np.full((_WS_ROWS, n), np.nan), np.zeros(4), np.zeros(n + size, np.int64)
+
+
+@njit(cache=True)
+def _weights_ws(mu_in, w, ws, key, iws):  # pragma: no cover - compiled
+    """:func:`optimal_weights_s` with a workspace kept between calls; the same bits, less work.
+
+    Two savings, neither changing an operation of the solve (GK16 Thm 5):
+
+    - Arms with equal clipped means (equal (sum, count) ratios: common among the arms tracking
+      pulls at the same low rate) have equal x_a at every iterate: same start, same Newton
+      steps. Each such group solves once, at its lowest arm (its representative, found with a
+      hash table of the means in ``iws``), and the others copy its results, still added to F in
+      arm order, so F and everything after are bit-identical.
+    - The first outer iteration is at ``y0 = d(mu_1, mu_2)/2`` and starts each x_a from
+      (mu_1, y0, mu_a) only, so an arm's results there (x_a(y0), dx_a/dy, r_a, dr_a/dy, the
+      rounding bound) are a function of (best arm, mu_1, d(mu_1, mu_2), mu_a). ``key`` =
+      (valid, mu_1, d(mu_1, mu_2), best) of the last call that reached that iteration, whose
+      per-arm results are the rows _WS_CMU.._WS_CE: an arm whose clipped mean is unchanged
+      reuses them (two KLs for its start and ~1.5 Newton evaluations of two KLs each saved).
+      If no mean changed, the inputs are the last call's and its output (row _WS_LAST) is
+      returned. Between two pulls only the pulled arm's mean changes; the key holds when that
+      arm is neither of the two best (GK16's tracking pulls those two most when they nearly
+      tie, and then the key rarely holds). The start's two KLs d(mu_1, mu_a), d(mu_a, mu_1) are
+      also kept with the (mu_1, mu_a) they are for: they still hold when the second best arm
+      was pulled (y0 changed, mu_1 did not).
+
+    A cold workspace (:func:`workspace`) gives :func:`optimal_weights_s`'s output.
     """
     n = mu_in.shape[0]
-    mu = np.empty(n)
+    mu = ws[_WS_MU]
     for i in range(n):
         mu[i] = min(max(mu_in[i], TAS_CLIP), 1.0 - TAS_CLIP)
     best = 0
@@ -151,6 +205,7 @@ def optimal_weights_s(mu_in, w):  # pragma: no cover - compiled
             second = mu[i]
     ymax = kl_bernoulli_s(p, second) if n_best == 1 else 0.0
     if ymax <= _KL_ERR:  # tied best arms, or as good as tied (their KL is rounding noise): uniform
+        key[0] = 0.0
         n_best = 0
         for i in range(n):
             if kl_bernoulli_s(p, mu[i]) <= _KL_ERR:
@@ -158,25 +213,78 @@ def optimal_weights_s(mu_in, w):  # pragma: no cover - compiled
         for i in range(n):
             w[i] = 1.0 / n_best if kl_bernoulli_s(p, mu[i]) <= _KL_ERR else 0.0
         return
-    dxdy = np.empty(n)
+    rep = iws[:n]  # each arm's representative: the lowest arm with its clipped mean
+    table = iws[n:]  # open addressing on the mean; slot = arm + 1, 0 = empty
+    mask = table.shape[0] - 1
+    for j in range(table.shape[0]):
+        table[j] = 0
+    for a in range(n):
+        h = int(mu[a] * 1048576.0) & mask
+        while table[h] != 0 and mu[table[h] - 1] != mu[a]:
+            h = (h + 1) & mask
+        if table[h] == 0:
+            table[h] = a + 1
+        rep[a] = table[h] - 1
+    dxdy = ws[_WS_DXDY]
+    rr = ws[_WS_R]
+    rdr = ws[_WS_DR]
+    re_ = ws[_WS_E]
+    cmu = ws[_WS_CMU]
+    cx = ws[_WS_CX]
+    cdxdy = ws[_WS_CDXDY]
+    cr = ws[_WS_CR]
+    cdr = ws[_WS_CDR]
+    ce = ws[_WS_CE]
+    last = ws[_WS_LAST]
+    kp = ws[_WS_KP]
+    kmu = ws[_WS_KMU]
+    kd = ws[_WS_KD]
+    ks = ws[_WS_KS]
+    hit = key[0] == 1.0 and key[1] == p and key[2] == ymax and key[3] == best
+    same = hit
     y = 0.5 * ymax
     for a in range(n):  # start the x_a at the root of D x/(x + D/s) = y, D = g_a(inf), s = g_a'(0)
-        if a != best:
-            dd = kl_bernoulli_s(p, mu[a])
-            s = kl_bernoulli_s(mu[a], p)
-            x0 = y * dd / (s * (dd - y)) if s > 0.0 and dd > y else 1.0
-            w[a] = x0 if x0 < math.inf else 1.0
+        if a != best and not (hit and mu[a] == cmu[a]):
+            same = False
+            if rep[a] == a:
+                if not (kp[a] == p and kmu[a] == mu[a]):
+                    kp[a], kmu[a] = p, mu[a]
+                    kd[a] = kl_bernoulli_s(p, mu[a])
+                    ks[a] = kl_bernoulli_s(mu[a], p)
+                dd = kd[a]
+                s = ks[a]
+                x0 = y * dd / (s * (dd - y)) if s > 0.0 and dd > y else 1.0
+                w[a] = x0 if x0 < math.inf else 1.0
+    if same:  # the last call's inputs: its output
+        for i in range(n):
+            w[i] = last[i]
+        return
     lo, hi = 0.0, ymax
-    for _ in range(_MAX_OUTER):
+    for it in range(_MAX_OUTER):
         f = 0.0
         df = 0.0
         err = 0.0
         for a in range(n):
             if a != best:
-                w[a], dxdy[a], r, dr, e = _x_of_y(y, p, mu[a], w[a])
+                b = rep[a]
+                if b != a:  # an earlier arm with the same mean: its results
+                    xa, dxa, r, dr, e = w[b], dxdy[b], rr[b], rdr[b], re_[b]
+                elif it == 0 and hit and mu[a] == cmu[a]:  # the first iteration's results, unchanged
+                    xa, dxa, r, dr, e = cx[a], cdxdy[a], cr[a], cdr[a], ce[a]
+                else:
+                    xa, dxa, r, dr, e = _x_of_y(y, p, mu[a], w[a])
+                if it == 0:
+                    cmu[a], cx[a], cdxdy[a], cr[a], cdr[a], ce[a] = mu[a], xa, dxa, r, dr, e
+                w[a] = xa
+                dxdy[a] = dxa
+                rr[a] = r
+                rdr[a] = dr
+                re_[a] = e
                 f += r
                 df += dr
                 err += e
+        if it == 0:
+            key[0], key[1], key[2], key[3] = 1.0, p, ymax, best
         if f >= 1.0:
             hi = y
         else:
@@ -210,6 +318,7 @@ def optimal_weights_s(mu_in, w):  # pragma: no cover - compiled
     w[best] = 1.0
     for a in range(n):
         w[a] /= total
+        last[a] = w[a]
 
 
 def optimal_weights(mu: ArrayLike) -> np.ndarray:
@@ -233,6 +342,13 @@ def tas_pick(sums, counts, pending, w):  # pragma: no cover - compiled
     exploration), otherwise ``argmax_a t w*_a(mu_hat) - N_a``; ties to the lower index.
     Means use answered pulls (0 for an arm with none). ``w`` is scratch space.
     """
+    ws, key, iws = workspace(counts.shape[0])
+    return _pick_ws(sums, counts, pending, w, ws, key, iws)
+
+
+@njit(cache=True)
+def _pick_ws(sums, counts, pending, w, ws, key, iws):  # pragma: no cover - compiled
+    """:func:`tas_pick` with the w* workspace ``(ws, key, iws)`` of :func:`_weights_ws` (same pick)."""
     n = counts.shape[0]
     t = 0
     lo = 0
@@ -242,10 +358,10 @@ def tas_pick(sums, counts, pending, w):  # pragma: no cover - compiled
             lo = i
     if counts[lo] + pending[lo] <= max(math.sqrt(t) - n / 2.0, 0.0):
         return lo
-    mu = np.empty(n)
+    mu = ws[_WS_MEAN]
     for i in range(n):
         mu[i] = sums[i] / counts[i] if counts[i] > 0 else 0.0
-    optimal_weights_s(mu, w)
+    _weights_ws(mu, w, ws, key, iws)
     best = 0
     best_v = -math.inf
     for i in range(n):
@@ -304,9 +420,10 @@ class TrackAndStop(Learner):
 
     def _restore(self) -> None:
         self._w = np.empty(self.n_arms_)
+        self._ws = workspace(self.n_arms_)  # w* workspace (:func:`_weights_ws`): same picks, less work
 
     def _ask_one(self) -> int:
-        return int(tas_pick(self.sums_, self.counts_, self.pending_, self._w))
+        return int(_pick_ws(self.sums_, self.counts_, self.pending_, self._w, *self._ws))
 
     def _glr(self) -> tuple[int, float, float]:
         """(empirical best arm, Bernoulli GLR statistic Z(t), threshold beta(t, delta)) on the answered pulls."""
@@ -347,12 +464,13 @@ def _tas_kernel(counts, sums, sumsq, pending, delta, theory, max_pulls,
                 kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
     n = counts.shape[0]
     w = np.empty(n)
+    ws, key, iws = workspace(n)  # w* workspace kept across pulls (_weights_ws: same w*, less work)
     total = 0
     for i in range(n):
         total += counts[i]
     hint = -1  # the GLR statistic's last minimiser (glr_stop_s: the same decisions as glr_statistic_s)
     while total < max_pulls:
-        arm = tas_pick(sums, counts, pending, w)
+        arm = _pick_ws(sums, counts, pending, w, ws, key, iws)
         r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
         counts[arm] += 1
         sums[arm] += r
