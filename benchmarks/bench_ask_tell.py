@@ -89,6 +89,19 @@ CONTEST_LEARNERS = [
     ("lil'RandLUCB", "lil_rand_lucb", {}),
     ("top-two (EB-TC, Gaussian cost)", "top_two", {}),
     ("top-two, Bernoulli cost", "top_two", {"cost": "bernoulli"}),
+    # the service's other fixed-confidence learners (issue 24, target 1 names every one)
+    ("top-two, TS leader", "top_two", {"leader": "ts"}),
+    ("lil'LUCB", "lil_lucb", {}),
+    ("LUCB1", "lucb1", {}),
+    ("KL-LUCB", "kl_lucb", {}),
+    ("CLUCB (top-1)", "clucb", {}),
+    ("lil'CLUCB (top-1)", "lil_clucb", {}),
+    ("Successive Elimination", "successive_elimination", {}),
+    ("ExpGap", "exp_gap_elimination", {}),
+    ("Median Elimination", "median_elimination", {}),
+    ("Nonadaptive", "non_adaptive", {}),
+    ("UCB1", "ucb1", {}),
+    ("Track-and-Stop", "track_and_stop", {}),
 ]
 CONTEST_ARMS = 5000
 POOL = 256  # rewards drawn in advance per arm (a power of two: cycled with a mask)
