@@ -16,6 +16,7 @@ import math
 import numpy as np
 from numba import njit
 
+from purebandits.algorithms._ls_incremental import LSCheck
 from purebandits.base import Learner, StoppingProgress, check_param, top_k_by
 from purebandits.bounds import edmm_radius_s, ls_delta, ls_radius_s
 from purebandits.instances.rewards import RewardStream, stream_draw
@@ -607,11 +608,40 @@ class ExpGapElimination(_Staged):
         if done:
             self._finish([int(self.act_[0])])
 
+    #: test LS on the ask/tell path with the incremental tracker (False: the O(n) reference rule)
+    _ls_incremental = True
+    _lsc: LSCheck | None = None
+
+    def _restore(self) -> None:
+        self._lsc = LSCheck(self._d_ls, float(self.sigma))  # the ask/tell path's LS tracker, rebuilt on its next check
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_lsc", None)  # a cache holding memoryviews: rebuilt after unpickling
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "n_arms_" in state:
+            self._restore()
+
+    def _on_tell(self, arm: int, reward: float) -> None:
+        self._lsc.told(arm, self.t_)
+        super()._on_tell(arm, reward)
+
     def _check_stop(self) -> None:
         if self.ls:
-            arm = ls_stop_arm(self.sums_, self.counts_, self._d_ls, float(self.sigma))
+            if self._ls_incremental:
+                views = self._views()
+                arm = self._lsc.check(self.sums_, self.counts_, self.t_, views[1], views[2])
+            else:
+                arm = self._check_stop_reference()
             if arm >= 0:
                 self._finish([int(arm)])
+
+    def _check_stop_reference(self) -> int:
+        """LS's arm by the O(n) rule (:func:`purebandits.stopping.ls_stop_arm`), or -1."""
+        return ls_stop_arm(self.sums_, self.counts_, self._d_ls, float(self.sigma))
 
     def _stopping_progress(self) -> StoppingProgress:
         """Arms of S_r eliminated of ``n - 1`` (KKS13 Alg. 2), and LS (JMNB14 Sec. 5) with ``ls=True``.

@@ -7,6 +7,8 @@ import math
 import numpy as np
 from numba import njit
 
+from purebandits.algorithms._ls_incremental import LSCheck
+from purebandits.algorithms._ucb1_incremental import UCB1Cache
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import ls_delta
 from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
@@ -123,14 +125,85 @@ class UCB1(Learner):
         # JMNB14 Sec. 5: LS gets the "other nu/2" (the sampling rule gets nu/2, unused by UCB1)
         self._d_ls = ls_delta(float(self.delta) / 2, LS_EPSILON)
 
-    def _ask_one(self) -> int:
+    # ------------------------------------------------------------------ Python ask/tell path
+    # While some arm has T_i = 0, ucb1_pick returns the first such arm (kept in a heap). Then,
+    # as in the compiled driver, the indices at a horizon t1 >= t are kept as upper keys in a
+    # key heap, over the classes of arms with equal (mu_i, T_i), and a walk evaluates only the
+    # classes whose key reaches the best index found: the scan's arm, ties included
+    # (purebandits.algorithms._ucb1_incremental). ``_ub`` (a cache, never part of the state)
+    # follows every ask, tell and cancel, and is rebuilt in O(n) when it was not (start, a
+    # load, the compiled driver). LS uses the incremental tracker (_ls_incremental).
+    #: the incremental paths (False: the O(n) reference rules, for tests)
+    _ask_incremental = True
+    _ls_incremental = True
+    _ub: UCB1Cache | None = None
+    _lsc: LSCheck | None = None
+
+    def _restore(self) -> None:
+        self._ub = None
+        self._lsc = LSCheck(self._d_ls, float(self.sigma))
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        for name in ("_ub", "_lsc"):
+            state.pop(name, None)  # caches (memoryviews): rebuilt after unpickling
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "n_arms_" in state:
+            self._restore()
+
+    def _ask_one_reference(self) -> int:
+        """The O(n) pick: :func:`ucb1_pick` at t = answered + pending pulls."""
         t = float(self.t_ + int(self.pending_.sum()))
         return int(ucb1_pick(self.sums_, self.counts_, self.pending_, t, float(self.index_sigma)))
 
+    def _cache(self) -> UCB1Cache:
+        ub = self._ub
+        if ub is None or ub.t != self.t_ or ub.counts is not self.counts_ or ub.pending is not self.pending_ \
+                or ub.sums is not self.sums_:
+            ub = self._ub = UCB1Cache(self.counts_, self.sums_, self.pending_, self.t_)
+        return ub
+
+    def _ask_one(self) -> int:
+        if not self._ask_incremental:
+            return self._ask_one_reference()
+        ub = self._cache()
+        return ub.ask(float(self.t_ + ub.pend), float(self.index_sigma))  # Learner.ask adds the pending pull
+
+    def _on_tell(self, arm: int, reward: float) -> None:
+        self._lsc.told(arm, self.t_)
+        ub = self._ub
+        if ub is None:
+            return
+        if ub.t != self.t_ - 1:
+            self._ub = None
+            return
+        views = self._views()
+        ub.tell(arm, views[2][arm] / views[1][arm])
+
+    def _on_cancel(self, arm: int) -> None:
+        ub = self._ub
+        if ub is None:
+            return
+        if ub.t != self.t_:
+            self._ub = None
+            return
+        ub.cancel(arm)
+
     def _check_stop(self) -> None:
-        arm = ls_stop_arm(self.sums_, self.counts_, self._d_ls, float(self.sigma))
+        if self._ls_incremental:
+            views = self._views()
+            arm = self._lsc.check(self.sums_, self.counts_, self.t_, views[1], views[2])
+        else:
+            arm = self._check_stop_reference()
         if arm >= 0:
             self._finish([int(arm)])
+
+    def _check_stop_reference(self) -> int:
+        """LS's arm by the O(n) rule (:func:`purebandits.stopping.ls_stop_arm`), or -1."""
+        return ls_stop_arm(self.sums_, self.counts_, self._d_ls, float(self.sigma))
 
     def _stopping_progress(self) -> StoppingProgress:
         """LS (JMNB14 Sec. 5): other arms whose upper bound is at or below the leader's lower bound."""
@@ -147,6 +220,7 @@ class UCB1(Learner):
         stop, t = _ucb1_kernel(self.counts_, self.sums_, self.sumsq_, self.pending_, ws, ls_workspace(n),
                                float(self.index_sigma), float(self.sigma), self._d_ls, int(max_pulls), *stream.args())
         self.t_ = int(t)
+        self._ub = None
         if stop >= 0:
             self._finish([int(stop)])
 

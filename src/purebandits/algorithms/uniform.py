@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from purebandits.algorithms._ls_incremental import LSCheck
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import ls_delta
 from purebandits.instances.rewards import RewardStream, stream_draw
@@ -57,8 +58,23 @@ class NonAdaptive(Learner):
     def _resolve(self) -> None:
         self._d_ls = ls_delta(float(self.delta), LS_EPSILON)
 
+    #: test LS on the ask/tell path with the incremental tracker (False: the O(n) reference rule)
+    _ls_incremental = True
+    _lsc: LSCheck | None = None
+
     def _restore(self) -> None:
         self._ws = None  # the compiled driver's LS tracker: rebuilt on its next call
+        self._lsc = LSCheck(self._d_ls, float(self.sigma))  # the ask/tell path's: rebuilt on its next check
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_lsc", None)  # a cache holding memoryviews: rebuilt after unpickling
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "n_arms_" in state:
+            self._lsc = LSCheck(self._d_ls, float(self.sigma))
 
     def _start(self) -> None:
         self.order_ = self.rng_.permutation(self.n_arms_).astype(np.int64)
@@ -69,10 +85,21 @@ class NonAdaptive(Learner):
         self.next_ = (self.next_ + 1) % self.n_arms_
         return arm
 
+    def _on_tell(self, arm: int, reward: float) -> None:
+        self._lsc.told(arm, self.t_)
+
     def _check_stop(self) -> None:
-        arm = ls_stop_arm(self.sums_, self.counts_, self._d_ls, float(self.sigma))
+        if self._ls_incremental:
+            views = self._views()
+            arm = self._lsc.check(self.sums_, self.counts_, self.t_, views[1], views[2])
+        else:
+            arm = self._check_stop_reference()
         if arm >= 0:
             self._finish([int(arm)])
+
+    def _check_stop_reference(self) -> int:
+        """LS's arm by the O(n) rule (:func:`purebandits.stopping.ls_stop_arm`), or -1."""
+        return ls_stop_arm(self.sums_, self.counts_, self._d_ls, float(self.sigma))
 
     def _stopping_progress(self) -> StoppingProgress:
         """LS (JMNB14 Sec. 5): other arms whose upper bound is at or below the leader's lower bound."""
