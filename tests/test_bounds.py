@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
 
+from bisection_reference import plain_exact
 from purebandits import bounds as B
 from purebandits.testing.checks import binomial_tolerance
 
@@ -475,36 +476,6 @@ def test_glr_stop_along_a_run_with_its_hint():
 
 # ------------------------------------------------ exact lil-KL bounds: stepped, zoned, == plain bisection
 @njit(cache=True)
-def _plain_exact(p, level, N, upper):  # pragma: no cover - compiled
-    """TNM17 eqs. (2)-(3) as they were defined first: 60 plain bisection steps, no early stop."""
-    if upper:
-        if level <= 0.0 or p >= 1.0:
-            return max(min(p, 1.0), 0.0) if level <= 0.0 else 1.0
-        lo, hi = p, 1.0
-        if B._g_exact(p, hi, N) <= level:
-            return 1.0
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            if B._g_exact(p, mid, N) <= level:
-                lo = mid
-            else:
-                hi = mid
-        return hi
-    if level <= 0.0 or p <= 0.0:
-        return max(min(p, 1.0), 0.0) if level <= 0.0 else 0.0
-    lo, hi = 0.0, p
-    if B._g_exact(p, lo, N) <= level:
-        return 0.0
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if B._g_exact(p, mid, N) <= level:
-            hi = mid
-        else:
-            lo = mid
-    return lo
-
-
-@njit(cache=True)
 def _stepped_exact(p, level, N, upper, chunk):  # pragma: no cover - compiled
     """The compiled LUCB kernel's way: the zone of lil_kl_exact_zone_s, then steps in chunks."""
     lo, hi = (p, 1.0) if upper else (0.0, p)
@@ -535,7 +506,7 @@ def test_exact_lil_kl_bounds_equal_plain_bisection():
     """The early stop (a step that changes nothing) and the zone skip no outcome: same bits."""
     p, level = _exact_cases()
     for upper in (True, False):
-        plain = np.array([_plain_exact(a, b, 8.0, upper) for a, b in zip(p, level, strict=True)])
+        plain = np.array([plain_exact(a, b, 8.0, upper) for a, b in zip(p, level, strict=True)])
         fn = B.lil_kl_upper_exact_s if upper else B.lil_kl_lower_exact_s
         np.testing.assert_array_equal([fn(a, b, 8.0) for a, b in zip(p, level, strict=True)], plain)
         for chunk in (1, 3, 60):

@@ -9,6 +9,7 @@ import pytest
 from numba import njit
 from scipy.stats import binom
 
+from bisection_reference import plain_exact
 from purebandits import bounds as B
 from purebandits.algorithms._lucb_rules import (
     _bisect_start,
@@ -357,36 +358,6 @@ def test_exact_form_kernel_matches_recorded_runs(reg, where, k, pulls, digest):
 
 # ---------------------------------- the exact bounds' pieces, as the kernel uses them, == a plain bisection
 @njit(cache=True)
-def _plain_exact(p, level, N, upper):  # pragma: no cover - compiled
-    """TNM17 eqs. (2)-(3) by their definition: the end test, then 60 plain bisection steps."""
-    if upper:
-        if level <= 0.0 or p >= 1.0:
-            return max(min(p, 1.0), 0.0) if level <= 0.0 else 1.0
-        lo, hi = p, 1.0
-        if B._g_exact(p, hi, N) <= level:
-            return 1.0
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            if B._g_exact(p, mid, N) <= level:
-                lo = mid
-            else:
-                hi = mid
-        return hi
-    if level <= 0.0 or p <= 0.0:
-        return max(min(p, 1.0), 0.0) if level <= 0.0 else 0.0
-    lo, hi = 0.0, p
-    if B._g_exact(p, lo, N) <= level:
-        return 0.0
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if B._g_exact(p, mid, N) <= level:
-            hi = mid
-        else:
-            lo = mid
-    return lo
-
-
-@njit(cache=True)
 def _kernel_exact(p, level, N, upper, za, zb, xs, per_step):  # pragma: no cover - compiled
     """The compiled kernel's way: start, then refine against each ``x`` in turn, then finish (x = nan).
 
@@ -437,7 +408,7 @@ def test_kernel_exact_bounds_equal_plain_bisection_adversarial():
     zoned = 0
     for a, lev, nn in zip(p, level, N, strict=True):
         for upper in (True, False):
-            v = _plain_exact(a, lev, nn, upper)
+            v = plain_exact(a, lev, nn, upper)
             fn = B.lil_kl_upper_exact_s if upper else B.lil_kl_lower_exact_s
             assert fn(a, lev, nn) == v, (a, lev, nn, upper)
             za, zb = B.lil_kl_exact_zone_s(a, lev, nn, upper)
