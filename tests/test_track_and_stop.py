@@ -183,18 +183,22 @@ def test_forced_exploration_then_tracking():
     assert tas_pick(sums, counts, pending, w) == int(np.argmax(90 * wstar - counts))
 
 
+@pytest.mark.parametrize("means", [[0.7, 0.4, 0.3], [0.7, 0.5, 0.5, 0.5, 0.45, 0.45, 0.3, 0.3, 0.3, 0.3]])
 @pytest.mark.parametrize("threshold", ["practical", "theory"])
-def test_stops_at_first_glr_crossing(threshold):
-    learner = TrackAndStop(delta=0.05, threshold=threshold).start(3, seed=0)
-    stream = Bernoulli([0.7, 0.4, 0.3]).stream(1)
+def test_stops_at_first_glr_crossing(threshold, means):
+    """The ask/tell stop (glr_stop_s with the last minimiser as hint) fires exactly when the full GLR statistic
+    first exceeds the threshold, on 3 arms and on 10 with tied challengers (the minimiser moves among them)."""
+    n = len(means)
+    learner = TrackAndStop(delta=0.05, threshold=threshold).start(n, seed=0)
+    stream = Bernoulli(means).stream(1)
     while not learner.done:
         _, z = glr_statistic(learner.sums_, learner.counts_)
         if learner.n_pulls:
-            assert z <= glr_threshold(learner.n_pulls, 3, 0.05, threshold)
+            assert z <= glr_threshold(learner.n_pulls, n, 0.05, threshold)
         (arm,) = learner.ask(1)
         learner.tell(arm, stream.draw(arm))
     best, z = glr_statistic(learner.sums_, learner.counts_)
-    assert z > glr_threshold(learner.n_pulls, 3, 0.05, threshold) and learner.recommend() == [best]
+    assert z > glr_threshold(learner.n_pulls, n, 0.05, threshold) and learner.recommend() == [best]
 
 
 def test_theory_threshold_stops_later():

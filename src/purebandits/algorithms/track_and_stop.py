@@ -421,6 +421,7 @@ class TrackAndStop(Learner):
     def _restore(self) -> None:
         self._w = np.empty(self.n_arms_)
         self._ws = workspace(self.n_arms_)  # w* workspace (:func:`_weights_ws`): same picks, less work
+        self._glr_hint = -1  # the GLR statistic's last minimiser (glr_stop_s: the same stops as glr_statistic_s)
 
     def _ask_one(self) -> int:
         return int(_pick_ws(self.sums_, self.counts_, self.pending_, self._w, *self._ws))
@@ -432,9 +433,12 @@ class TrackAndStop(Learner):
                                                           self.threshold == "theory"))
 
     def _check_stop(self) -> None:
-        best, z, thr = self._glr()
-        if z > thr:
-            self._finish([best])
+        # Z > beta decided by glr_stop_s: one transportation cost while the last minimiser stays below the
+        # threshold, the full O(n) statistic only otherwise (the same decision as computing Z)
+        thr = glr_threshold_s(float(self.t_), float(self.n_arms_), float(self.delta), self.threshold == "theory")
+        best, stop, self._glr_hint = glr_stop_s(self.sums_, self.counts_, False, 0.5, thr, self._glr_hint)
+        if stop:
+            self._finish([int(best)])
 
     def _stopping_progress(self) -> StoppingProgress:
         """Chernoff/GLR stop (GK16 Sec. 3): ``statistic = Z(t)``, ``threshold = beta(t, delta)``.
