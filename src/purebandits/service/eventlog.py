@@ -22,6 +22,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import namedtuple
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -32,9 +34,9 @@ from purebandits.registry import make_learner
 from purebandits.service.errors import ReplayError
 from purebandits.service.models import checkpoints, events, snapshots
 
-__all__ = ["HotStatements", "Rows", "LogTx", "apply_event", "apply_log", "encode_passed", "read_snapshot",
-           "write_snapshot", "learner_from_snapshot", "Checkpoint", "read_checkpoint", "write_checkpoint",
-           "state_digest", "canonical_state"]
+__all__ = ["HotStatements", "BatchWrites", "Rows", "LogTx", "apply_event", "apply_log", "encode_passed",
+           "read_snapshot", "write_snapshot", "learner_from_snapshot", "Checkpoint", "read_checkpoint",
+           "write_checkpoint", "state_digest", "canonical_state"]
 
 # qmark placeholders, converted per driver
 _HOT_SQL = {
@@ -68,6 +70,45 @@ _HOT_SQL = {
 #: statements that return no rows (queued without waiting in PostgreSQL's pipeline mode)
 _WRITES = frozenset({"upd_version", "upd_done", "ins_event", "ins_query", "upd_answered", "upd_expired"})
 
+#: the row writes a transaction buffers (:class:`BatchWrites`), in the order a flush sends them
+_BUFFERED = ("ins_event", "ins_query", "upd_answered", "upd_expired")
+
+# PostgreSQL: each buffered statement for any number of rows, one array per column (``unnest``), so
+# a batch's writes are a few statements whatever its size
+_BULK_SQL = {
+    "ins_event": "INSERT INTO events (experiment_id, learner, seq, kind, query_id, arm, label, reward, created_ms, "
+                 "passed) SELECT * FROM unnest(%s::integer[], %s::integer[], %s::bigint[], %s::varchar[], "
+                 "%s::varchar[], %s::integer[], %s::varchar[], %s::float8[], %s::bigint[], %s::text[])",
+    "ins_query": "INSERT INTO queries (id, experiment_id, participant_id, learner, arm, status, created_ms, "
+                 "expires_ms, ask_seq) SELECT v.id, v.eid, v.pid, v.learner, v.arm, 'pending', v.created, "
+                 "v.expires, v.seq FROM unnest(%s::varchar[], %s::integer[], %s::varchar[], %s::integer[], "
+                 "%s::integer[], %s::bigint[], %s::bigint[], %s::bigint[]) "
+                 "AS v(id, eid, pid, learner, arm, created, expires, seq)",
+    "upd_answered": "UPDATE queries SET status = 'answered', answered_ms = v.ms, label = v.label, reward = v.reward, "
+                    "end_seq = v.seq FROM unnest(%s::bigint[], %s::varchar[], %s::float8[], %s::bigint[], "
+                    "%s::varchar[]) AS v(ms, label, reward, seq, id) WHERE queries.id = v.id",
+    "upd_expired": "UPDATE queries SET status = 'expired', end_seq = v.seq FROM unnest(%s::bigint[], %s::varchar[]) "
+                   "AS v(seq, id) WHERE queries.id = v.id",
+}
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _opt_str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+# per column of each bulk statement: the Python type its array holds (psycopg dumps a list of one type only,
+# and a reward may arrive as an int)
+_BULK_TYPES: dict[str, tuple[Callable[[Any], Any], ...]] = {
+    "ins_event": (int, int, int, str, str, int, _opt_str, _opt_float, int, _opt_str),
+    "ins_query": (str, int, str, int, int, int, int, int),
+    "upd_answered": (int, _opt_str, _opt_float, int, str),
+    "upd_expired": (int, str),
+}
+
+
 
 class Rows:
     """Fetched rows of a hot-path statement, with the two accessors the protocol uses."""
@@ -94,37 +135,78 @@ class HotStatements:
     """The protocol's hot statements for one engine, run on the connection's DBAPI cursor."""
 
     def __init__(self, engine: Engine) -> None:
-        pg = engine.dialect.paramstyle in ("format", "pyformat")
+        self.pg = pg = engine.dialect.paramstyle in ("format", "pyformat")
         self.sql = {k: v.replace("?", "%s") if pg else v for k, v in _HOT_SQL.items()}
         # PostgreSQL: lock the learner's row (writers of one learner take turns); SQLite: BEGIN
         # IMMEDIATE already holds the database's single write lock
         self.sql["lock_learner_update"] = self.sql["lock_learner"] + (" FOR UPDATE OF l" if pg else "")
         self._row_cls: dict[str, Any] = {}
+        # id(connection) -> its transaction's BatchWrites while it buffers (a plain map: an invalidated
+        # connection refuses even ``Connection.info`` until rolled back, and the buffer must go away then too)
+        self.buffers: dict[int, BatchWrites] = {}
 
     def __call__(self, conn: Connection, name: str, *params: Any) -> Rows:
         """Run statement ``name`` in the connection's transaction.
 
-        A driver error is wrapped exactly as SQLAlchemy would (``OperationalError`` -> 503) and
-        a broken connection is invalidated.
+        While the transaction buffers its writes (:meth:`BatchWrites.install`), a
+        buffered write is added to the buffer and a read first sends what is buffered, so it sees
+        the transaction's own writes. A driver error is wrapped exactly as SQLAlchemy would
+        (``OperationalError`` -> 503) and a broken connection is invalidated.
         """
-        sql = self.sql[name]
-        fairy = conn.connection
-        cur = fairy.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
-            cur.execute(sql, params)
-            if name in _WRITES:  # no rows; in psycopg's pipeline mode, not even a round trip
+        writes = self.buffers.get(id(conn)) if self.buffers else None
+        if writes is not None:
+            if name in writes.rows:
+                writes.rows[name].append(params)
                 return _NO_ROWS
-            rows = cur.fetchall()
-            desc = cur.description
+            writes.flush(conn)
+        return self.fetch(conn, name, self.send(conn, name, *params))
+
+    @contextmanager
+    def pipeline(self, conn: Connection) -> Iterator[None]:
+        """psycopg's pipeline mode on ``conn`` (PostgreSQL) for the block. A queued statement's error surfaces
+        when the pipeline syncs, possibly at its exit: it is wrapped there as SQLAlchemy would wrap it."""
+        fairy = conn.connection
+        try:
+            with fairy.driver_connection.pipeline():  # type: ignore[union-attr]
+                yield
         except Exception as exc:
             dbapi = conn.dialect.loaded_dbapi
             if not isinstance(exc, dbapi.Error):
                 raise
-            gone = conn.dialect.is_disconnect(exc, fairy.dbapi_connection, cur)
-            if gone:
+            gone = conn.dialect.is_disconnect(exc, fairy.dbapi_connection, None)
+            if gone and not conn.invalidated:
                 conn.invalidate(exc)
-            raise sa.exc.DBAPIError.instance(sql, params, exc, dbapi.Error, connection_invalidated=gone,
+            raise sa.exc.DBAPIError.instance("(pipeline sync)", (), exc, dbapi.Error, connection_invalidated=gone,
                                              dialect=conn.dialect) from exc
+
+    def commit(self, conn: Connection) -> None:
+        """Queue ``COMMIT`` in the transaction (psycopg's pipeline mode: it goes out with what is queued, and
+        the pipeline's closing sync waits for it and raises its error). The DBAPI connection is then idle,
+        so SQLAlchemy's own commit that follows sends nothing."""
+        cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            self._run(conn, cur, "COMMIT", (), lambda: cur.execute("COMMIT"))
+        finally:
+            cur.close()
+
+    def send(self, conn: Connection, name: str, *params: Any) -> Any:
+        """Execute statement ``name`` and return its open cursor without fetching (:meth:`fetch` does).
+
+        In psycopg's pipeline mode the statement is only queued, so several reads sent one after
+        another cost one round trip when their rows are fetched.
+        """
+        sql = self.sql[name]
+        cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        self._run(conn, cur, sql, params, lambda: cur.execute(sql, params))
+        return cur
+
+    def fetch(self, conn: Connection, name: str, cur: Any) -> Rows:
+        """The rows of the statement :meth:`send` ran on ``cur`` (none for a write), closing ``cur``."""
+        try:
+            if name in _WRITES:  # no rows; in psycopg's pipeline mode, not even a round trip
+                return _NO_ROWS
+            rows = self._run(conn, cur, self.sql[name], (), cur.fetchall)
+            desc = cur.description
         finally:
             cur.close()
         if not rows:
@@ -133,6 +215,69 @@ class HotStatements:
         if cls is None:
             cls = self._row_cls[name] = namedtuple(f"Row_{name}", [d[0] for d in desc])  # type: ignore
         return Rows([cls(*r) for r in rows])
+
+    @staticmethod
+    def _run(conn: Connection, cur: Any, sql: str, params: Any, call: Callable[[], Any]) -> Any:
+        """``call()`` on cursor ``cur`` (running ``sql``), a driver error wrapped as SQLAlchemy would wrap it."""
+        try:
+            return call()
+        except Exception as exc:
+            dbapi = conn.dialect.loaded_dbapi
+            if not isinstance(exc, dbapi.Error):
+                raise
+            # the cursor's own DBAPI connection: an invalidated Connection refuses ``.connection`` until rolled back
+            gone = conn.dialect.is_disconnect(exc, cur.connection, cur)
+            if gone and not conn.invalidated:
+                conn.invalidate(exc)
+            cur.close()
+            raise sa.exc.DBAPIError.instance(sql, params, exc, dbapi.Error, connection_invalidated=gone,
+                                             dialect=conn.dialect) from exc
+
+
+class BatchWrites:
+    """The row writes of one transaction (events, new queries, answered and expired queries), sent together.
+
+    A batch of asks and answers writes two rows per op. Sent one statement per row, each costs a
+    driver call, and in psycopg's pipeline mode a wait on the socket that gives up the GIL (which the
+    event loop's thread then holds for up to the switch interval); buffered, they go out as one
+    statement per kind (PostgreSQL: ``unnest`` of column arrays; SQLite: ``executemany``) when the
+    transaction reads (:meth:`HotStatements.__call__` flushes first, so every read sees the
+    transaction's own writes) or ends (the caller flushes before its version update).
+
+    Kinds are sent in a fixed order (events, inserts, answers, expiries): a query is answered or
+    expired only after a read found it pending (an earlier batch, or a flush before that read
+    inserted it), so the order within one flush never matters. Install with :meth:`install`.
+    """
+
+    def __init__(self, hot: HotStatements) -> None:
+        self.hot = hot
+        self.rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in _BUFFERED}
+
+    def install(self, conn: Connection) -> None:
+        """Buffer the hot writes of ``conn``'s transaction from now on (:meth:`uninstall` ends it)."""
+        self.hot.buffers[id(conn)] = self
+
+    def uninstall(self, conn: Connection) -> None:
+        self.hot.buffers.pop(id(conn), None)
+
+    def flush(self, conn: Connection) -> None:
+        """Send the buffered rows (one statement per kind; rows whose statements fail raise, nothing is dropped)."""
+        pg = self.hot.pg
+        for name in _BUFFERED:
+            rows = self.rows[name]
+            if not rows:
+                continue
+            cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            if pg:
+                sql = _BULK_SQL[name]
+                params = [list(map(typ, col)) for typ, col in zip(_BULK_TYPES[name], zip(*rows, strict=True),
+                                                                  strict=True)]
+                self.hot._run(conn, cur, sql, params, lambda: cur.execute(sql, params))  # noqa: B023 - called at once
+            else:
+                sql = self.hot.sql[name]
+                self.hot._run(conn, cur, sql, rows, lambda: cur.executemany(sql, rows))  # noqa: B023 - called at once
+            cur.close()
+            rows.clear()
 
 
 class LogTx:

@@ -74,8 +74,10 @@ from purebandits.service.errors import (
     WouldBlock,
 )
 from purebandits.service.eventlog import (
+    BatchWrites,
     HotStatements,
     LogTx,
+    Rows,
     apply_log,
     canonical_state,
     learner_from_snapshot,
@@ -236,26 +238,35 @@ class _Query:
 class _BatchQueries:
     """The ``queries`` rows a batch of asks and answers reads: per op (SQLite, where a read costs no round
     trip), or, with ``prefetch`` (PostgreSQL), the rows of every participant and query in the batch in two
-    statements, then kept current by the batch's own writes (its asks, answers and cancels), so each op
-    costs no round trip and reads exactly what it would have read from the database at its turn."""
+    statements sent with the learners' locks (:meth:`reads`, rows given to :meth:`load`), then kept current by
+    the batch's own writes (its asks, answers and cancels), so each op costs no round trip and reads exactly
+    what it would have read from the database at its turn."""
 
-    def __init__(self, hot: HotStatements, conn: Connection, eid: int, ops: list[tuple[str, ...]],
-                 prefetch: bool) -> None:
-        self.hot, self.conn, self.eid, self.prefetch = hot, conn, eid, prefetch
+    def __init__(self, hot: HotStatements, eid: int, ops: list[tuple[str, ...]], prefetch: bool) -> None:
+        self.hot, self.eid, self.prefetch = hot, eid, prefetch
+        self.conn: Connection | None = None  # the batch's connection, set once it is locked
         self._seen: dict[str, list[_Query]] = {}
         self._by_id: dict[str, _Query] = {}
-        if not prefetch:
-            return
-        pids = sorted({op[1] for op in ops if op[0] == "ask"})
-        qids = sorted({op[2] for op in ops if op[0] == "answer"})
-        if pids:
-            self._seen = {pid: [] for pid in pids}
-            for r in hot(conn, "sel_seen_many", eid, pids).rows:
+        self._pids = sorted({op[1] for op in ops if op[0] == "ask"}) if prefetch else []
+        self._qids = sorted({op[2] for op in ops if op[0] == "answer"}) if prefetch else []
+
+    def reads(self) -> list[tuple[str, tuple[Any, ...]]]:
+        """The hot statements that prefetch the batch's rows (none without ``prefetch``)."""
+        return [*([("sel_seen_many", (self.eid, self._pids))] if self._pids else []),
+                *([("sel_query_many", (self._qids,))] if self._qids else [])]
+
+    def load(self, conn: Connection, fetched: list[Rows]) -> None:
+        """Bind the batch's connection and take the rows of :meth:`reads`, in its order."""
+        self.conn = conn
+        it = iter(fetched)
+        if self._pids:
+            self._seen = {pid: [] for pid in self._pids}
+            for r in next(it).rows:
                 q = _Query(r.id, r.arm, r.status, r.expires_ms)
                 self._seen[r.participant_id].append(q)
                 self._by_id[q.id] = q
-        if qids:
-            for r in hot(conn, "sel_query_many", qids).rows:
+        if self._qids:
+            for r in next(it).rows:
                 q = self._by_id.get(r.id)
                 if q is None:
                     self._by_id[r.id] = _Query(r.id, r.arm, r.status, r.expires_ms, r.label, r.reward)
@@ -452,45 +463,79 @@ class Study:
         ``snapshot_every`` events, and the moment the learner stopped) is written back on
         exit, and the transaction commits when the block ends without an exception.
         """
-        with self._locked_many(eid, [idx], write) as (conn, parts):
+        with self._locked_many(eid, [idx], write) as (conn, parts, _):
             row, tx = parts[idx]
             yield conn, row, tx
 
     @contextmanager
-    def _locked_many(self, eid: int, idxs: list[int],
-                     write: bool = True) -> Iterator[tuple[Connection, dict[int, tuple[Any, LogTx]]]]:
+    def _locked_many(self, eid: int, idxs: list[int], write: bool = True,
+                     reads: list[tuple[str, tuple[Any, ...]]] | None = None,
+                     ) -> Iterator[tuple[Connection, dict[int, tuple[Any, LogTx]], list[Rows]]]:
         """:meth:`_locked` for several learners of ``eid`` in ONE transaction (one commit for all of them).
 
         Learners are locked in increasing index, in every code path, so two transactions never
-        wait for each other in a cycle. Yields (connection, {idx: (row, LogTx)}).
+        wait for each other in a cycle. ``reads`` are hot read statements ``(name, params)`` run
+        right after the locks. Yields (connection, {idx: (row, LogTx)}, the reads' rows).
+
+        A write transaction buffers its hot row writes (:class:`~purebandits.service.eventlog.BatchWrites`).
+        On PostgreSQL it runs in psycopg's pipeline mode from its first statement: BEGIN, the
+        locks and ``reads`` go out together and cost one round trip; the buffered writes, the
+        version updates and, when nothing else is due in the transaction (a snapshot, a history
+        point, the experiment's stop), the COMMIT go out together at the end and cost one more. A
+        learner behind the database (another process wrote) leaves pipeline mode to catch up.
         """
         meta = self.meta(eid)
         idxs = sorted(set(idxs))
+        reads = reads or []
         txs: dict[int, LogTx] = {}
         ok = False
         with ExitStack() as held:
             for lock in dict.fromkeys(self._lock(eid, i) for i in idxs):  # SQLite: one lock for all
                 held.enter_context(self._hold(lock))
             try:
-                with self._connect(write) as conn:
+                with self._connect(write) as conn, ExitStack() as pipe:
+                    pipelined = write and not self._sqlite
+                    if pipelined:
+                        pipe.enter_context(self._pipeline(conn, write))
+                    stmt = "lock_learner_update" if write else "lock_learner"
+                    locks = [self._x.send(conn, stmt, eid, idx) for idx in idxs]
+                    sent = [self._x.send(conn, name, *params) for name, params in reads]
+                    rows = [self._x.fetch(conn, stmt, cur).first() for cur in locks]
+                    fetched = [self._x.fetch(conn, name, cur) for (name, _), cur in zip(reads, sent, strict=True)]
                     parts: dict[int, tuple[Any, LogTx]] = {}
                     start_pulls: dict[int, int] = {}
-                    for idx in idxs:
-                        row = self._x(conn, "lock_learner_update" if write else "lock_learner", eid, idx).first()
+                    writes = BatchWrites(self._x)
+                    for idx, row in zip(idxs, rows, strict=True):
                         if row is None:
                             self._forget(eid)
                             raise NotFound(f"experiment {eid} does not exist")
-                        learner = self._sync(conn, meta, idx, int(row.version))
+                        learner = self._cached_learner(meta, idx, int(row.version))
+                        if learner is None:
+                            pipe.close()  # catching up reads through SQLAlchemy: out of pipeline mode
+                            learner = self._sync(conn, meta, idx, int(row.version))
+                            if pipelined:
+                                pipe.enter_context(self._pipeline(conn, write))
                         txs[idx] = LogTx(self._x, conn, eid, idx, int(row.version), learner)
                         start_pulls[idx] = learner.n_pulls
                         parts[idx] = (row, txs[idx])
-                    with self._pipeline(conn, write):  # hot statements only inside (see _pipeline)
-                        yield conn, parts
-                        for idx, (row, tx) in parts.items():
-                            if tx.version != row.version:
-                                self._x(conn, "upd_version", tx.version, eid, idx)
-                                if tx.learner.done and row.done_ms is None:
-                                    self._x(conn, "upd_done", self.clock(), tx.learner.n_pulls, eid, idx)
+                    if write:
+                        writes.install(conn)
+                    try:
+                        yield conn, parts, fetched
+                        if write:
+                            writes.flush(conn)
+                    finally:
+                        writes.uninstall(conn)
+                    for idx, (row, tx) in parts.items():
+                        if tx.version != row.version:
+                            self._x(conn, "upd_version", tx.version, eid, idx)
+                            if tx.learner.done and row.done_ms is None:
+                                self._x(conn, "upd_done", self.clock(), tx.learner.n_pulls, eid, idx)
+                    if pipelined and not self._more_due(parts, start_pulls):
+                        # the common case: nothing else to write, so the COMMIT goes out with the writes and
+                        # the pipeline's closing sync waits for it (an error there fails the whole batch)
+                        self._x.commit(conn)
+                    pipe.close()
                     every = max(1, int(self.settings.snapshot_every))
                     for idx, (row, tx) in parts.items():
                         if tx.version // every > int(row.version) // every:
@@ -507,6 +552,19 @@ class Study:
                 if not ok:
                     for idx in txs:  # synced learners may hold uncommitted changes
                         self._cache.pop((eid, idx), None)
+
+    def _more_due(self, parts: dict[int, tuple[Any, LogTx]], start_pulls: dict[int, int]) -> bool:
+        """Whether the transaction still has to write after its hot statements: a snapshot, a history point
+        or the moment a learner stopped (:meth:`_after_changes`)."""
+        every, hist = max(1, int(self.settings.snapshot_every)), int(self.settings.history_every)
+        for idx, (row, tx) in parts.items():
+            if tx.version == row.version:
+                continue
+            if tx.version // every > int(row.version) // every or (tx.learner.done and row.done_ms is None):
+                return True
+            if hist > 0 and tx.learner.n_pulls // hist > start_pulls[idx] // hist:
+                return True
+        return False
 
     def _after_changes(self, conn: Connection, meta: _Meta, parts: dict[int, tuple[Any, LogTx]],
                        start_pulls: dict[int, int]) -> None:
@@ -536,7 +594,7 @@ class Study:
         SQLAlchemy would take a queued SELECT for one without rows)."""
         if self._sqlite or not write:
             return nullcontext()
-        return conn.connection.driver_connection.pipeline()  # type: ignore[union-attr]
+        return self._x.pipeline(conn)
 
     def _forget(self, eid: int) -> None:
         """Drop what this process cached of ``eid`` (it was deleted)."""
@@ -585,6 +643,11 @@ class Study:
         )
         self._meta[eid] = m
         return m
+
+    def _cached_learner(self, meta: _Meta, idx: int, version: int) -> Learner | None:
+        """The cached learner if it is at ``version`` (no database work), else None (:meth:`_sync` catches up)."""
+        cached = self._cache.get((meta.id, idx))
+        return cached.learner if cached is not None and cached.version == version else None
 
     def _sync(self, conn: Connection, meta: _Meta, idx: int, version: int) -> Learner:
         """The cached learner brought to ``version`` (catch-up, snapshot or full replay)."""
@@ -1134,13 +1197,18 @@ class Study:
         """
         meta = self.meta(eid)
         out: list[Any] = []
-        with self._locked_many(eid, [idx for idx, _ in ops]) as (conn, parts):
-            now = self.clock()
-            for idx, (_row, tx) in parts.items():
-                if now - self._last_expire.get((eid, idx), -LAZY_EXPIRE_EVERY_MS) >= LAZY_EXPIRE_EVERY_MS:
-                    self._expire(conn, tx, now)
-                    self._last_expire[(eid, idx)] = now
-            view = _BatchQueries(self._x, conn, eid, [op for _, op in ops], prefetch=not self._sqlite and len(ops) > 1)
+        now = self.clock()
+        idxs = sorted({idx for idx, _ in ops})
+        due = [idx for idx in idxs if now - self._last_expire.get((eid, idx), -LAZY_EXPIRE_EVERY_MS)
+               >= LAZY_EXPIRE_EVERY_MS]
+        view = _BatchQueries(self._x, eid, [op for _, op in ops], prefetch=not self._sqlite and len(ops) > 1)
+        # lazy expiry's reads and the view's go out with the locks (one round trip on PostgreSQL)
+        reads = [("sel_stale", (eid, idx, now)) for idx in due] + view.reads()
+        with self._locked_many(eid, idxs, reads=reads) as (conn, parts, fetched):
+            view.load(conn, fetched[len(due):])
+            for idx, stale in zip(due, fetched, strict=False):
+                self._cancel_queries(conn, parts[idx][1], stale.rows, now, view)
+                self._last_expire[(eid, idx)] = now
             for idx, op in ops:
                 row, tx = parts[idx]
                 try:
