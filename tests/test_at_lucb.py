@@ -7,7 +7,8 @@ import pytest
 from scipy import stats
 
 from purebandits.algorithms import ATLUCB
-from purebandits.algorithms.at_lucb import _at_lucb_scale, _upper_keys, at_lucb_radius
+from purebandits.algorithms._lucb_round_incremental import _UKEY, _UWHERE
+from purebandits.algorithms.at_lucb import _at_lucb_scale, _at_lucb_workspace, _rekey, at_lucb_radius
 from purebandits.bounds import lucb_radius_s
 from purebandits.instances.rewards import Bernoulli, Gaussian
 from purebandits.metrics import misidentified
@@ -118,21 +119,32 @@ def test_kernel_matches_reference_at_size(k, case):
 
 
 @pytest.mark.parametrize("stop_delta", [-1.0, 0.05, 0.9])
-def test_upper_keys_bound_every_walk_until_the_horizon(stop_delta):
-    """The kernel's heap keys are at least each other arm's UCB at the stage's confidence and at the
-    stop test's, for every round up to the horizon (what makes both heap walks exact)."""
+def test_class_keys_bound_every_walk_until_the_horizon(stop_delta):
+    """The kernel's heap holds one key per class of equal (mean, count) among the arms outside the top-k,
+    at the class's lowest-indexed arm, and that key is at least the class's UCB at the stage's confidence
+    and at the stop test's, for every round up to the horizon (what makes both heap walks exact)."""
     rng = np.random.default_rng(2)
     n, k, stage = 30, 3, 4
-    mu, u = rng.random(n), rng.integers(1, 500, n).astype(float)
+    counts = rng.integers(1, 6, n)
+    mu = rng.integers(0, 3, n) / counts  # many arms share (mean, count)
+    u = counts.astype(float)
     top = np.zeros(n, dtype=bool)
-    top[np.argsort(-mu)[:k]] = True
-    key, ukey, uarm, uwhere = np.empty(n), np.empty(n + 1), np.empty(n + 1, np.int64), np.empty(n, np.int64)
+    top[np.argsort(-mu, kind="stable")[:k]] = True
+    ws, _ = _at_lucb_workspace(n, k)
+    iw, fw, sc, tab = ws[3], ws[4], ws[5], ws[6]
     t = 5000.0
-    horizon, _ = _upper_keys(t, stage, 0.5, 0.99, 0.5, stop_delta, mu, u, top, key, ukey, uarm, uwhere)
+    horizon, c1 = _rekey(t, n, stage, 0.5, 0.99, 0.5, stop_delta, -1.0, iw, fw, tab, sc, mu, mu.view(np.int64),
+                         counts, top)
     assert horizon > t
+    key = fw[_UKEY][iw[_UWHERE][:n]]  # each arm's heap key
+    reps = np.isfinite(key)
+    classes = {(mu[i], counts[i]) for i in range(n) if not top[i]}
+    assert reps.sum() == len(classes) and not (reps & top).any()
+    for i in np.flatnonzero(~top):
+        same = [j for j in range(n) if not top[j] and mu[j] == mu[i] and counts[j] == counts[i]]
+        assert reps[i] == (i == min(same))
     confidences = [(0.5, stage)] + ([(stop_delta, 1)] if stop_delta > 0 else [])
     for tt in np.linspace(t, horizon, 7):
         for d, s in confidences:
             c = _at_lucb_scale(float(tt), n, d, s, 0.99, 0.5)
-            assert np.all(key[~top] >= mu[~top] + np.sqrt(c / u[~top]))
-    assert np.all(np.isneginf(key[top]))
+            assert np.all(key[reps] >= mu[reps] + np.sqrt(c / u[reps]))

@@ -7,8 +7,24 @@ import math
 import numpy as np
 from numba import njit
 
+from purebandits.algorithms._lucb_round_incremental import (
+    _CLS,
+    _CSIZE,
+    _FREE,
+    _N_FW,
+    _N_IW,
+    _SCR_U,
+    _UHARM,
+    _UKEY,
+    _UPPER,
+    _UWHERE,
+    _class_add,
+    _class_remove,
+    _rekey_window,
+)
+from purebandits.algorithms._lucb_rules import BOUND_LUCB
 from purebandits.base import Learner, StoppingProgress, check_param, top_k_by
-from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
+from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_best_bonus, keyheap_init
 from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.ranking import borrow_topk, topk_mask, topk_tracker_fill, topk_tracker_update, topk_workspace
@@ -17,6 +33,7 @@ from purebandits.stopping import never_stops_progress, separation_progress
 __all__ = ["ATLUCB"]
 
 K1 = 1.25  # LUCB1's k1 = 5/4 (KTAS12), the radius AT-LUCB runs its stages on
+_NO_EPOCH = -2  # the class tables' "exact this round" epoch, never used here: every key is a window key
 
 
 @njit(cache=True)
@@ -112,7 +129,8 @@ def _lazy_pair(mu, u, topl, ukey, uarm, stack, c):  # pragma: no cover - compile
     """:func:`at_lucb_pair` from the kernel's state: h by a pass over the top list, l by the heap walk.
 
     Same h, l and ``U_l - L_h`` as the full pass (ties to the lower index) while ``ukey`` bounds
-    every other arm's ``mu + sqrt(c/u)``.
+    ``mu + sqrt(c/u)`` of every class representative (the other members of a class have the same
+    value and higher indices, so they can neither win nor win a tie).
     """
     h, lo_h = -1, math.inf
     for j in range(topl.shape[0]):
@@ -125,29 +143,68 @@ def _lazy_pair(mu, u, topl, ukey, uarm, stack, c):  # pragma: no cover - compile
 
 
 @njit(cache=True, inline="always")
-def _upper_keys(t, stage, delta1, alpha, sigma, stop_delta, mu, u, top, key, ukey, uarm, uwhere):  # pragma: no cover
-    """Key the other arms' UCBs for rounds up to ``bonus_horizon(t, n)`` at ``stage``; returns (horizon, c1).
+def _key_level(t, n, stage, delta1, alpha, sigma, stop_delta):  # pragma: no cover - compiled
+    """(horizon, c1): the scale at which upper keys bound the other arms' UCBs for rounds up to
+    ``bonus_horizon(t, n)`` at ``stage``.
 
     With a stop test (``stop_delta > 0``) c1 also covers its confidence, so one heap serves both
-    walks (a key only has to bound its arm's value).
+    walks (a key only has to bound its arm's value). A key is ``mu + sqrt(c1 / u)``, the radius'
+    own arithmetic at a larger scale (IEEE division, sqrt and addition are monotone), with c1
+    inflated by ``UPPER_KEY_MARGIN``.
     """
-    n = mu.shape[0]
     horizon = bonus_horizon(t, n)
     c1 = _at_lucb_scale(horizon, n, delta1, stage, alpha, sigma)
     if stop_delta > 0.0:
         c1 = max(c1, _at_lucb_scale(horizon, n, stop_delta, 1, alpha, sigma))
-    c1 *= UPPER_KEY_MARGIN
+    return horizon, c1 * UPPER_KEY_MARGIN
+
+
+@njit(cache=True)
+def _classes_build(iw, fw, tab, sc, mu, mbits, counts, top, c1):  # pragma: no cover - compiled
+    """Put every arm outside the top-k into the class of its (mean bits, count), keyed at scale ``c1``.
+
+    The class tables are those of :mod:`purebandits.algorithms._lucb_round_incremental` (its
+    upper side only, with LUCB1's key ``mean + sqrt(c1 / count)``): only a class's lowest-indexed
+    member holds a finite key in the upper heap (``fw[_UKEY]``, ``iw[_UHARM]``, ``iw[_UWHERE]``).
+    Top arms belong to no class.
+    """
+    n = mu.shape[0]
+    iw[:, :] = -1
+    iw[_CSIZE, :] = 0
+    for j in range(n):
+        iw[_FREE, j] = n - 1 - j
+    sc[0] = n
+    sc[1] = 0
+    tab[:] = -1
+    fw[:, :] = -math.inf
+    keyheap_init(fw[_SCR_U, :n], fw[_UKEY], iw[_UHARM], iw[_UWHERE])
     for i in range(n):
-        key[i] = -math.inf if top[i] else mu[i] + math.sqrt(c1 / u[i])
-    keyheap_init(key, ukey, uarm, uwhere)
+        if not top[i]:
+            _class_add(BOUND_LUCB, iw, fw, tab, sc, n, i, _UPPER, mbits[i], mu[i], counts[i], c1, _NO_EPOCH)
+
+
+@njit(cache=True)
+def _rekey(t, n, stage, delta1, alpha, sigma, stop_delta, horizon, iw, fw, tab, sc, mu, mbits, counts,
+           top):  # pragma: no cover - compiled
+    """New upper keys for the rounds from ``t``: the classes built on the first call of a kernel run
+    (``horizon < 0``), re-keyed afterwards; returns (horizon, c1) of :func:`_key_level`."""
+    built = horizon > 0.0
+    horizon, c1 = _key_level(t, n, stage, delta1, alpha, sigma, stop_delta)
+    if built:
+        _rekey_window(BOUND_LUCB, iw, fw, mu, n, c1)
+    else:
+        _classes_build(iw, fw, tab, sc, mu, mbits, counts, top, c1)
     return horizon, c1
 
 
 def _at_lucb_workspace(n: int, k: int) -> tuple:
-    """The kernel's arrays, allocated in Python so the kernel can borrow them: (mu, u, key, ukey, uarm,
-    uwhere, stack) and a top-k tracker."""
-    return ((np.empty(n), np.empty(n), np.empty(n), np.empty(n + 1), np.empty(n + 1, np.int64),
-             np.empty(n, np.int64), np.empty(n + 1, np.int64)), topk_workspace(n, k))
+    """The kernel's arrays, allocated in Python so the kernel can borrow them: (mu, u, stack, iw, fw, sc,
+    tab), the class tables of :func:`_classes_build`, and a top-k tracker."""
+    size = 4
+    while size < 2 * n:
+        size *= 2
+    return ((np.empty(n), np.empty(n), np.empty(n + 1, np.int64), np.empty((_N_IW, n + 1), np.int64),
+             np.empty((_N_FW, n + 1)), np.zeros(2, np.int64), np.empty(size, np.int64)), topk_workspace(n, k))
 
 
 @njit(cache=True)
@@ -159,14 +216,18 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
     (one mean changes per pull, so one swap at most). l, the other arm with the largest
     ``mu + sqrt(c/u)``, is found by walking a heap of upper keys
     (:func:`purebandits.heaps.keyheap_best_bonus`), built at the current stage and a horizon in
-    t; h is a pass over the k top arms. The fixed-confidence stop test walks the same heap at its
-    own confidence; deeper stages of a stage jump use the full pass :func:`at_lucb_pair`. Same
-    decisions as :meth:`ATLUCB.ask` (tested).
+    t. The other arms are grouped in classes of equal (mean bits, count), whose members have
+    equal bounds, and only a class's lowest-indexed member sits in the heap (:func:`_classes_build`):
+    without that, the 999 zero-mean arms of a 1-sparse Bernoulli instance tie and the walk visits
+    each. h is a pass over the k top arms. The fixed-confidence stop test walks the same heap at
+    its own confidence; deeper stages of a stage jump use the full pass :func:`at_lucb_pair`
+    (a few per jump, rare next to the pulls). Same decisions as :meth:`ATLUCB.ask` (tested).
     """
     counts, sums, sumsq, J = borrow(counts), borrow(sums), borrow(sumsq), borrow(J)
     a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
-    mu, u, key, ukey = borrow(ws[0]), borrow(ws[1]), borrow(ws[2]), borrow(ws[3])
-    uarm, uwhere, stack = borrow(ws[4]), borrow(ws[5]), borrow(ws[6])
+    mu, u, stack = borrow(ws[0]), borrow(ws[1]), borrow(ws[2])
+    iw, fw, sc, tab = borrow(ws[3]), borrow(ws[4]), borrow(ws[5]), borrow(ws[6])
+    mbits = borrow(mu.view(np.int64))
     n = counts.shape[0]
     total = 0
     n_zero = 0
@@ -178,24 +239,26 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
     topk_tracker_fill(tk, mu, k)
     tk = borrow_topk(tk)
     top, topl = tk[0], tk[1]
+    ukey, uarm = fw[_UKEY], iw[_UHARM]
     horizon = -1.0  # ukey holds upper keys of the other arms' UCBs while t <= horizon at stage ukey_stage
     ukey_stage = -1
     c1 = 0.0
     j_stale = True  # J may differ from top
+    zp = 0  # no arm below zp is unpulled
     while total < max_pulls:
         if queued >= 0:
             arm = queued
             queued = -1
         elif n_zero > 0:
-            arm = 0
-            while counts[arm] > 0:
-                arm += 1
+            while counts[zp] > 0:
+                zp += 1
+            arm = zp
         else:
             t = rnd + 1
             ft = float(t)
             if ft > horizon or stage != ukey_stage:
-                horizon, c1 = _upper_keys(ft, stage, delta1, alpha, sigma, stop_delta, mu, u, top, key, ukey, uarm,
-                                          uwhere)
+                horizon, c1 = _rekey(ft, n, stage, delta1, alpha, sigma, stop_delta, horizon, iw, fw, tab, sc, mu,
+                                     mbits, counts, top)
                 ukey_stage = stage
             arm, queued, gap = _lazy_pair(mu, u, topl, ukey, uarm, stack,
                                           _at_lucb_scale(ft, n, delta1, stage, alpha, sigma))
@@ -222,20 +285,24 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
         mu[arm] = sums[arm] / counts[arm]
         total += 1
         out, inn = topk_tracker_update(tk, mu, arm)
-        if horizon > 0.0:
+        if horizon > 0.0:  # the classes exist: move the pulled arm and the swapped ones
+            if iw[_CLS, arm] >= 0:
+                _class_remove(iw, fw, tab, sc, n, arm, _NO_EPOCH)
+            if out >= 0 and inn != arm:
+                _class_remove(iw, fw, tab, sc, n, inn, _NO_EPOCH)
             if not top[arm]:
-                keyheap_update(ukey, uarm, uwhere, n, arm, mu[arm] + math.sqrt(c1 / u[arm]))
-            if out >= 0:
-                if out != arm:
-                    keyheap_update(ukey, uarm, uwhere, n, out, mu[out] + math.sqrt(c1 / u[out]))
-                keyheap_update(ukey, uarm, uwhere, n, inn, -math.inf)
+                _class_add(BOUND_LUCB, iw, fw, tab, sc, n, arm, _UPPER, mbits[arm], mu[arm], counts[arm], c1,
+                           _NO_EPOCH)
+            if out >= 0 and out != arm:
+                _class_add(BOUND_LUCB, iw, fw, tab, sc, n, out, _UPPER, mbits[out], mu[out], counts[out], c1,
+                           _NO_EPOCH)
         if out >= 0:
             j_stale = True
         if stop_delta > 0.0 and queued < 0 and n_zero == 0:  # LUCB1's stop test at delta, round rnd + 1
             ft = float(rnd + 1)
             if ft > horizon or stage != ukey_stage:
-                horizon, c1 = _upper_keys(ft, stage, delta1, alpha, sigma, stop_delta, mu, u, top, key, ukey, uarm,
-                                          uwhere)
+                horizon, c1 = _rekey(ft, n, stage, delta1, alpha, sigma, stop_delta, horizon, iw, fw, tab, sc, mu,
+                                     mbits, counts, top)
                 ukey_stage = stage
             if _lazy_pair(mu, u, topl, ukey, uarm, stack, _at_lucb_scale(ft, n, stop_delta, 1, alpha, sigma))[2] < eps:
                 return True, total, rnd, stage, queued
