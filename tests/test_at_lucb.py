@@ -8,7 +8,14 @@ from scipy import stats
 
 from purebandits.algorithms import ATLUCB
 from purebandits.algorithms._lucb_round_incremental import _UKEY, _UWHERE
-from purebandits.algorithms.at_lucb import _at_lucb_scale, _at_lucb_workspace, _rekey, at_lucb_radius
+from purebandits.algorithms.at_lucb import (
+    CLASSES_OFF,
+    CLASSES_ON,
+    _at_lucb_scale,
+    _at_lucb_workspace,
+    _rekey,
+    at_lucb_radius,
+)
 from purebandits.bounds import lucb_radius_s
 from purebandits.instances.rewards import Bernoulli, Gaussian
 from purebandits.metrics import misidentified
@@ -118,11 +125,11 @@ def test_kernel_matches_reference_at_size(k, case):
         assert fast.done and fast.n_pulls < 8_000
 
 
-@pytest.mark.parametrize("stop_delta", [-1.0, 0.05, 0.9])
-def test_class_keys_bound_every_walk_until_the_horizon(stop_delta):
-    """The kernel's heap holds one key per class of equal (mean, count) among the arms outside the top-k,
-    at the class's lowest-indexed arm, and that key is at least the class's UCB at the stage's confidence
-    and at the stop test's, for every round up to the horizon (what makes both heap walks exact)."""
+@pytest.mark.parametrize("mode", [CLASSES_ON, CLASSES_OFF])
+def test_keys_bound_every_walk_until_the_horizon(mode):
+    """The kernel's heap holds a key for each arm outside the top-k (without classes) or for each class of
+    equal (mean, count) among them, at the class's lowest-indexed arm, and that key is at least the UCB at
+    the stage's confidence for every round up to the horizon (what makes the walk for l exact)."""
     rng = np.random.default_rng(2)
     n, k, stage = 30, 3, 4
     counts = rng.integers(1, 6, n)
@@ -131,20 +138,23 @@ def test_class_keys_bound_every_walk_until_the_horizon(stop_delta):
     top = np.zeros(n, dtype=bool)
     top[np.argsort(-mu, kind="stable")[:k]] = True
     ws, _ = _at_lucb_workspace(n, k)
-    iw, fw, sc, tab = ws[3], ws[4], ws[5], ws[6]
+    iw, fw, sc, tab, st = ws[3], ws[4], ws[5], ws[6], ws[7]
+    st[0] = -1
     t = 5000.0
-    horizon, c1 = _rekey(t, n, stage, 0.5, 0.99, 0.5, stop_delta, -1.0, iw, fw, tab, sc, mu, mu.view(np.int64),
+    horizon, c1 = _rekey(t, n, k, stage, 0.5, 0.99, 0.5, mode, st, iw, fw, tab, sc, mu, mu.view(np.int64), u,
                          counts, top)
-    assert horizon > t
+    assert horizon > t and st[0] == (mode == CLASSES_ON)
     key = fw[_UKEY][iw[_UWHERE][:n]]  # each arm's heap key
     reps = np.isfinite(key)
-    classes = {(mu[i], counts[i]) for i in range(n) if not top[i]}
-    assert reps.sum() == len(classes) and not (reps & top).any()
-    for i in np.flatnonzero(~top):
-        same = [j for j in range(n) if not top[j] and mu[j] == mu[i] and counts[j] == counts[i]]
-        assert reps[i] == (i == min(same))
-    confidences = [(0.5, stage)] + ([(stop_delta, 1)] if stop_delta > 0 else [])
+    if mode == CLASSES_ON:
+        classes = {(mu[i], counts[i]) for i in range(n) if not top[i]}
+        assert reps.sum() == len(classes) < n - k
+        for i in np.flatnonzero(~top):
+            same = [j for j in range(n) if not top[j] and mu[j] == mu[i] and counts[j] == counts[i]]
+            assert reps[i] == (i == min(same))
+    else:
+        assert np.array_equal(reps, ~top)
+    assert not (reps & top).any()
     for tt in np.linspace(t, horizon, 7):
-        for d, s in confidences:
-            c = _at_lucb_scale(float(tt), n, d, s, 0.99, 0.5)
-            assert np.all(key[reps] >= mu[reps] + np.sqrt(c / u[reps]))
+        c = _at_lucb_scale(float(tt), n, 0.5, stage, 0.99, 0.5)
+        assert np.all(key[reps] >= mu[reps] + np.sqrt(c / u[reps]))

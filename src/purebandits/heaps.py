@@ -19,8 +19,8 @@ import numpy as np
 from numba import njit
 
 __all__ = ["heap_build", "heap_init", "heap_update", "heap_top", "heap_second", "topheap_init", "topheap_replace",
-           "topheap_size", "keyheap_init", "keyheap_update", "keyheap_key", "keyheap_best_bonus", "bonus_horizon",
-           "UPPER_KEY_MARGIN"]
+           "topheap_size", "keyheap_init", "keyheap_update", "keyheap_key", "keyheap_best_bonus",
+           "keyheap_best_bonus_steps", "keyheap_bonus_reaches", "bonus_horizon", "UPPER_KEY_MARGIN"]
 
 
 @njit(cache=True, inline="always")
@@ -286,14 +286,11 @@ def bonus_horizon(t: float, n: int) -> float:  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
-def keyheap_best_bonus(hkey, harm, n, stack, mu, u, c):  # pragma: no cover - compiled
-    """The arm maximising ``mu[i] + sqrt(c / u[i])`` (ties: lower index) in a key heap of upper keys.
-
-    Every key must be at least its arm's value (keys of excluded arms: -inf); ``stack`` is
-    scratch of length n + 1. Equal to the scan ``argmax`` over the arms with finite keys.
-    """
+def keyheap_best_bonus_steps(hkey, harm, n, stack, mu, u, c):  # pragma: no cover - compiled
+    """:func:`keyheap_best_bonus` and the number of arms it evaluated: (arm, steps)."""
     best = -1
     best_v = -math.inf
+    steps = 0
     stack[0] = 0
     size = 1
     while size > 0:
@@ -303,6 +300,7 @@ def keyheap_best_bonus(hkey, harm, n, stack, mu, u, c):  # pragma: no cover - co
             continue
         a = harm[p]
         v = mu[a] + math.sqrt(c / u[a])
+        steps += 1
         if v > best_v or (v == best_v and a < best):
             best_v = v
             best = a
@@ -318,4 +316,44 @@ def keyheap_best_bonus(hkey, harm, n, stack, mu, u, c):  # pragma: no cover - co
             if hkey[ch] >= best_v:
                 stack[size] = ch
                 size += 1
-    return best
+    return best, steps
+
+
+@njit(cache=True, inline="always")
+def keyheap_best_bonus(hkey, harm, n, stack, mu, u, c):  # pragma: no cover - compiled
+    """The arm maximising ``mu[i] + sqrt(c / u[i])`` (ties: lower index) in a key heap of upper keys.
+
+    Every key must be at least its arm's value (keys of excluded arms: -inf); ``stack`` is
+    scratch of length n + 1. Equal to the scan ``argmax`` over the arms with finite keys.
+    """
+    return keyheap_best_bonus_steps(hkey, harm, n, stack, mu, u, c)[0]
+
+
+@njit(cache=True, inline="always")
+def keyheap_bonus_reaches(hkey, harm, n, stack, mu, u, c, lo, eps):  # pragma: no cover - compiled
+    """True if an arm with a finite key has ``(mu[i] + sqrt(c / u[i])) - lo >= eps`` (not ``< eps``).
+
+    Every finite key must be at least its arm's value. Rounded subtraction is monotone, so a
+    subtree whose top key gives ``key - lo < eps`` holds no such arm and is skipped; the walk
+    stops at the first arm found. ``max_i (v_i - lo) < eps`` (LUCB's stop test) is then exactly
+    ``not keyheap_bonus_reaches(...)``.
+    """
+    stack[0] = 0
+    size = 1
+    while size > 0:
+        size -= 1
+        p = stack[size]
+        k = hkey[p]
+        if k == -math.inf or k - lo < eps:
+            continue
+        a = harm[p]
+        if not ((mu[a] + math.sqrt(c / u[a])) - lo < eps):
+            return True
+        ch = 2 * p + 1
+        if ch < n:
+            stack[size] = ch
+            size += 1
+            if ch + 1 < n:
+                stack[size] = ch + 1
+                size += 1
+    return False

@@ -24,7 +24,14 @@ from purebandits.algorithms._lucb_round_incremental import (
 )
 from purebandits.algorithms._lucb_rules import BOUND_LUCB
 from purebandits.base import Learner, StoppingProgress, check_param, top_k_by
-from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_best_bonus, keyheap_init
+from purebandits.heaps import (
+    UPPER_KEY_MARGIN,
+    bonus_horizon,
+    keyheap_best_bonus_steps,
+    keyheap_bonus_reaches,
+    keyheap_init,
+    keyheap_update,
+)
 from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.ranking import borrow_topk, topk_mask, topk_tracker_fill, topk_tracker_update, topk_workspace
@@ -125,38 +132,68 @@ def at_lucb_round(mu, counts, k, t, stage, delta1, alpha, eps, sigma):  # pragma
 
 
 @njit(cache=True, inline="always")
-def _lazy_pair(mu, u, topl, ukey, uarm, stack, c):  # pragma: no cover - compiled
-    """:func:`at_lucb_pair` from the kernel's state: h by a pass over the top list, l by the heap walk.
-
-    Same h, l and ``U_l - L_h`` as the full pass (ties to the lower index) while ``ukey`` bounds
-    ``mu + sqrt(c/u)`` of every class representative (the other members of a class have the same
-    value and higher indices, so they can neither win nor win a tie).
-    """
+def _top_lcb(mu, u, topl, c):  # pragma: no cover - compiled
+    """h, the top arm with the least ``mu - sqrt(c/u)`` (ties: lower index), and that bound: a pass over the k."""
     h, lo_h = -1, math.inf
     for j in range(topl.shape[0]):
         i = topl[j]
         v = mu[i] - math.sqrt(c / u[i])
         if v < lo_h or h < 0 or (v == lo_h and i < h):
             lo_h, h = v, i
-    lo = keyheap_best_bonus(ukey, uarm, mu.shape[0], stack, mu, u, c)
-    return h, lo, (mu[lo] + math.sqrt(c / u[lo])) - lo_h
+    return h, lo_h
 
 
 @njit(cache=True, inline="always")
-def _key_level(t, n, stage, delta1, alpha, sigma, stop_delta):  # pragma: no cover - compiled
-    """(horizon, c1): the scale at which upper keys bound the other arms' UCBs for rounds up to
-    ``bonus_horizon(t, n)`` at ``stage``.
+def _lazy_pair(mu, u, topl, ukey, uarm, stack, c):  # pragma: no cover - compiled
+    """:func:`at_lucb_pair` from the kernel's state: h by a pass over the top list, l by the heap walk.
 
-    With a stop test (``stop_delta > 0``) c1 also covers its confidence, so one heap serves both
-    walks (a key only has to bound its arm's value). A key is ``mu + sqrt(c1 / u)``, the radius'
-    own arithmetic at a larger scale (IEEE division, sqrt and addition are monotone), with c1
-    inflated by ``UPPER_KEY_MARGIN``.
+    Same h, l and ``U_l - L_h`` as the full pass (ties to the lower index) while ``ukey`` bounds
+    ``mu + sqrt(c/u)`` of every arm with a finite key (with classes, their lowest-indexed members:
+    the others have the same value and higher indices, so they can neither win nor win a tie).
+    Returns (h, l, gap, walk steps).
+    """
+    h, lo_h = _top_lcb(mu, u, topl, c)
+    lo, steps = keyheap_best_bonus_steps(ukey, uarm, mu.shape[0], stack, mu, u, c)
+    return h, lo, (mu[lo] + math.sqrt(c / u[lo])) - lo_h, steps
+
+
+@njit(cache=True, inline="always")
+def _key_level(t, n, stage, delta1, alpha, sigma):  # pragma: no cover - compiled
+    """(horizon, c1): the scale at which upper keys bound the other arms' UCBs at ``stage`` for rounds
+    up to ``bonus_horizon(t, n)``.
+
+    A key is ``mu + sqrt(c1 / u)``, the radius' own arithmetic at a larger scale (IEEE division,
+    sqrt and addition are monotone), with c1 inflated by ``UPPER_KEY_MARGIN``. The stop test's
+    confidence is not covered (keys covering both would be loose for the pair's walk whenever
+    the stop's scale is the larger, as it is in stage 1 with delta < delta1): :func:`_stop_holds`
+    checks whether they happen to cover it.
     """
     horizon = bonus_horizon(t, n)
-    c1 = _at_lucb_scale(horizon, n, delta1, stage, alpha, sigma)
-    if stop_delta > 0.0:
-        c1 = max(c1, _at_lucb_scale(horizon, n, stop_delta, 1, alpha, sigma))
-    return horizon, c1 * UPPER_KEY_MARGIN
+    return horizon, _at_lucb_scale(horizon, n, delta1, stage, alpha, sigma) * UPPER_KEY_MARGIN
+
+
+@njit(cache=True, inline="always")
+def _stop_holds(mu, u, topl, ukey, uarm, stack, c, eps, c1, witness):  # pragma: no cover - compiled
+    """LUCB1's stop test ``U_l - L_h < eps`` at scale ``c``, as :func:`at_lucb_pair` decides it.
+
+    Rounded subtraction is monotone, so ``U_l - L_h = max_j (U_j - L_h)`` and the test holds
+    exactly when no arm outside the top has ``U_j - L_h >= eps``. ``witness`` (the pair's l at
+    the stage's scale) usually is one; otherwise the heap is walked for one
+    (:func:`purebandits.heaps.keyheap_bonus_reaches`) if its keys (scale ``c1``) bound the
+    values at ``c``, else every arm with a finite key is checked.
+    """
+    _, lo_h = _top_lcb(mu, u, topl, c)
+    if not ((mu[witness] + math.sqrt(c / u[witness])) - lo_h < eps):
+        return False
+    n = mu.shape[0]
+    if c <= c1:
+        return not keyheap_bonus_reaches(ukey, uarm, n, stack, mu, u, c, lo_h, eps)
+    for p in range(n):
+        if ukey[p] != -math.inf:
+            a = uarm[p]
+            if not ((mu[a] + math.sqrt(c / u[a])) - lo_h < eps):
+                return False
+    return True
 
 
 @njit(cache=True)
@@ -184,49 +221,98 @@ def _classes_build(iw, fw, tab, sc, mu, mbits, counts, top, c1):  # pragma: no c
 
 
 @njit(cache=True)
-def _rekey(t, n, stage, delta1, alpha, sigma, stop_delta, horizon, iw, fw, tab, sc, mu, mbits, counts,
+def _arms_build(iw, fw, mu, u, top, c1):  # pragma: no cover - compiled
+    """Without classes: every arm outside the top-k keyed ``mu + sqrt(c1 / u)`` in the upper heap (top: -inf)."""
+    n = mu.shape[0]
+    key = fw[_SCR_U, :n]
+    for i in range(n):
+        key[i] = -math.inf if top[i] else mu[i] + math.sqrt(c1 / u[i])
+    keyheap_init(key, fw[_UKEY], iw[_UHARM], iw[_UWHERE])
+
+
+#: the kernel's use of classes: never, always, or switched at each re-keying (the learner's choice)
+CLASSES_OFF, CLASSES_ON, CLASSES_AUTO = 0, 1, 2
+#: auto: classes go on when the walks for l evaluated more than this many arms on average since the
+#: last re-keying (ties, as on 1-sparse Bernoulli instances) ...
+_CLASS_ON_STEPS = 8
+#: ... and off when there are more classes than this share of the other arms (few ties: the classes'
+#: per-pull upkeep would cost more than the walks save; measured on ST17 setup 5, K = 50)
+_CLASS_OFF_SHARE = 0.75
+
+
+@njit(cache=True)
+def _rekey(t, n, k, stage, delta1, alpha, sigma, mode, st, iw, fw, tab, sc, mu, mbits, u, counts,
            top):  # pragma: no cover - compiled
-    """New upper keys for the rounds from ``t``: the classes built on the first call of a kernel run
-    (``horizon < 0``), re-keyed afterwards; returns (horizon, c1) of :func:`_key_level`."""
-    built = horizon > 0.0
-    horizon, c1 = _key_level(t, n, stage, delta1, alpha, sigma, stop_delta)
-    if built:
-        _rekey_window(BOUND_LUCB, iw, fw, mu, n, c1)
+    """New upper keys for the rounds from ``t`` at ``stage``; returns (horizon, c1) of :func:`_key_level`.
+
+    ``st`` is the kernel's int64 state: [classes on?, walk steps, walks, backoff, cooldown]. In
+    auto mode the classes are switched here (both ways give the same walks' answers): on after
+    long walks, off when most classes are single arms, then not on again for ``backoff`` re-keyings
+    (doubled at each switch off, so the choice cannot flap at every re-keying).
+    """
+    horizon, c1 = _key_level(t, n, stage, delta1, alpha, sigma)
+    on = st[0] == 1
+    built = st[0] >= 0
+    if mode == CLASSES_ON:
+        want = True
+    elif mode == CLASSES_OFF:
+        want = False
+    elif on:
+        want = (n - sc[0]) <= _CLASS_OFF_SHARE * (n - k)
+        if not want:
+            st[3] *= 2
+            st[4] = st[3]
+    elif st[4] > 0:
+        want = False
+        st[4] -= 1
     else:
+        want = st[1] > _CLASS_ON_STEPS * st[2]
+    st[1] = 0
+    st[2] = 0
+    if want and on and built:
+        _rekey_window(BOUND_LUCB, iw, fw, mu, n, c1)
+    elif want:
         _classes_build(iw, fw, tab, sc, mu, mbits, counts, top, c1)
+    else:
+        _arms_build(iw, fw, mu, u, top, c1)
+    st[0] = 1 if want else 0
     return horizon, c1
 
 
 def _at_lucb_workspace(n: int, k: int) -> tuple:
     """The kernel's arrays, allocated in Python so the kernel can borrow them: (mu, u, stack, iw, fw, sc,
-    tab), the class tables of :func:`_classes_build`, and a top-k tracker."""
+    tab, st), the class tables of :func:`_classes_build` and the state of :func:`_rekey`, and a top-k
+    tracker."""
     size = 4
     while size < 2 * n:
         size *= 2
     return ((np.empty(n), np.empty(n), np.empty(n + 1, np.int64), np.empty((_N_IW, n + 1), np.int64),
-             np.empty((_N_FW, n + 1)), np.zeros(2, np.int64), np.empty(size, np.int64)), topk_workspace(n, k))
+             np.empty((_N_FW, n + 1)), np.zeros(2, np.int64), np.empty(size, np.int64), np.zeros(5, np.int64)),
+            topk_workspace(n, k))
 
 
 @njit(cache=True)
 def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta1, alpha, eps, sigma, stop_delta,
-                    max_pulls, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+                    max_pulls, mode, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
     """The ask/tell loop without pending pulls, with the empirical top-k and LUCB1's l kept in heaps.
 
     The top-k set (``top``/``topl``) is kept by :func:`purebandits.ranking.topk_tracker_update`
     (one mean changes per pull, so one swap at most). l, the other arm with the largest
     ``mu + sqrt(c/u)``, is found by walking a heap of upper keys
     (:func:`purebandits.heaps.keyheap_best_bonus`), built at the current stage and a horizon in
-    t. The other arms are grouped in classes of equal (mean bits, count), whose members have
-    equal bounds, and only a class's lowest-indexed member sits in the heap (:func:`_classes_build`):
-    without that, the 999 zero-mean arms of a 1-sparse Bernoulli instance tie and the walk visits
-    each. h is a pass over the k top arms. The fixed-confidence stop test walks the same heap at
-    its own confidence; deeper stages of a stage jump use the full pass :func:`at_lucb_pair`
-    (a few per jump, rare next to the pulls). Same decisions as :meth:`ATLUCB.ask` (tested).
+    t. When many of those arms tie (the 999 zero-mean arms of a 1-sparse Bernoulli instance:
+    the walk would evaluate each), they are grouped in classes of equal (mean bits, count), whose
+    members have equal bounds, and only a class's lowest-indexed member sits in the heap
+    (:func:`_classes_build`; ``mode`` and :func:`_rekey` say when). h is a pass over the k top
+    arms. The fixed-confidence stop test (:func:`_stop_holds`) comes right before the next round's
+    pair, which it computes first (same statistics and round) and keeps for the ask. Deeper stages
+    of a stage jump use the full pass :func:`at_lucb_pair` (rare next to the pulls). Same
+    decisions as :meth:`ATLUCB.ask` (tested).
     """
     counts, sums, sumsq, J = borrow(counts), borrow(sums), borrow(sumsq), borrow(J)
     a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
     mu, u, stack = borrow(ws[0]), borrow(ws[1]), borrow(ws[2])
-    iw, fw, sc, tab = borrow(ws[3]), borrow(ws[4]), borrow(ws[5]), borrow(ws[6])
+    iw, fw, sc, tab, st = borrow(ws[3]), borrow(ws[4]), borrow(ws[5]), borrow(ws[6]), borrow(ws[7])
     mbits = borrow(mu.view(np.int64))
     n = counts.shape[0]
     total = 0
@@ -239,12 +325,19 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
     topk_tracker_fill(tk, mu, k)
     tk = borrow_topk(tk)
     top, topl = tk[0], tk[1]
-    ukey, uarm = fw[_UKEY], iw[_UHARM]
+    ukey, uarm, uwhere = fw[_UKEY], iw[_UHARM], iw[_UWHERE]
+    st[0] = -1  # no keys yet
+    st[1] = 0
+    st[2] = 0
+    st[3] = 1
+    st[4] = 0
     horizon = -1.0  # ukey holds upper keys of the other arms' UCBs while t <= horizon at stage ukey_stage
     ukey_stage = -1
     c1 = 0.0
     j_stale = True  # J may differ from top
     zp = 0  # no arm below zp is unpulled
+    have_pair = False  # the stop test computed this round's pair: (arm, queued, gap) in (ph, pl, pgap)
+    ph, pl, pgap = -1, -1, 0.0
     while total < max_pulls:
         if queued >= 0:
             arm = queued
@@ -256,12 +349,18 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
         else:
             t = rnd + 1
             ft = float(t)
-            if ft > horizon or stage != ukey_stage:
-                horizon, c1 = _rekey(ft, n, stage, delta1, alpha, sigma, stop_delta, horizon, iw, fw, tab, sc, mu,
-                                     mbits, counts, top)
-                ukey_stage = stage
-            arm, queued, gap = _lazy_pair(mu, u, topl, ukey, uarm, stack,
-                                          _at_lucb_scale(ft, n, delta1, stage, alpha, sigma))
+            if have_pair:
+                arm, queued, gap = ph, pl, pgap
+                have_pair = False
+            else:
+                if ft > horizon or stage != ukey_stage:
+                    horizon, c1 = _rekey(ft, n, k, stage, delta1, alpha, sigma, mode, st, iw, fw, tab, sc, mu, mbits,
+                                         u, counts, top)
+                    ukey_stage = stage
+                arm, queued, gap, steps = _lazy_pair(mu, u, topl, ukey, uarm, stack,
+                                                     _at_lucb_scale(ft, n, delta1, stage, alpha, sigma))
+                st[1] += steps
+                st[2] += 1
             if gap < eps:  # Term holds: the stage jumps
                 stage, _, arm, queued = at_lucb_stage(mu, u, top, ft, stage + 1, delta1, alpha, eps, sigma)
                 reset = True
@@ -285,7 +384,7 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
         mu[arm] = sums[arm] / counts[arm]
         total += 1
         out, inn = topk_tracker_update(tk, mu, arm)
-        if horizon > 0.0:  # the classes exist: move the pulled arm and the swapped ones
+        if st[0] == 1:  # classes: move the pulled arm and the swapped ones
             if iw[_CLS, arm] >= 0:
                 _class_remove(iw, fw, tab, sc, n, arm, _NO_EPOCH)
             if out >= 0 and inn != arm:
@@ -296,15 +395,28 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
             if out >= 0 and out != arm:
                 _class_add(BOUND_LUCB, iw, fw, tab, sc, n, out, _UPPER, mbits[out], mu[out], counts[out], c1,
                            _NO_EPOCH)
+        elif st[0] == 0:  # one key per arm
+            if not top[arm]:
+                keyheap_update(ukey, uarm, uwhere, n, arm, mu[arm] + math.sqrt(c1 / u[arm]))
+            if out >= 0:
+                if out != arm:
+                    keyheap_update(ukey, uarm, uwhere, n, out, mu[out] + math.sqrt(c1 / u[out]))
+                keyheap_update(ukey, uarm, uwhere, n, inn, -math.inf)
         if out >= 0:
             j_stale = True
         if stop_delta > 0.0 and queued < 0 and n_zero == 0:  # LUCB1's stop test at delta, round rnd + 1
             ft = float(rnd + 1)
             if ft > horizon or stage != ukey_stage:
-                horizon, c1 = _rekey(ft, n, stage, delta1, alpha, sigma, stop_delta, horizon, iw, fw, tab, sc, mu,
-                                     mbits, counts, top)
+                horizon, c1 = _rekey(ft, n, k, stage, delta1, alpha, sigma, mode, st, iw, fw, tab, sc, mu, mbits, u,
+                                     counts, top)
                 ukey_stage = stage
-            if _lazy_pair(mu, u, topl, ukey, uarm, stack, _at_lucb_scale(ft, n, stop_delta, 1, alpha, sigma))[2] < eps:
+            ph, pl, pgap, steps = _lazy_pair(mu, u, topl, ukey, uarm, stack,
+                                             _at_lucb_scale(ft, n, delta1, stage, alpha, sigma))
+            st[1] += steps
+            st[2] += 1
+            have_pair = True
+            if _stop_holds(mu, u, topl, ukey, uarm, stack, _at_lucb_scale(ft, n, stop_delta, 1, alpha, sigma), eps, c1,
+                           pl):
                 return True, total, rnd, stage, queued
     return False, total, rnd, stage, queued
 
@@ -356,6 +468,8 @@ class ATLUCB(Learner):
     paper = "Jun and Nowak, ICML 2016 (AT-LUCB, Alg. 1; delta1 = 0.5, alpha = 0.99, eps = 0)"
     test_params = {"delta": 0.1}
     invalid_params = [("alpha", 1.0), ("alpha", 0.0), ("delta1", 0.0), ("sigma", 0.0)]
+    #: the compiled kernel's use of classes of tied arms (tests force CLASSES_ON / CLASSES_OFF)
+    _class_mode = CLASSES_AUTO
 
     def __init__(self, k: int = 1, delta: float | None = None, *, delta1: float = 0.5, alpha: float = 0.99,
                  epsilon: float = 0.0, sigma: float = 0.5) -> None:
@@ -465,7 +579,7 @@ class ATLUCB(Learner):
         stop, t, rnd, stage, queued = _at_lucb_kernel(
             self.counts_, self.sums_, self.sumsq_, self.J_, ws, tk, int(self.k), self.round_, self.stage_, queued,
             float(self.delta1), float(self.alpha), float(self.epsilon), float(self.sigma),
-            -1.0 if self.delta is None else float(self.delta), int(max_pulls), *stream.args())
+            -1.0 if self.delta is None else float(self.delta), int(max_pulls), self._class_mode, *stream.args())
         self.t_, self.round_, self.stage_ = int(t), int(rnd), int(stage)
         self.queue_ = [int(queued)] if queued >= 0 else []
         if stop:
