@@ -173,7 +173,7 @@ def _key_level(t, n, stage, delta1, alpha, sigma):  # pragma: no cover - compile
 
 
 @njit(cache=True, inline="always")
-def _stop_holds(mu, u, topl, ukey, uarm, stack, c, eps, c1, witness):  # pragma: no cover - compiled
+def _stop_holds(mu, u, topl, ukey, uarm, stack, c, eps, c1, witness, st):  # pragma: no cover - compiled
     """LUCB1's stop test ``U_l - L_h < eps`` at scale ``c``, as :func:`at_lucb_pair` decides it.
 
     Rounded subtraction is monotone, so ``U_l - L_h = max_j (U_j - L_h)`` and the test holds
@@ -188,6 +188,7 @@ def _stop_holds(mu, u, topl, ukey, uarm, stack, c, eps, c1, witness):  # pragma:
     n = mu.shape[0]
     if c <= c1:
         return not keyheap_bonus_reaches(ukey, uarm, n, stack, mu, u, c, lo_h, eps)
+    st[6] += 1
     for p in range(n):
         if ukey[p] != -math.inf:
             a = uarm[p]
@@ -232,6 +233,9 @@ def _arms_build(iw, fw, mu, u, top, c1):  # pragma: no cover - compiled
 
 #: the kernel's use of classes: never, always, or switched at each re-keying (the learner's choice)
 CLASSES_OFF, CLASSES_ON, CLASSES_AUTO = 0, 1, 2
+#: the kernel's int64 state array: classes on (1), off (0) or no keys yet (-1); walk steps and walks since
+#: the last re-keying; auto's backoff and cooldown (re-keyings); switches; stop tests decided by a pass
+_ST_FIELDS = ("classes", "steps", "walks", "backoff", "cooldown", "switches", "stop_passes")
 #: auto: classes go on when the walks for l evaluated more than this many arms on average since the
 #: last re-keying (ties, as on 1-sparse Bernoulli instances) ...
 _CLASS_ON_STEPS = 8
@@ -245,7 +249,7 @@ def _rekey(t, n, k, stage, delta1, alpha, sigma, mode, st, iw, fw, tab, sc, mu, 
            top):  # pragma: no cover - compiled
     """New upper keys for the rounds from ``t`` at ``stage``; returns (horizon, c1) of :func:`_key_level`.
 
-    ``st`` is the kernel's int64 state: [classes on?, walk steps, walks, backoff, cooldown]. In
+    ``st`` is the kernel's int64 state (:data:`_ST_FIELDS`). In
     auto mode the classes are switched here (both ways give the same walks' answers): on after
     long walks, off when most classes are single arms, then not on again for ``backoff`` re-keyings
     (doubled at each switch off, so the choice cannot flap at every re-keying).
@@ -269,6 +273,8 @@ def _rekey(t, n, k, stage, delta1, alpha, sigma, mode, st, iw, fw, tab, sc, mu, 
         want = st[1] > _CLASS_ON_STEPS * st[2]
     st[1] = 0
     st[2] = 0
+    if built and want != on:
+        st[5] += 1
     if want and on and built:
         _rekey_window(BOUND_LUCB, iw, fw, mu, n, c1)
     elif want:
@@ -287,13 +293,14 @@ def _at_lucb_workspace(n: int, k: int) -> tuple:
     while size < 2 * n:
         size *= 2
     return ((np.empty(n), np.empty(n), np.empty(n + 1, np.int64), np.empty((_N_IW, n + 1), np.int64),
-             np.empty((_N_FW, n + 1)), np.zeros(2, np.int64), np.empty(size, np.int64), np.zeros(5, np.int64)),
+             np.empty((_N_FW, n + 1)), np.zeros(2, np.int64), np.empty(size, np.int64),
+             np.zeros(len(_ST_FIELDS), np.int64)),
             topk_workspace(n, k))
 
 
 @njit(cache=True)
 def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta1, alpha, eps, sigma, stop_delta,
-                    max_pulls, mode, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+                    max_pulls, mode, trace, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
     """The ask/tell loop without pending pulls, with the empirical top-k and LUCB1's l kept in heaps.
 
     The top-k set (``top``/``topl``) is kept by :func:`purebandits.ranking.topk_tracker_update`
@@ -307,9 +314,12 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
     arms. The fixed-confidence stop test (:func:`_stop_holds`) comes right before the next round's
     pair, which it computes first (same statistics and round) and keeps for the ask. Deeper stages
     of a stage jump use the full pass :func:`at_lucb_pair` (rare next to the pulls). Same
-    decisions as :meth:`ATLUCB.ask` (tested).
+    decisions as :meth:`ATLUCB.ask` (tested). ``trace`` (int64) receives the arm of each pull while
+    it has room (tests compare it with the rule's asks; the learner passes an empty one).
     """
     counts, sums, sumsq, J = borrow(counts), borrow(sums), borrow(sumsq), borrow(J)
+    trace = borrow(trace)
+    n_trace = 0
     a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
     mu, u, stack = borrow(ws[0]), borrow(ws[1]), borrow(ws[2])
     iw, fw, sc, tab, st = borrow(ws[3]), borrow(ws[4]), borrow(ws[5]), borrow(ws[6]), borrow(ws[7])
@@ -326,11 +336,9 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
     tk = borrow_topk(tk)
     top, topl = tk[0], tk[1]
     ukey, uarm, uwhere = fw[_UKEY], iw[_UHARM], iw[_UWHERE]
+    st[:] = 0
     st[0] = -1  # no keys yet
-    st[1] = 0
-    st[2] = 0
     st[3] = 1
-    st[4] = 0
     horizon = -1.0  # ukey holds upper keys of the other arms' UCBs while t <= horizon at stage ukey_stage
     ukey_stage = -1
     c1 = 0.0
@@ -374,6 +382,9 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
                         c += 1
                 j_stale = False
             rnd = t
+        if n_trace < trace.shape[0]:
+            trace[n_trace] = arm
+            n_trace += 1
         r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
         if counts[arm] == 0:
             n_zero -= 1
@@ -416,7 +427,7 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
             st[2] += 1
             have_pair = True
             if _stop_holds(mu, u, topl, ukey, uarm, stack, _at_lucb_scale(ft, n, stop_delta, 1, alpha, sigma), eps, c1,
-                           pl):
+                           pl, st):
                 return True, total, rnd, stage, queued
     return False, total, rnd, stage, queued
 
@@ -570,17 +581,25 @@ class ATLUCB(Learner):
         return m - rad, m + rad
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
-        if self.done_:
-            return
-        if self.pending_.any():
-            raise ValueError("run_compiled needs a learner with no pending pulls")
-        queued = self.queue_[0] if self.queue_ else -1
-        ws, tk = _at_lucb_workspace(self.n_arms_, int(self.k))
-        stop, t, rnd, stage, queued = _at_lucb_kernel(
-            self.counts_, self.sums_, self.sumsq_, self.J_, ws, tk, int(self.k), self.round_, self.stage_, queued,
-            float(self.delta1), float(self.alpha), float(self.epsilon), float(self.sigma),
-            -1.0 if self.delta is None else float(self.delta), int(max_pulls), self._class_mode, *stream.args())
-        self.t_, self.round_, self.stage_ = int(t), int(rnd), int(stage)
-        self.queue_ = [int(queued)] if queued >= 0 else []
-        if stop:
-            self._finish(top_k_by(self.means(), int(self.k)))
+        _run_kernel(self, stream, max_pulls, self._class_mode)
+
+
+def _run_kernel(lr: ATLUCB, stream: RewardStream, max_pulls: int, mode: int, trace: np.ndarray | None = None) -> dict:
+    """:meth:`ATLUCB.run_compiled` with the kernel's class ``mode``; returns the kernel's state
+    (:data:`_ST_FIELDS`) and fills ``trace`` with the pulled arms (tests)."""
+    if lr.done_:
+        return {}
+    if lr.pending_.any():
+        raise ValueError("run_compiled needs a learner with no pending pulls")
+    queued = lr.queue_[0] if lr.queue_ else -1
+    ws, tk = _at_lucb_workspace(lr.n_arms_, int(lr.k))
+    stop, t, rnd, stage, queued = _at_lucb_kernel(
+        lr.counts_, lr.sums_, lr.sumsq_, lr.J_, ws, tk, int(lr.k), lr.round_, lr.stage_, queued,
+        float(lr.delta1), float(lr.alpha), float(lr.epsilon), float(lr.sigma),
+        -1.0 if lr.delta is None else float(lr.delta), int(max_pulls), int(mode),
+        np.empty(0, np.int64) if trace is None else trace, *stream.args())
+    lr.t_, lr.round_, lr.stage_ = int(t), int(rnd), int(stage)
+    lr.queue_ = [int(queued)] if queued >= 0 else []
+    if stop:
+        lr._finish(top_k_by(lr.means(), int(lr.k)))
+    return dict(zip(_ST_FIELDS, (int(x) for x in ws[7]), strict=True))
