@@ -12,6 +12,9 @@ reach millions of pulls per second at n = 1,000; they are timed on a capped run
 (``O_N_CAP`` pulls, one repetition) so the benchmark stays short, and labelled in the output.
 
     PYTHONPATH=src python benchmarks/bench_lil_ucb.py [--quick] [--lil-only | --learners-only | --only=name,...]
+        [--src /tmp/prev/src]
+
+``--src DIR`` then runs the same measurements on another source tree (the previous code) in a subprocess.
 """
 
 from __future__ import annotations
@@ -40,8 +43,6 @@ O_N_PER_PULL = {
             "(many near-ties early in a run) and all n keys rebuilt every t/256 pulls",
     "lucb1": "round-dependent bounds: all n bounds recomputed per pull",
     "kl_lucb": "round-dependent KL bounds: all n bounds recomputed per pull",
-    "at_lucb": "stage jumps re-evaluate all n bounds, and on this instance 999 arms with identical (zero) "
-               "rewards are tied, so the heap walk for l visits most of them",
     "clucb": "radii depend on t: all n radii and both top-k sets recomputed per pull",
     "lil_clucb": "both top-k sets recomputed per pull (one radius changes)",
 }
@@ -49,6 +50,10 @@ O_N_PER_PULL = {
 #: first 1,000 pulls are one per arm; after that each pull solves for w* over all n arms)
 O_N_CAP = 20_000
 O_N_CAPS = {"track_and_stop": 5_000}
+#: learners that left O_N_PER_PULL: whole runs now, plus the old capped row (one repetition of
+#: O_N_CAP pulls) so figures stay comparable with earlier ones. AT-LUCB: classes of tied arms in its
+#: heap (issue 24, target 2)
+ALSO_CAPPED = {"at_lucb"}
 
 
 def sim_rate(learner: Learner, instance: str | Instance, reps: int, max_pulls: int | None = None,
@@ -105,27 +110,34 @@ def learners_table(quick: bool, only: set[str] | None = None) -> None:
         learner = cls(**params)
         bounded = cls.tags.get("bounded_rewards", False)
         inst = make_instance("one_sparse:n=1000" + (",model=bernoulli" if bounded else ""))
-        slow = name in O_N_PER_PULL
-        if slow:
-            cap = O_N_CAPS.get(name, O_N_CAP) // (4 if quick else 1)
-            reps, repeats, base_pulls = 1, 2, min(2_000, cap)
-        else:
-            reps = 1 if cls.kind == "fixed_budget" else (2 if quick else 5)
-            cap, repeats, base_pulls = 10_000_000, 3, 30_000 if not quick else 5_000
-        wall, cpu, pulls = sim_rate(learner, inst, reps, max_pulls=cap, repeats=repeats)
-        base = ask_tell_rate(learner, inst, base_pulls)
-        if slow:
-            note = f"O(n) per pull ({O_N_PER_PULL[name]}): capped at {cap:,} pulls, no target"
-        elif cls.kind == "fixed_confidence":
-            note = f">= 5 M: {'met' if cpu >= 5e6 else 'NOT met'}"
-        elif cls.kind == "fixed_budget":
-            note = f">= 30 M: {'met' if cpu >= 30e6 else 'NOT met'}"
-        else:
-            note = "anytime: no target"
-        if not slow and cls.kind != "fixed_budget" and pulls >= reps * cap:
-            note += f" (capped at {cap:,} pulls)"
-        print(f"{name:>24} {cls.kind:>17} {reps:>4} {pulls / reps:>10.0f} {wall / 1e6:>10.2f} {cpu / 1e6:>8.2f} "
-              f"{base:>10.0f} {wall / base:>8.0f}x  {note}", flush=True)
+        for capped in ((False, True) if name in ALSO_CAPPED else (name in O_N_PER_PULL,)):
+            learner_row(name, cls, learner, inst, capped, quick)
+
+
+def learner_row(name: str, cls: type[Learner], learner: Learner, inst: Instance, capped: bool, quick: bool) -> None:
+    """One row of :func:`learners_table`: whole runs, or one repetition capped at ``O_N_CAP`` pulls."""
+    if capped:
+        cap = O_N_CAPS.get(name, O_N_CAP) // (4 if quick else 1)
+        reps, repeats, base_pulls = 1, 2, min(2_000, cap)
+    else:
+        reps = 1 if cls.kind == "fixed_budget" else (2 if quick else 5)
+        cap, repeats, base_pulls = 10_000_000, 3, 30_000 if not quick else 5_000
+    wall, cpu, pulls = sim_rate(learner, inst, reps, max_pulls=cap, repeats=repeats)
+    base = ask_tell_rate(learner, inst, base_pulls)
+    if capped and name in O_N_PER_PULL:
+        note = f"O(n) per pull ({O_N_PER_PULL[name]}): capped at {cap:,} pulls, no target"
+    elif capped:
+        note = f"capped at {cap:,} pulls, one repetition (the row of the O(n) rules, for comparison)"
+    elif cls.kind == "fixed_confidence":
+        note = f">= 5 M: {'met' if cpu >= 5e6 else 'NOT met'}"
+    elif cls.kind == "fixed_budget":
+        note = f">= 30 M: {'met' if cpu >= 30e6 else 'NOT met'}"
+    else:
+        note = "anytime: no target" + (" (stops at delta)" if learner.get_params().get("delta") else "")
+    if not capped and cls.kind != "fixed_budget" and pulls >= reps * cap:
+        note += f" (capped at {cap:,} pulls)"
+    print(f"{name:>24} {cls.kind:>17} {reps:>4} {pulls / reps:>10.0f} {wall / 1e6:>10.2f} {cpu / 1e6:>8.2f} "
+          f"{base:>10.0f} {wall / base:>8.0f}x  {note}", flush=True)
 
 
 def main(quick: bool = False, lil: bool = True, learners: bool = True, only: set[str] | None = None) -> None:
@@ -138,6 +150,18 @@ def main(quick: bool = False, lil: bool = True, learners: bool = True, only: set
 
 
 if __name__ == "__main__":
+    if "--src" in sys.argv:
+        i = sys.argv.index("--src")
+        other, rest = sys.argv[i + 1], sys.argv[1:i] + sys.argv[i + 2:]
+        sys.argv = [sys.argv[0], *rest]
+    else:
+        other = None
     names = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")), "")
     main(quick="--quick" in sys.argv, lil="--learners-only" not in sys.argv and not names,
          learners="--lil-only" not in sys.argv, only=set(names.split(",")) - {""} or None)
+    if other:
+        import os
+        import subprocess
+
+        print(f"\n# the same with --src {other}", flush=True)
+        subprocess.run([sys.executable, __file__, *sys.argv[1:]], env={**os.environ, "PYTHONPATH": other}, check=True)

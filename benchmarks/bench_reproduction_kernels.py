@@ -1,7 +1,8 @@
 """The per-pull kernels the paper-scale reproductions wait on, on the reproductions' own instances.
 
 - AT-LUCB, anytime, ST17 setup 5 with M = 4 (K = 50, budget ceil(H1) ~ 1.05e7): ``st17_fig2``
-  runs it 4,000 times.
+  runs it 4,000 times; setups 4 (M = 4) and 6 (M = 2) at their whole budgets ceil(H1), as the other
+  configurations are (1,251 to 20,323 pulls: per-run costs count).
 - UCB1 + LS, JMNB14 alpha = 0.6, n = 1,000 (about 1.7e6 pulls per run): ``jmnb14_fig2/fig3``.
 - ExpGap + LS, JMNB14 alpha = 0.6, n = 1,000 (about 2.2e8 pulls per run): ``jmnb14_fig2``.
 - Nonadaptive + LS, ExpGap + LS and lil'UCB + LS at n = 10,000 (alpha = 0.6): ``jmnb14_fig2`` runs
@@ -13,7 +14,10 @@ Each kernel runs one repetition of ``pulls`` pulls (compiled driver, one core). 
 the same run: the same learner's reference ask/tell loop (a per-pull Python loop) on the same
 instance, whose decisions the kernel reproduces exactly (tested).
 
-    PYTHONPATH=src python benchmarks/bench_reproduction_kernels.py [--quick]
+    PYTHONPATH=src python benchmarks/bench_reproduction_kernels.py [--quick] [--only=AT-LUCB,...] [--src DIR]
+
+``--only`` keeps the rows whose learner label starts with one of the names; ``--src DIR`` then runs
+the same rows on another source tree (the previous code) in a subprocess.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ from purebandits.simulate.engine import _advance_reference, rep_seeds  # noqa: E
 CASES = [
     ("AT-LUCB (anytime)", "st17 setup 5, M = 4", lambda: make_learner("at_lucb", k=4), lambda: nsar_setup(5, 4),
      4_000_000),
+    ("AT-LUCB (anytime)", "st17 setup 4, M = 4", lambda: make_learner("at_lucb", k=4), lambda: nsar_setup(4, 4),
+     20_323),
+    ("AT-LUCB (anytime)", "st17 setup 6, M = 2", lambda: make_learner("at_lucb", k=2), lambda: nsar_setup(6, 2),
+     8_676),
     ("UCB1 + LS", "jmnb14 alpha = 0.6, n = 1,000", lambda: make_learner("ucb1", delta=0.1),
      lambda: lil_exponential(1000, 0.6), 1_700_000),
     ("ExpGap + LS", "jmnb14 alpha = 0.6, n = 1,000", lambda: make_learner("exp_gap_elimination", delta=0.1, ls=True),
@@ -78,11 +86,13 @@ def ask_tell_rate(learner: Learner, instance: Instance, pulls: int) -> float:
     return lr.t_ / (time.perf_counter() - t0)
 
 
-def main(quick: bool = False) -> None:
+def main(quick: bool = False, only: tuple[str, ...] = ()) -> None:
     print(f"# bench_reproduction_kernels ({machine()})")
     print(f"{'learner':>18} {'instance':>30} {'pulls':>11} {'M pulls/s':>10} {'(cpu)':>7} {'ask/tell /s':>12} "
           f"{'ratio':>7}")
     for label, where, make, inst_of, pulls in CASES:
+        if only and not label.startswith(only):
+            continue
         learner, inst = make(), inst_of()
         pulls = pulls // (10 if quick else 1)
         wall, cpu, done = kernel_rate(learner, inst, pulls)
@@ -92,4 +102,16 @@ def main(quick: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    args = sys.argv[1:]
+    other = None
+    if "--src" in args:
+        i = args.index("--src")
+        other, args = args[i + 1], args[:i] + args[i + 2:]
+    names = next((a.split("=", 1)[1] for a in args if a.startswith("--only=")), "")
+    main(quick="--quick" in args, only=tuple(x for x in names.split(",") if x))
+    if other:
+        import os
+        import subprocess
+
+        print(f"\n# the same with --src {other}", flush=True)
+        subprocess.run([sys.executable, __file__, *args], env={**os.environ, "PYTHONPATH": other}, check=True)

@@ -238,7 +238,7 @@ CLASSES_OFF, CLASSES_ON, CLASSES_AUTO = 0, 1, 2
 _ST_FIELDS = ("classes", "steps", "walks", "backoff", "cooldown", "switches", "stop_passes")
 #: auto: classes go on when the walks for l evaluated more than this many arms on average since the
 #: last re-keying (ties, as on 1-sparse Bernoulli instances) ...
-_CLASS_ON_STEPS = 8
+_CLASS_ON_STEPS = 24
 #: ... and off when there are more classes than this share of the other arms (few ties: the classes'
 #: per-pull upkeep would cost more than the walks save; measured on ST17 setup 5, K = 50)
 _CLASS_OFF_SHARE = 0.75
