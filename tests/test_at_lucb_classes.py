@@ -99,13 +99,15 @@ def test_kernel_pulls_the_rules_arms(name, delta):
 
 
 def test_the_runs_cover_jumps_stops_and_both_stop_paths():
-    """The cases above are not idle: stage jumps, stops, and the stop tests decided by a walk and by a pass."""
-    seen = {"jump": 0, "stop": 0, "walk-stop": 0, "pass-stop": 0}
+    """The cases above are not idle: stage jumps (with keys re-built inside them), stops, and the stop tests
+    decided by a walk and by a pass."""
+    seen = {"jump": 0, "jump-rekey": 0, "stop": 0, "walk-stop": 0, "pass-stop": 0}
     for make, k, pulls in INSTANCES.values():
         model = make()
         for delta in DELTAS:
             _, fast, states = _kernel(model, k, delta, 1, pulls, CLASSES_AUTO, ())
             seen["jump"] += fast.stage_ > 1
+            seen["jump-rekey"] += sum(s["jump_rekeys"] for s in states)
             if fast.done:
                 seen["stop"] += 1
                 seen["pass-stop" if states[-1]["stop_passes"] else "walk-stop"] += 1

@@ -234,14 +234,18 @@ def _arms_build(iw, fw, mu, u, top, c1):  # pragma: no cover - compiled
 #: the kernel's use of classes: never, always, or switched at each re-keying (the learner's choice)
 CLASSES_OFF, CLASSES_ON, CLASSES_AUTO = 0, 1, 2
 #: the kernel's int64 state array: classes on (1), off (0) or no keys yet (-1); walk steps and walks since
-#: the last re-keying; auto's backoff and cooldown (re-keyings); switches; stop tests decided by a pass
-_ST_FIELDS = ("classes", "steps", "walks", "backoff", "cooldown", "switches", "stop_passes")
+#: the last re-keying; auto's backoff and cooldown (re-keyings); switches; stop tests decided by a pass;
+#: re-keyings inside stage jumps
+_ST_FIELDS = ("classes", "steps", "walks", "backoff", "cooldown", "switches", "stop_passes", "jump_rekeys")
 #: auto: classes go on when the walks for l evaluated more than this many arms on average since the
 #: last re-keying (ties, as on 1-sparse Bernoulli instances) ...
 _CLASS_ON_STEPS = 24
 #: ... and off when there are more classes than this share of the other arms (few ties: the classes'
 #: per-pull upkeep would cost more than the walks save; measured on ST17 setup 5, K = 50)
 _CLASS_OFF_SHARE = 0.75
+#: a stage jump keys the heap for at least this many stages past the one it tests (jumps gain ~14 stages
+#: on 1-sparse Bernoulli instances at n = 1,000; each re-keying is O(n))
+_JUMP_SPAN = 16
 
 
 @njit(cache=True)
@@ -249,10 +253,10 @@ def _rekey(t, n, k, stage, delta1, alpha, sigma, mode, st, iw, fw, tab, sc, mu, 
            top):  # pragma: no cover - compiled
     """New upper keys for the rounds from ``t`` at ``stage``; returns (horizon, c1) of :func:`_key_level`.
 
-    ``st`` is the kernel's int64 state (:data:`_ST_FIELDS`). In
-    auto mode the classes are switched here (both ways give the same walks' answers): on after
-    long walks, off when most classes are single arms, then not on again for ``backoff`` re-keyings
-    (doubled at each switch off, so the choice cannot flap at every re-keying).
+    ``st`` is the kernel's int64 state (:data:`_ST_FIELDS`). In auto mode the classes are switched
+    here (both ways give the same walks' answers): on after long walks (``_CLASS_ON_STEPS``), off
+    when the classes are nearly as many as the arms (``_CLASS_OFF_SHARE``), then not on again for
+    ``backoff`` re-keyings (doubled at each switch off, so the choice cannot flap at every re-keying).
     """
     horizon, c1 = _key_level(t, n, stage, delta1, alpha, sigma)
     on = st[0] == 1
@@ -312,10 +316,13 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
     members have equal bounds, and only a class's lowest-indexed member sits in the heap
     (:func:`_classes_build`; ``mode`` and :func:`_rekey` say when). h is a pass over the k top
     arms. The fixed-confidence stop test (:func:`_stop_holds`) comes right before the next round's
-    pair, which it computes first (same statistics and round) and keeps for the ask. Deeper stages
-    of a stage jump use the full pass :func:`at_lucb_pair` (rare next to the pulls). Same
-    decisions as :meth:`ATLUCB.ask` (tested). ``trace`` (int64) receives the arm of each pull while
-    it has room (tests compare it with the rule's asks; the learner passes an empty one).
+    pair, which it computes first (same statistics and round) and keeps for the ask. A stage jump
+    tests the deeper stages one by one as :func:`at_lucb_stage` does, each by the same walk, on keys
+    re-built for stages up to ``_JUMP_SPAN`` (or twice the last jump) further when they do not
+    bound the next stage's UCBs (a key at a deeper stage bounds every shallower one: the scale
+    grows with the stage). Same decisions as :meth:`ATLUCB.ask` (tested). ``trace`` (int64) receives
+    the arm of each pull while it has room (tests compare it with the rule's asks; the learner passes
+    an empty one).
     """
     counts, sums, sumsq, J = borrow(counts), borrow(sums), borrow(sumsq), borrow(J)
     trace = borrow(trace)
@@ -339,8 +346,9 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
     st[:] = 0
     st[0] = -1  # no keys yet
     st[3] = 1
-    horizon = -1.0  # ukey holds upper keys of the other arms' UCBs while t <= horizon at stage ukey_stage
+    horizon = -1.0  # ukey holds upper keys of the other arms' UCBs while t <= horizon at stages <= ukey_stage
     ukey_stage = -1
+    last_jump = 0  # stages gained by the last jump
     c1 = 0.0
     j_stale = True  # J may differ from top
     zp = 0  # no arm below zp is unpulled
@@ -361,7 +369,7 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
                 arm, queued, gap = ph, pl, pgap
                 have_pair = False
             else:
-                if ft > horizon or stage != ukey_stage:
+                if ft > horizon or stage > ukey_stage:
                     horizon, c1 = _rekey(ft, n, k, stage, delta1, alpha, sigma, mode, st, iw, fw, tab, sc, mu, mbits,
                                          u, counts, top)
                     ukey_stage = stage
@@ -369,8 +377,21 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
                                                      _at_lucb_scale(ft, n, delta1, stage, alpha, sigma))
                 st[1] += steps
                 st[2] += 1
-            if gap < eps:  # Term holds: the stage jumps
-                stage, _, arm, queued = at_lucb_stage(mu, u, top, ft, stage + 1, delta1, alpha, eps, sigma)
+            if gap < eps:  # Term holds: the stage jumps to the first deeper one where it fails (at_lucb_stage)
+                s = stage
+                while gap < eps:
+                    s += 1
+                    cs = _at_lucb_scale(ft, n, delta1, s, alpha, sigma)
+                    if cs > c1:  # the keys do not bound stage s: key for stages up to s + span
+                        ukey_stage = s + max(_JUMP_SPAN, 2 * last_jump)
+                        st[7] += 1
+                        horizon, c1 = _rekey(ft, n, k, ukey_stage, delta1, alpha, sigma, mode, st, iw, fw, tab, sc,
+                                             mu, mbits, u, counts, top)
+                    arm, queued, gap, steps = _lazy_pair(mu, u, topl, ukey, uarm, stack, cs)
+                    st[1] += steps
+                    st[2] += 1
+                last_jump = s - stage
+                stage = s
                 reset = True
             else:
                 reset = stage == 1
@@ -417,7 +438,7 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
             j_stale = True
         if stop_delta > 0.0 and queued < 0 and n_zero == 0:  # LUCB1's stop test at delta, round rnd + 1
             ft = float(rnd + 1)
-            if ft > horizon or stage != ukey_stage:
+            if ft > horizon or stage > ukey_stage:
                 horizon, c1 = _rekey(ft, n, k, stage, delta1, alpha, sigma, mode, st, iw, fw, tab, sc, mu, mbits, u,
                                      counts, top)
                 ukey_stage = stage
