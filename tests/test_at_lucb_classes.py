@@ -116,9 +116,9 @@ def test_the_runs_cover_jumps_stops_and_both_stop_paths():
 
 def test_auto_switches_classes_on_and_off_within_a_run():
     """On a categorical instance the automatic mode turns the classes on (early ties) and off again (few ties)."""
-    model = _categorical(100, 5)
-    rule_arms, rule = _rule(model, 3, None, 5, 30_000)
-    arms, fast, states = _kernel(model, 3, None, 5, 30_000, CLASSES_AUTO, ())
+    model = _categorical(300, 9)
+    rule_arms, rule = _rule(model, 3, None, 5, 60_000)
+    arms, fast, states = _kernel(model, 3, None, 5, 60_000, CLASSES_AUTO, ())
     assert states[0]["switches"] >= 2 and states[0]["classes"] == 0
     _assert_same(rule_arms, rule, arms, fast)
 

@@ -240,6 +240,9 @@ _ST_FIELDS = ("classes", "steps", "walks", "backoff", "cooldown", "switches", "s
 #: auto: classes go on when the walks for l evaluated more than this many arms on average since the
 #: last re-keying (ties, as on 1-sparse Bernoulli instances) ...
 _CLASS_ON_STEPS = 24
+#: ... and more than this many times n in all (building the classes costs n hash insertions: the first
+#: windows, n/8 rounds, are too short to repay it; measured on ST17 setup 6 at its 8,676-pull budget) ...
+_CLASS_ON_WORK = 8
 #: ... and off when there are more classes than this share of the other arms (few ties: the classes'
 #: per-pull upkeep would cost more than the walks save; measured on ST17 setup 5, K = 50)
 _CLASS_OFF_SHARE = 0.75
@@ -274,7 +277,7 @@ def _rekey(t, n, k, stage, delta1, alpha, sigma, mode, st, iw, fw, tab, sc, mu, 
         want = False
         st[4] -= 1
     else:
-        want = st[1] > _CLASS_ON_STEPS * st[2]
+        want = st[1] > _CLASS_ON_STEPS * st[2] and st[1] > _CLASS_ON_WORK * n
     st[1] = 0
     st[2] = 0
     if built and want != on:
