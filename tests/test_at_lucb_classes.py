@@ -14,7 +14,18 @@ import numpy as np
 import pytest
 
 from purebandits.algorithms import ATLUCB
-from purebandits.algorithms.at_lucb import CLASSES_AUTO, CLASSES_OFF, CLASSES_ON, _run_kernel
+from purebandits.algorithms._lucb_round_incremental import _UHARM, _UKEY
+from purebandits.algorithms.at_lucb import (
+    CLASSES_AUTO,
+    CLASSES_OFF,
+    CLASSES_ON,
+    _at_lucb_scale,
+    _at_lucb_workspace,
+    _rekey,
+    _run_kernel,
+    _stop_holds,
+    at_lucb_pair,
+)
 from purebandits.instances import lil_exponential, make_instance, nsar_setup
 from purebandits.instances.rewards import Bernoulli, Categorical
 
@@ -165,3 +176,31 @@ def test_long_runs_equal_the_previous_kernels(name, k, delta, pulls, made, diges
     _run_kernel(lr, inst.model.stream(12), pulls, MODES[mode])
     assert lr.t_ == made
     assert hashlib.sha256(lr.state_json().encode()).hexdigest() == digest
+
+
+@pytest.mark.parametrize("mode", [CLASSES_OFF, CLASSES_ON])
+def test_stop_test_past_the_keys_scale_checks_every_arm(mode):
+    """When the stop test's scale exceeds the keys' (stage 1, delta < delta1) and the witness is separated,
+    an arm whose key is below the threshold can still reach it at the stop's scale: the test must find it
+    (a walk pruned on those keys would not). Compared with the full pass at_lucb_pair."""
+    n, k, t = 5, 1, 10.0
+    mu = np.array([0.9, 0.1, 0.0, 0.0, 0.0])
+    counts = np.array([10**6, 10**6, 100, 10**6, 10**6])
+    u = counts.astype(float)
+    top = np.array([True, False, False, False, False])
+    ws, _ = _at_lucb_workspace(n, k)
+    stack, iw, fw, sc, tab, st = ws[2], ws[3], ws[4], ws[5], ws[6], ws[7]
+    st[0] = -1
+    _, c1 = _rekey(t, n, k, 1, 0.5, 0.99, 0.5, mode, st, iw, fw, tab, sc, mu, mu.view(np.int64), u, counts, top)
+    topl = np.array([0])
+    for stop_delta, u2 in ((1e-300, 100.0), (1e-300, 1e4), (0.4, 100.0)):
+        u[2] = u2
+        counts[2] = int(u2)
+        _, c1 = _rekey(t, n, k, 1, 0.5, 0.99, 0.5, mode, st, iw, fw, tab, sc, mu, mu.view(np.int64), u, counts, top)
+        c = _at_lucb_scale(t, n, stop_delta, 1, 0.99, 0.5)
+        want = at_lucb_pair(mu, u, top, t, stop_delta, 1, 0.99, 0.5)[2] < 0.0
+        got = _stop_holds(mu, u, topl, fw[_UKEY], iw[_UHARM], stack, c, 0.0, c1, 1, st)
+        assert got == want, (stop_delta, u2, c, c1)
+        if stop_delta < 1e-3 and u2 == 100.0:  # the case the test is for
+            key2 = mu[2] + np.sqrt(c1 / u2)
+            assert c > c1 and not want and key2 < mu[0] - np.sqrt(c / u[0])
