@@ -24,22 +24,41 @@ over a topological order computed once for paths.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 from numba import njit
 
+from purebandits.algorithms._cpe_incremental import (
+    IS_BUILT,
+    IS_ROW,
+    IS_STOP,
+    cpe_inc_ask,
+    cpe_inc_kernel,
+    cpe_inc_new,
+    cpe_inc_note,
+    cpe_inc_reset,
+    cpe_inc_tell,
+    cpe_inc_told,
+)
+from purebandits.algorithms._cpe_rules import (
+    CLUCB_RAD,
+    LIL,
+    _cpe_topk_kernel,
+    cpe_differ,
+    cpe_pick,
+    cpe_radii,
+    cpe_stops,
+    cpe_tilde,
+    cpe_weights,
+)
 from purebandits.algorithms._rounds import ranked
 from purebandits.base import NOT_DONE_CAP, Learner, StoppingProgress, check_param
-from purebandits.bounds import c_epsilon, lil_radius_s
-from purebandits.instances.rewards import RewardStream, stream_draw
+from purebandits.bounds import c_epsilon
+from purebandits.instances.rewards import RewardStream
 from purebandits.ranking import topk_mask
 
 __all__ = ["CLUCB", "LilCLUCB", "TopKSets", "SpanningTrees", "Matchings", "Paths", "make_decision_class"]
-
-LIL, CLUCB_RAD = 0, 1
-
 
 # ----------------------------------------------------------------------------- decision classes
 class DecisionClass:
@@ -232,146 +251,6 @@ def make_decision_class(spec: dict | None, n_arms: int, k: int = 1) -> DecisionC
     return dec
 
 
-# ----------------------------------------------------------------------------- radii and the step
-@njit(cache=True)
-def _clucb_scale(t, conf, n):  # pragma: no cover - compiled
-    """``2 log(4 n t^3/conf)``: the part of CLUCB's radius shared by every arm of a round."""
-    return 2.0 * math.log(4.0 * n * t**3 / conf)
-
-
-@njit(cache=True)
-def cpe_radius_s(u, t, mode, conf, eps, sigma, n):  # pragma: no cover - compiled
-    """lil'CLUCB: ``U(u, conf)`` (finite LIL, "+2"); CLUCB: ``sigma sqrt(2 log(4 n t^3/conf)/u)``."""
-    if u <= 0.0:
-        return math.inf
-    if mode == LIL:
-        return lil_radius_s(u, conf, eps, sigma, 2.0)
-    return sigma * math.sqrt(_clucb_scale(t, conf, n) / u)
-
-
-@njit(cache=True)
-def cpe_radii(u, t, mode, conf, eps, sigma):  # pragma: no cover - compiled
-    """:func:`cpe_radius_s` of every arm (counts ``u``) at round ``t``.
-
-    CLUCB's logarithm depends on the round only: it is taken once (:func:`_clucb_scale`), and each
-    arm does the rest of :func:`cpe_radius_s`'s arithmetic (so the same values).
-    """
-    n = u.shape[0]
-    out = np.empty(n)
-    if mode == LIL:
-        for i in range(n):
-            out[i] = cpe_radius_s(u[i], t, mode, conf, eps, sigma, n)
-        return out
-    c = _clucb_scale(t, conf, n)
-    for i in range(n):
-        out[i] = sigma * math.sqrt(c / u[i]) if u[i] > 0.0 else math.inf
-    return out
-
-
-@njit(cache=True)
-def cpe_tilde(mu, rad, m):  # pragma: no cover - compiled
-    """Adjusted means: ``mu - rad`` inside M_t, ``mu + rad`` outside."""
-    out = np.empty(mu.shape[0])
-    for i in range(mu.shape[0]):
-        out[i] = mu[i] - rad[i] if m[i] else mu[i] + rad[i]
-    return out
-
-
-@njit(cache=True)
-def cpe_weights(m, mt, tilde):  # pragma: no cover - compiled
-    """``(w~(M), w~(M~))``: the adjusted weights of the two decisions, summed in arm order."""
-    wm, wt = 0.0, 0.0
-    for i in range(m.shape[0]):
-        if m[i]:
-            wm += tilde[i]
-        if mt[i]:
-            wt += tilde[i]
-    return wm, wt
-
-
-@njit(cache=True)
-def cpe_differ(m, mt):  # pragma: no cover - compiled
-    """``|M symdiff M~|``: arms in exactly one of the two decisions."""
-    c = 0
-    for i in range(m.shape[0]):
-        if m[i] != mt[i]:
-            c += 1
-    return c
-
-
-@njit(cache=True)
-def cpe_stops(m, mt, tilde, sets_equal):  # pragma: no cover - compiled
-    """lil'CLUCB: M~ == M. CLUCB: w~(M~) == w~(M) (M already maximises the adjusted weight)."""
-    if sets_equal:
-        return cpe_differ(m, mt) == 0
-    wm, wt = cpe_weights(m, mt, tilde)
-    return wt <= wm
-
-
-@njit(cache=True)
-def cpe_pick(m, mt, rad):  # pragma: no cover - compiled
-    """The arm of ``M symdiff M~`` with the largest radius (ties to the lower index); -1 if none."""
-    best, arm = -1.0, -1
-    for i in range(m.shape[0]):
-        if m[i] != mt[i] and (arm < 0 or rad[i] > best):
-            best, arm = rad[i], i
-    return arm
-
-
-@njit(cache=True)
-def _cpe_topk_kernel(counts, sums, sumsq, k, mode, conf, eps, sigma, sets_equal, max_pulls,
-                     kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
-    n = counts.shape[0]
-    total = 0
-    for i in range(n):
-        total += counts[i]
-    mu = np.zeros(n)
-    n_zero = 0
-    for i in range(n):
-        if counts[i] > 0:
-            mu[i] = sums[i] / counts[i]
-        else:
-            n_zero += 1
-    m = np.zeros(n, dtype=np.bool_)
-    mt = np.zeros(n, dtype=np.bool_)
-    rad = np.zeros(n)
-    full = False  # rad holds every arm's radius
-    if n_zero == 0:
-        rad = cpe_radii(counts.astype(np.float64), float(total + 1), mode, conf, eps, sigma)
-        full = True
-        m = topk_mask(mu, k)
-        mt = topk_mask(cpe_tilde(mu, rad, m), k)
-    while total < max_pulls:
-        arm = -1
-        if n_zero > 0:
-            for i in range(n):
-                if counts[i] == 0:
-                    arm = i
-                    break
-        else:
-            arm = cpe_pick(m, mt, rad)
-        r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
-        if counts[arm] == 0:
-            n_zero -= 1
-        counts[arm] += 1
-        sums[arm] += r
-        sumsq[arm] += r * r
-        mu[arm] = sums[arm] / counts[arm]
-        total += 1
-        if n_zero == 0:
-            if mode == LIL and full:  # lil'CLUCB's radii depend on the count only: one changed
-                rad[arm] = cpe_radius_s(float(counts[arm]), float(total + 1), mode, conf, eps, sigma, n)
-            else:
-                rad = cpe_radii(counts.astype(np.float64), float(total + 1), mode, conf, eps, sigma)
-                full = True
-            m = topk_mask(mu, k)
-            tilde = cpe_tilde(mu, rad, m)
-            mt = topk_mask(tilde, k)
-            if cpe_stops(m, mt, tilde, sets_equal):
-                return True, total
-    return False, total
-
-
 # ----------------------------------------------------------------------------- learners
 class _CPELearner(Learner):
     kind = "fixed_confidence"
@@ -396,11 +275,18 @@ class _CPELearner(Learner):
         self._dec = make_decision_class(self.decision, self.n_arms_, int(self.k))
         self._topk = isinstance(self._dec, TopKSets)
         self._conf, self._eps = self._confidence()
+        self._inc = None  # the incremental workspace: a cache of the state, rebuilt on first use
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_inc", None)  # holds a memoryview; __setstate__ -> _resolve resets it
+        return state
 
     def _confidence(self) -> tuple[float, float]:
         raise NotImplementedError
 
     def _restore(self) -> None:
+        self._inc = None  # code that writes the state arrays directly calls this to drop the workspace
         self._m = self._mt = None
         if (self.counts_ > 0).all():
             self._update()
@@ -460,13 +346,101 @@ class _CPELearner(Learner):
                                 threshold=thr, separated=n_sep, of=of, description=desc)
 
     def _ask_one(self) -> int:
+        """The O(n) rule (both oracle calls from scratch; the incremental path must agree with it)."""
+        self._inc = None  # Learner.ask changes pending_ behind the incremental workspace
         zero = np.flatnonzero(self.counts_ == 0)
         if zero.size:  # initialisation: one pull of every arm, spread over pending pulls
             return int(zero[np.argmin(self.pending_[zero])])
         arm = int(cpe_pick(self._m, self._mt, self._radii(self.counts_ + self.pending_)))
         return arm
 
+    # ------------------------------------------------------------------ incremental ask/tell
+    # For the top-K class, ask, tell and cancel keep M, M~ and the symmetric difference between
+    # calls (purebandits.algorithms._cpe_incremental): O(K + log n) per answer instead of two O(n)
+    # oracle calls, the same arms bit for bit (tests/test_cpe_incremental.py holds them to the
+    # reference rule above). The workspace is a cache of counts_, sums_, pending_ and t_: built on
+    # first use, dropped by _resolve (start, load_state_dict, unpickling), _restore, run_compiled
+    # and the stop, and never part of state_dict. Other decision classes keep the SciPy oracles.
+
+    #: False makes every call use the O(n) reference rule (for tests and comparisons)
+    _incremental = True
+    _inc: tuple | None = None  # class default: ask/tell before start take the checked path
+
+    def _inc_state(self) -> tuple | None:
+        """The incremental workspace, built on first use; None where the reference rule runs."""
+        inc = self._inc
+        if inc is not None:
+            return inc
+        if not self._incremental or not hasattr(self, "n_arms_") or self.done_ or not self._topk:
+            return None
+        fw, iw, bw = cpe_inc_new(self.n_arms_, int(self.k), self._mode, self._conf, self._eps, float(self.sigma),
+                                 self._sets_equal)
+        cpe_inc_reset(self.counts_, self.sums_, self.pending_, fw, iw, bw, self.t_ + 1)
+        self._m, self._mt = bw[0], bw[1]  # M and M~ as the workspace keeps them (valid once every arm has an answer)
+        inc = (self.counts_, self.sums_, self.sumsq_, self.pending_, fw, iw, bw, memoryview(iw[IS_ROW]), self.n_arms_)
+        self._inc = inc
+        return inc
+
+    def ask(self, n: int = 1) -> list[int]:
+        """Return up to ``n`` arms to pull next; ``[]`` once done (incremental path for the top-K class)."""
+        inc = self._inc
+        if inc is None:
+            inc = self._inc_state() if hasattr(self, "n_arms_") else None
+            if inc is None:
+                return Learner.ask(self, n)
+        if n.__class__ is not int or n < 1:
+            check_param("n", n, low=1, integer=True)
+            n = int(n)
+        if self.done_:
+            return []
+        counts, pending, fw, iw = inc[0], inc[3], inc[4], inc[5]
+        out: list[int] = []
+        for _ in range(n):
+            arm = cpe_inc_ask(counts, pending, fw, iw)
+            if arm < 0:
+                break
+            out.append(arm)
+        return out
+
+    def tell(self, arm: int, reward: float) -> None:
+        """Record the answer ``reward`` of a pull of ``arm`` that was asked before.
+
+        With the workspace built, an ``int`` arm in range and a finite ``float`` reward, one
+        compiled call records it and runs the stop test; anything else goes through
+        :meth:`Learner.tell` (which validates, converts, and keeps the workspace in step).
+        """
+        inc = self._inc
+        if inc is None or arm.__class__ is not int or reward.__class__ is not float or self.done_ \
+                or not 0 <= arm < inc[8] or reward - reward != 0.0:
+            return Learner.tell(self, arm, reward)
+        r = cpe_inc_tell(inc[0], inc[1], inc[2], inc[3], inc[4], inc[5], inc[6], arm, reward, self.t_ + 1)
+        if r == -2:
+            raise ValueError(f"arm {arm} has no pending pull: tell only answers an asked pull")
+        self.t_ += 1
+        if r > 0:
+            self._finish(self._recommend())
+            self._inc = None  # no decision follows the stop
+
+    def _on_tell(self, arm: int, reward: float) -> None:
+        inc = self._inc
+        if inc is not None:
+            if self.done_:
+                self._inc = None  # no decision follows the stop
+            else:
+                cpe_inc_told(inc[0], inc[1], inc[3], inc[4], inc[5], inc[6], arm, self.t_ + 1)
+
+    def _on_cancel(self, arm: int) -> None:
+        inc = self._inc
+        if inc is not None:
+            cpe_inc_note(inc[0], inc[3], inc[4], inc[5], arm, 0)
+
     def _check_stop(self) -> None:
+        inc = self._inc_state()
+        if inc is not None:
+            if inc[7][IS_BUILT] and inc[7][IS_STOP]:
+                self._finish(self._recommend())
+                self._inc = None
+            return
         if (self.counts_ > 0).all() and self._update():
             self._finish(self._recommend())
 
@@ -490,8 +464,15 @@ class _CPELearner(Learner):
             return
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
-        stop, t = _cpe_topk_kernel(self.counts_, self.sums_, self.sumsq_, int(self.k), self._mode, self._conf,
-                                   self._eps, float(self.sigma), self._sets_equal, int(max_pulls), *stream.args())
+        self._inc = None  # the kernel changes the state arrays in place
+        if self._incremental:
+            fw, iw, bw = cpe_inc_new(self.n_arms_, int(self.k), self._mode, self._conf, self._eps, float(self.sigma),
+                                     self._sets_equal)
+            stop, t = cpe_inc_kernel(self.counts_, self.sums_, self.sumsq_, fw, iw, bw, int(max_pulls),
+                                     *stream.args())
+        else:  # the O(n) reference kernel
+            stop, t = _cpe_topk_kernel(self.counts_, self.sums_, self.sumsq_, int(self.k), self._mode, self._conf,
+                                       self._eps, float(self.sigma), self._sets_equal, int(max_pulls), *stream.args())
         self.t_ = int(t)
         self._restore()
         if stop:

@@ -1,0 +1,641 @@
+"""CLUCB and lil'CLUCB on the top-K decision class without O(n) work per pull, same decisions.
+
+The rule (Chen et al. 2014 Alg. 1; JLQ17 App. C Alg. 2), as :func:`~purebandits.algorithms._cpe_rules.
+_cpe_topk_kernel` evaluates it with two O(n) oracle calls per pull: M = top-K of the means, every
+arm's radius, ``tilde = mu - rad`` inside M and ``mu + rad`` outside, M~ = top-K of tilde
+(:func:`~purebandits.ranking.topk_fill`'s order: larger first, ties to the lower index); stop when
+M~ == M (lil'CLUCB) or ``w~(M~) <= w~(M)`` (CLUCB, sums in arm order), else pull the arm of
+``M symdiff M~`` with the largest radius (ties to the lower index).
+
+For the top-K class ``|M~ \\ M| = |M \\ M~| <= K``: M~ is the top-K of the K inside values and the
+top-K outside values, so only those are needed.
+
+- **M** is kept by :func:`~purebandits.ranking.topk_tracker_update` (one mean changes per answer).
+- **Classes.** Outside arms with the same mean (bit for bit) and count have the same tilde, so only
+  the lowest-indexed one of each class sits in a key heap (:mod:`purebandits.heaps`); a hash table
+  finds an arm's class and each class lists its members by index. The top-K outside arms are then
+  the first K members of the best classes (classes are taken in decreasing tilde until K arms are
+  covered and the next class is strictly worse), so 999 tied arms cost one class, not 999 arms.
+- **Keys.** lil'CLUCB's radius depends on the count only: a class's key is its exact tilde.
+  CLUCB's grows with the round t: keys are upper keys for a window of rounds (the level
+  ``2 log(4 n t1^3/conf)`` at ``t1 = bonus_horizon(t, n)``, inflated by ``UPPER_KEY_MARGIN``; each
+  round's level is computed with the reference's call and the keys are rebuilt as soon as it
+  exceeds theirs). A class at the top of the heap is used only once its key is its exact tilde
+  this round (the same arithmetic as :func:`~purebandits.algorithms._cpe_rules.cpe_radii`, so the
+  same bits); otherwise it is re-keyed with it and the top is looked at again. Exact keys go back
+  to their window keys at the next round.
+- The inside values are K exact evaluations; M~, the symmetric difference and the stop test are
+  O(K) (O(K log K) for CLUCB's sums in arm order when M~ != M). lil'CLUCB's radii are cached per arm.
+
+Ask/tell (pending pulls): M, M~ and the stop test depend on the answered pulls only, so asks and
+cancels change nothing but the pick, which takes the radii of the <= 2K arms of the symmetric
+difference at answered + pending counts. Before every arm has an answer, a key heap by pending
+pulls gives the reference's initialisation pick (fewest pending, then lowest index). The workspace
+(``fw``, ``iw``, ``bw`` from :func:`cpe_inc_new`) is a cache of the state arrays, never serialised.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from purebandits.algorithms._cpe_rules import LIL, _clucb_scale, cpe_radius_s
+from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_init, keyheap_key, keyheap_update
+from purebandits.instances.rewards import stream_draw
+from purebandits.jit import borrow, borrow_stream
+from purebandits.ranking import topk_tracker_fill, topk_tracker_update
+
+__all__ = ["cpe_inc_new", "cpe_inc_reset", "cpe_inc_ask", "cpe_inc_note", "cpe_inc_tell", "cpe_inc_told",
+           "cpe_inc_kernel", "IS_ROW", "IS_BUILT", "IS_STOP"]
+
+# float64 rows: per arm, per class, heaps (keys in heap order), scratch, scalars
+_MU, _RAD, _UKEY, _CKEY, _CEXV, _THKEY, _ZKEY, _SCR, _CV, _SV, _SRV, _FS = range(12)
+_N_FW = 12
+# float scalars (row _FS)
+_LEV, _C1, _CONF, _EPS, _SIGMA = range(5)
+# int64 rows: outside heap, per arm class links, per class, free list, exact list, hash table, top-k
+# tracker, initialisation heap, scratch (candidates, selection, symmetric difference, M~, popped, sort)
+(_UHARM, _UWHERE, _CLS, _NXT, _PRV, _CHEAD, _CTAIL, _CPB, _CT, _CSLOT, _CSIZE, _CEXEP, _FREE, _EXL, _TAB,
+ _THARM, _TWHERE, _TMEM, _ZHARM, _ZWHERE, _CA, _SA, _SD, _MTL, _POP, _SRA, _IS) = range(27)
+_N_IW = 27
+#: the int scalars' row, and the entries Python reads (through a memoryview of that row)
+IS_ROW = _IS
+(_NZERO, IS_BUILT, _EPOCH, _NFREE, _NEXL, _NSD, IS_STOP, _K, _MODE, _SETS_EQ, _N, _TABMASK) = range(12)
+#: up to this K the selection of M~ and the sorts are insertions into a buffer (no allocation)
+_SMALL = 16
+
+_NEG_INF = -math.inf
+
+
+def cpe_inc_new(n: int, k: int, mode: int, conf: float, eps: float, sigma: float,
+                sets_equal: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An empty workspace (fw, iw, bw) for n arms; :func:`cpe_inc_reset` fills it from a state.
+
+    ``bw[0]`` is M's mask (the tracker's) and ``bw[1]`` M~'s, once built.
+    """
+    tab = 4
+    while tab < 2 * n:
+        tab *= 2
+    width = max(n + 1, tab, 16)
+    fw = np.full((_N_FW, width), -math.inf)
+    iw = np.full((_N_IW, width), -1, dtype=np.int64)
+    bw = np.zeros((2, n), dtype=np.bool_)
+    fw[_FS, _CONF], fw[_FS, _EPS], fw[_FS, _SIGMA] = conf, eps, sigma
+    fw[_FS, _LEV] = fw[_FS, _C1] = 0.0
+    iw[_IS, :] = 0
+    iw[_IS, _K], iw[_IS, _MODE], iw[_IS, _SETS_EQ], iw[_IS, _N], iw[_IS, _TABMASK] = k, mode, int(sets_equal), n, \
+        tab - 1
+    return fw, iw, bw
+
+
+@njit(cache=True, inline="always")
+def _radius(fw, iw, u):  # pragma: no cover - compiled
+    """The arm's radius at count ``u`` > 0: :func:`cpe_radii`'s value this round (level ``fw[_FS, _LEV]``)."""
+    if iw[_IS, _MODE] == LIL:
+        return cpe_radius_s(u, 0.0, LIL, fw[_FS, _CONF], fw[_FS, _EPS], fw[_FS, _SIGMA], iw[_IS, _N])
+    return fw[_FS, _SIGMA] * math.sqrt(fw[_FS, _LEV] / u)
+
+
+@njit(cache=True, inline="always")
+def _tracker(fw, iw, bw, n):  # pragma: no cover - compiled
+    """The top-k tracker (:mod:`purebandits.ranking`) over the means, as views of the workspace."""
+    return bw[0], iw[_TMEM, :iw[_IS, _K]], fw[_THKEY, :n + 1], iw[_THARM, :n + 1], iw[_TWHERE, :n]
+
+
+@njit(cache=True, inline="always")
+def _set_key(fw, iw, n, arm, value):  # pragma: no cover - compiled
+    """Give ``arm`` the key ``value`` in the heap of outside classes."""
+    if keyheap_key(fw[_UKEY], iw[_UWHERE], arm) != value:
+        keyheap_update(fw[_UKEY], iw[_UHARM], iw[_UWHERE], n, arm, value)
+
+
+@njit(cache=True, inline="always")
+def _class_key(fw, iw, c):  # pragma: no cover - compiled
+    """Class c's heap key: its exact tilde this round if known, else its (window) key."""
+    if iw[_CEXEP, c] == iw[_IS, _EPOCH]:
+        return fw[_CEXV, c]
+    return fw[_CKEY, c]
+
+
+@njit(cache=True, inline="always")
+def _hash(pb, T, mask):  # pragma: no cover - compiled
+    """Slot of the class (mean bits, count) in a table of ``mask + 1`` slots."""
+    x = np.uint64(pb) ^ (np.uint64(T) * np.uint64(0x9E3779B97F4A7C15))
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> np.uint64(33)
+    return np.int64(x & np.uint64(mask))
+
+
+@njit(cache=True)
+def _class_remove(fw, iw, n, i):  # pragma: no cover - compiled
+    """Take outside arm i out of its class (the next member inherits the key; an empty class is freed)."""
+    c = iw[_CLS, i]
+    nx = iw[_NXT, i]
+    pv = iw[_PRV, i]
+    if pv >= 0:
+        iw[_NXT, pv] = nx
+    else:
+        iw[_CHEAD, c] = nx
+    if nx >= 0:
+        iw[_PRV, nx] = pv
+    else:
+        iw[_CTAIL, c] = pv
+    iw[_CLS, i] = -1
+    iw[_CSIZE, c] -= 1
+    if pv < 0:  # i was the representative
+        _set_key(fw, iw, n, i, _NEG_INF)
+        if nx >= 0:
+            _set_key(fw, iw, n, nx, _class_key(fw, iw, c))
+    if iw[_CSIZE, c] == 0:  # free it: backward-shift deletion from the linear-probing table
+        tab = iw[_TAB]
+        mask = iw[_IS, _TABMASK]
+        slot = iw[_CSLOT, c]
+        tab[slot] = -1
+        j = slot
+        while True:
+            j = (j + 1) & mask
+            c2 = tab[j]
+            if c2 < 0:
+                break
+            home = _hash(iw[_CPB, c2], iw[_CT, c2], mask)
+            # move c2 back to the hole unless its home lies cyclically in (slot, j]
+            if (j > slot and (home <= slot or home > j)) or (j < slot and home <= slot and home > j):
+                tab[slot] = c2
+                iw[_CSLOT, c2] = slot
+                tab[j] = -1
+                slot = j
+        iw[_FREE, iw[_IS, _NFREE]] = c
+        iw[_IS, _NFREE] += 1
+
+
+@njit(cache=True)
+def _class_add(counts, fw, iw, n, i, pb):  # pragma: no cover - compiled
+    """Put outside arm i (mean bits ``pb``) in the class of its mean and count, creating it if new."""
+    tab = iw[_TAB]
+    mask = iw[_IS, _TABMASK]
+    T = counts[i]
+    slot = _hash(pb, T, mask)
+    while True:
+        c = tab[slot]
+        if c < 0 or (iw[_CPB, c] == pb and iw[_CT, c] == T):
+            break
+        slot = (slot + 1) & mask
+    if c < 0:
+        iw[_IS, _NFREE] -= 1
+        c = iw[_FREE, iw[_IS, _NFREE]]
+        tab[slot] = c
+        iw[_CSLOT, c] = slot
+        iw[_CPB, c] = pb
+        iw[_CT, c] = T
+        iw[_CEXEP, c] = -1
+        if iw[_IS, _MODE] == LIL:  # the exact tilde, valid at every round
+            fw[_CKEY, c] = fw[_MU, i] + fw[_RAD, i]
+        else:  # an upper key for the rounds of the window
+            fw[_CKEY, c] = fw[_MU, i] + fw[_FS, _SIGMA] * math.sqrt(fw[_FS, _C1] / float(T))
+        iw[_CHEAD, c] = i
+        iw[_CTAIL, c] = i
+        iw[_NXT, i] = -1
+        iw[_PRV, i] = -1
+        iw[_CSIZE, c] = 1
+        iw[_CLS, i] = c
+        _set_key(fw, iw, n, i, fw[_CKEY, c])
+        return
+    iw[_CLS, i] = c
+    iw[_CSIZE, c] += 1
+    head = iw[_CHEAD, c]
+    tail = iw[_CTAIL, c]
+    if i > tail:  # members are kept by index; arms mostly join at one end
+        iw[_NXT, tail] = i
+        iw[_PRV, i] = tail
+        iw[_NXT, i] = -1
+        iw[_CTAIL, c] = i
+        return
+    if i < head:
+        iw[_PRV, head] = i
+        iw[_NXT, i] = head
+        iw[_PRV, i] = -1
+        iw[_CHEAD, c] = i
+        _set_key(fw, iw, n, head, _NEG_INF)
+        _set_key(fw, iw, n, i, _class_key(fw, iw, c))
+        return
+    j = head
+    while iw[_NXT, j] < i:
+        j = iw[_NXT, j]
+    nx = iw[_NXT, j]
+    iw[_NXT, j] = i
+    iw[_PRV, i] = j
+    iw[_NXT, i] = nx
+    iw[_PRV, nx] = i
+
+
+@njit(cache=True)
+def _sync(counts, fw, iw, bw, n, mbits, i):  # pragma: no cover - compiled
+    """Arm i in no class if it is in M, else in the class of its current mean and count."""
+    c = iw[_CLS, i]
+    if bw[0, i]:
+        if c >= 0:
+            _class_remove(fw, iw, n, i)
+        return
+    if c >= 0:
+        if iw[_CPB, c] == mbits[i] and iw[_CT, c] == counts[i]:
+            return
+        _class_remove(fw, iw, n, i)
+    _class_add(counts, fw, iw, n, i, mbits[i])
+
+
+@njit(cache=True)
+def _rekey_window(fw, iw, n):  # pragma: no cover - compiled
+    """CLUCB: every class keyed at the window level ``fw[_FS, _C1]``, and the heap rebuilt from them."""
+    scr = fw[_SCR, :n]
+    scr[:] = _NEG_INF
+    sigma = fw[_FS, _SIGMA]
+    c1 = fw[_FS, _C1]
+    for c in range(n):
+        if iw[_CSIZE, c] == 0:
+            continue
+        head = iw[_CHEAD, c]
+        key = fw[_MU, head] + sigma * math.sqrt(c1 / float(iw[_CT, c]))
+        fw[_CKEY, c] = key
+        iw[_CEXEP, c] = -1
+        scr[head] = key
+    keyheap_init(scr, fw[_UKEY, :n + 1], iw[_UHARM, :n + 1], iw[_UWHERE, :n])
+
+
+@njit(cache=True)
+def _new_round(fw, iw, n, t):  # pragma: no cover - compiled
+    """Round ``t``: CLUCB's level; exact keys of the last round back to window keys, or a new window."""
+    iw[_IS, _EPOCH] = t
+    if iw[_IS, _MODE] == LIL:
+        return
+    conf = fw[_FS, _CONF]
+    lev = _clucb_scale(float(t), conf, n)
+    fw[_FS, _LEV] = lev
+    if lev > fw[_FS, _C1]:
+        fw[_FS, _C1] = max(lev, _clucb_scale(bonus_horizon(float(t), n), conf, n) * UPPER_KEY_MARGIN)
+        _rekey_window(fw, iw, n)
+    else:
+        for j in range(iw[_IS, _NEXL]):
+            c = iw[_EXL, j]
+            if iw[_CSIZE, c] > 0 and iw[_CEXEP, c] >= 0:
+                iw[_CEXEP, c] = -1
+                _set_key(fw, iw, n, iw[_CHEAD, c], fw[_CKEY, c])
+    iw[_IS, _NEXL] = 0
+
+
+@njit(cache=True, inline="always")
+def _ranks_above(va, a, vb, b):  # pragma: no cover - compiled
+    """(va, a) before (vb, b) in topk_fill's order: larger value, ties to the lower index."""
+    return va > vb or (va == vb and a < b)
+
+
+@njit(cache=True)
+def _sum_in_arm_order(arms, vals, m, sa, sv):  # pragma: no cover - compiled
+    """``sum(vals)`` added in increasing arm order from 0.0, as :func:`cpe_weights` adds them."""
+    if m > _SMALL:
+        order = np.argsort(arms[:m])
+        s = 0.0
+        for j in range(m):
+            s += vals[order[j]]
+        return s
+    for j in range(m):  # insertion sort by arm
+        a = arms[j]
+        v = vals[j]
+        p = j
+        while p > 0 and sa[p - 1] > a:
+            sa[p] = sa[p - 1]
+            sv[p] = sv[p - 1]
+            p -= 1
+        sa[p] = a
+        sv[p] = v
+    s = 0.0
+    for j in range(m):
+        s += sv[j]
+    return s
+
+
+@njit(cache=True)
+def _select(ca, cv, nc, k, sa, sv):  # pragma: no cover - compiled
+    """The k best of the nc candidates (arms ``ca``, values ``cv``) into ``sa``/``sv``, best first."""
+    if k > _SMALL:
+        by_arm = np.argsort(ca[:nc])
+        order = by_arm[np.argsort(-cv[by_arm], kind="mergesort")]  # stable: equal values stay in arm order
+        for q in range(k):
+            sa[q] = ca[order[q]]
+            sv[q] = cv[order[q]]
+        return
+    m = 0
+    for j in range(nc):
+        a = ca[j]
+        v = cv[j]
+        if m == k:
+            if not _ranks_above(v, a, sv[k - 1], sa[k - 1]):
+                continue
+            p = k - 1
+        else:
+            p = m
+            m += 1
+        while p > 0 and _ranks_above(v, a, sv[p - 1], sa[p - 1]):
+            sa[p] = sa[p - 1]
+            sv[p] = sv[p - 1]
+            p -= 1
+        sa[p] = a
+        sv[p] = v
+
+
+@njit(cache=True)
+def _decide(counts, fw, iw, bw, n):  # pragma: no cover - compiled
+    """M~ from the K inside values and the best outside classes; the symmetric difference and the stop test."""
+    k = iw[_IS, _K]
+    lil = iw[_IS, _MODE] == LIL
+    epoch = iw[_IS, _EPOCH]
+    sigma = fw[_FS, _SIGMA]
+    lev = fw[_FS, _LEV]
+    mu = fw[_MU]
+    ukey = fw[_UKEY]
+    uharm = iw[_UHARM]
+    ca = iw[_CA]
+    cv = fw[_CV]
+    nc = 0
+    for j in range(k):  # the inside values: mu - rad
+        i = iw[_TMEM, j]
+        ca[nc] = i
+        cv[nc] = mu[i] - (fw[_RAD, i] if lil else sigma * math.sqrt(lev / float(counts[i])))
+        nc += 1
+    # the outside classes by decreasing tilde until k arms are covered and the next is strictly worse
+    npop = 0
+    have = 0
+    vlast = math.inf
+    while True:
+        a = uharm[0]
+        key = ukey[0]
+        if key == _NEG_INF or (have >= k and key < vlast):
+            break
+        c = iw[_CLS, a]
+        if not lil and iw[_CEXEP, c] != epoch:  # an upper key: replace it by the exact tilde and look again
+            v = mu[a] + sigma * math.sqrt(lev / float(counts[a]))
+            fw[_CEXV, c] = v
+            iw[_CEXEP, c] = epoch
+            iw[_EXL, iw[_IS, _NEXL]] = c
+            iw[_IS, _NEXL] += 1
+            _set_key(fw, iw, n, a, v)
+            continue
+        iw[_POP, npop] = a
+        npop += 1
+        _set_key(fw, iw, n, a, _NEG_INF)
+        m = iw[_CHEAD, c]
+        take = 0
+        while m >= 0 and take < k:  # the class's first k members (equal tilde: lower indices first)
+            ca[nc] = m
+            cv[nc] = key
+            nc += 1
+            take += 1
+            m = iw[_NXT, m]
+        have += iw[_CSIZE, c]
+        vlast = key
+    for j in range(npop):
+        a = iw[_POP, j]
+        _set_key(fw, iw, n, a, _class_key(fw, iw, iw[_CLS, a]))
+    sa = iw[_SA]
+    sv = fw[_SV]
+    _select(ca, cv, nc, k, sa, sv)
+    # M~'s mask, the symmetric difference (outside arms of M~, then the arms of M not in M~)
+    mtl = iw[_MTL]
+    for j in range(k):
+        if mtl[j] >= 0:
+            bw[1, mtl[j]] = False
+    for j in range(k):
+        mtl[j] = sa[j]
+        bw[1, sa[j]] = True
+    sd = iw[_SD]
+    nsd = 0
+    for j in range(k):
+        if not bw[0, sa[j]]:
+            sd[nsd] = sa[j]
+            nsd += 1
+    nout = nsd
+    for j in range(k):
+        i = iw[_TMEM, j]
+        if not bw[1, i]:
+            sd[nsd] = i
+            nsd += 1
+    iw[_IS, _NSD] = nsd
+    if nout == 0:  # M~ == M: both rules stop (CLUCB: the two sums are the same additions)
+        stop = True
+    elif iw[_IS, _SETS_EQ] == 1:
+        stop = False
+    else:
+        wm = _sum_in_arm_order(ca, cv, k, iw[_SRA], fw[_SRV])  # the inside candidates are M
+        wt = _sum_in_arm_order(sa, sv, k, iw[_SRA], fw[_SRV])
+        stop = wt <= wm
+    iw[_IS, IS_STOP] = 1 if stop else 0
+
+
+@njit(cache=True)
+def _build(counts, sums, fw, iw, bw, n, t):  # pragma: no cover - compiled
+    """M, the classes, the keys and the decisions of round ``t`` from scratch (every arm has an answer)."""
+    k = iw[_IS, _K]
+    mu = fw[_MU, :n]
+    for i in range(n):
+        mu[i] = sums[i] / counts[i]
+    if iw[_IS, _MODE] == LIL:
+        for i in range(n):
+            fw[_RAD, i] = _radius(fw, iw, float(counts[i]))
+    topk_tracker_fill(_tracker(fw, iw, bw, n), mu, k)
+    iw[_TAB, :] = -1
+    for j in range(n):
+        iw[_FREE, j] = n - 1 - j
+        iw[_CSIZE, j] = 0
+        iw[_CLS, j] = -1
+    iw[_IS, _NFREE] = n
+    iw[_IS, _NEXL] = 0
+    iw[_MTL, :k] = -1
+    bw[1, :] = False
+    keyheap_init(np.full(n, _NEG_INF), fw[_UKEY, :n + 1], iw[_UHARM, :n + 1], iw[_UWHERE, :n])
+    fw[_FS, _C1] = -math.inf  # CLUCB: the round below opens a window (its level keys the classes)
+    _new_round(fw, iw, n, t)
+    mbits = mu.view(np.int64)
+    for i in range(n):  # in index order, so every arm joins its class at the end
+        if not bw[0, i]:
+            _class_add(counts, fw, iw, n, i, mbits[i])
+    iw[_IS, IS_BUILT] = 1
+    _decide(counts, fw, iw, bw, n)
+
+
+@njit(cache=True)
+def _told_built(counts, sums, fw, iw, bw, n, arm, t):  # pragma: no cover - compiled
+    """Arm ``arm`` got an answer (counts and sums updated; every arm answered): the decisions of round ``t``."""
+    mu = fw[_MU, :n]
+    mu[arm] = sums[arm] / counts[arm]
+    if iw[_IS, _MODE] == LIL:
+        fw[_RAD, arm] = _radius(fw, iw, float(counts[arm]))
+    if iw[_CLS, arm] >= 0:
+        _class_remove(fw, iw, n, arm)
+    out, inn = topk_tracker_update(_tracker(fw, iw, bw, n), mu, arm)
+    mbits = mu.view(np.int64)
+    _sync(counts, fw, iw, bw, n, mbits, arm)
+    if out >= 0:
+        _sync(counts, fw, iw, bw, n, mbits, out)
+        _sync(counts, fw, iw, bw, n, mbits, inn)
+    _new_round(fw, iw, n, t)
+    _decide(counts, fw, iw, bw, n)
+
+
+@njit(cache=True, inline="always")
+def _pick(counts, pending, use_pending, fw, iw):  # pragma: no cover - compiled
+    """The arm of M symdiff M~ with the largest radius (ties to the lower index); -1 if none.
+
+    Radii at answered (+ pending, with ``use_pending``) counts, at the round of the last decision.
+    """
+    lil = iw[_IS, _MODE] == LIL
+    best = -1.0
+    arm = -1
+    for j in range(iw[_IS, _NSD]):
+        a = iw[_SD, j]
+        if use_pending and pending[a] > 0:
+            r = _radius(fw, iw, float(counts[a] + pending[a]))
+        elif lil:
+            r = fw[_RAD, a]
+        else:
+            r = _radius(fw, iw, float(counts[a]))
+        if arm < 0 or r > best or (r == best and a < arm):
+            best = r
+            arm = a
+    return arm
+
+
+# ------------------------------------------------------------------------------------ ask/tell
+@njit(cache=True)
+def cpe_inc_reset(counts, sums, pending, fw, iw, bw, t):  # pragma: no cover - compiled
+    """Fill the workspace from the state: the initialisation heap, and everything else if every arm has an answer."""
+    n = counts.shape[0]
+    key = np.full(n, _NEG_INF)
+    nz = 0
+    for i in range(n):
+        if counts[i] == 0:
+            key[i] = -float(pending[i])
+            nz += 1
+    keyheap_init(key, fw[_ZKEY, :n + 1], iw[_ZHARM, :n + 1], iw[_ZWHERE, :n])
+    iw[_IS, _NZERO] = nz
+    iw[_IS, IS_BUILT] = 0
+    iw[_IS, IS_STOP] = 0
+    iw[_IS, _NSD] = 0
+    if nz == 0:
+        _build(counts, sums, fw, iw, bw, n, t)
+
+
+@njit(cache=True)
+def cpe_inc_note(counts, pending, fw, iw, arm, delta):  # pragma: no cover - compiled
+    """Add ``delta`` to ``pending[arm]`` (0: already changed by the caller) and update the initialisation heap."""
+    counts, pending, fw, iw = borrow(counts), borrow(pending), borrow(fw), borrow(iw)
+    pending[arm] += delta
+    if counts[arm] == 0:
+        n = counts.shape[0]
+        keyheap_update(fw[_ZKEY], iw[_ZHARM], iw[_ZWHERE], n, arm, -float(pending[arm]))
+
+
+@njit(cache=True)
+def cpe_inc_ask(counts, pending, fw, iw):  # pragma: no cover - compiled
+    """One ask: the arm (its pending pull added), or -1 if the rule has none (it has stopped).
+
+    While an arm has no answer: the unanswered arm with the fewest pending pulls (lowest index on ties).
+    """
+    counts, pending, fw, iw = borrow(counts), borrow(pending), borrow(fw), borrow(iw)
+    n = counts.shape[0]
+    if iw[_IS, _NZERO] > 0:
+        arm = iw[_ZHARM, 0]
+        pending[arm] += 1
+        keyheap_update(fw[_ZKEY], iw[_ZHARM], iw[_ZWHERE], n, arm, -float(pending[arm]))
+        return arm
+    arm = _pick(counts, pending, True, fw, iw)
+    if arm >= 0:
+        pending[arm] += 1
+    return arm
+
+
+@njit(cache=True)
+def _told(counts, sums, pending, fw, iw, bw, arm, t):  # pragma: no cover - compiled
+    n = counts.shape[0]
+    if counts[arm] == 1:
+        keyheap_update(fw[_ZKEY], iw[_ZHARM], iw[_ZWHERE], n, arm, _NEG_INF)
+        iw[_IS, _NZERO] -= 1
+    if iw[_IS, IS_BUILT] == 1:
+        _told_built(counts, sums, fw, iw, bw, n, arm, t)
+    elif iw[_IS, _NZERO] == 0:
+        _build(counts, sums, fw, iw, bw, n, t)
+
+
+@njit(cache=True)
+def cpe_inc_told(counts, sums, pending, fw, iw, bw, arm, t):  # pragma: no cover - compiled
+    """A tell applied by the caller (``Learner.tell``; ``t`` = answered pulls + 1): the decisions of round t."""
+    counts, sums, pending, fw, iw, bw = borrow(counts), borrow(sums), borrow(pending), borrow(fw), borrow(iw), \
+        borrow(bw)
+    _told(counts, sums, pending, fw, iw, bw, arm, t)
+
+
+@njit(cache=True)
+def cpe_inc_tell(counts, sums, sumsq, pending, fw, iw, bw, arm, reward, t):  # pragma: no cover - compiled
+    """A whole tell (``t`` = answered pulls + 1 after it): -2 if ``arm`` has no pending pull (nothing changed),
+    else the pull is recorded (the same float operations as ``Learner.tell``) and the stop test's answer is
+    returned (1 stop, 0 not, -1 not tested: an arm has no answer)."""
+    counts, sums, sumsq, pending = borrow(counts), borrow(sums), borrow(sumsq), borrow(pending)
+    fw, iw, bw = borrow(fw), borrow(iw), borrow(bw)
+    if pending[arm] <= 0:
+        return -2
+    pending[arm] -= 1
+    counts[arm] += 1
+    sums[arm] += reward
+    sumsq[arm] += reward * reward
+    _told(counts, sums, pending, fw, iw, bw, arm, t)
+    if iw[_IS, IS_BUILT] == 0:
+        return -1
+    return iw[_IS, IS_STOP]
+
+
+# ------------------------------------------------------------------------------- compiled driver
+@njit(cache=True)
+def cpe_inc_kernel(counts, sums, sumsq, fw, iw, bw, max_pulls, kind, a, b, cdf, values, block, pos,
+                   rng):  # pragma: no cover - compiled
+    """:func:`~purebandits.algorithms._cpe_rules._cpe_topk_kernel` on a workspace from :func:`cpe_inc_new`.
+
+    The same loop (initialisation in index order, then the pick, the draw and the stop test after
+    every pull with round ``total + 1``), with M, M~ and the pick kept incrementally. Returns
+    (stopped, total pulls).
+    """
+    counts, sums, sumsq = borrow(counts), borrow(sums), borrow(sumsq)
+    fw, iw, bw = borrow(fw), borrow(iw), borrow(bw)
+    a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
+    n = counts.shape[0]
+    total = 0
+    n_zero = 0
+    for i in range(n):
+        total += counts[i]
+        if counts[i] == 0:
+            n_zero += 1
+    if n_zero == 0:
+        _build(counts, sums, fw, iw, bw, n, total + 1)
+    zp = 0
+    while total < max_pulls:
+        if n_zero > 0:
+            while counts[zp] > 0:
+                zp += 1
+            arm = zp
+        else:
+            arm = _pick(counts, counts, False, fw, iw)
+        r = stream_draw(kind, a, b, cdf, values, block, pos, rng, arm)
+        if counts[arm] == 0:
+            n_zero -= 1
+        counts[arm] += 1
+        sums[arm] += r
+        sumsq[arm] += r * r
+        total += 1
+        if n_zero == 0:
+            if iw[_IS, IS_BUILT] == 1:
+                _told_built(counts, sums, fw, iw, bw, n, arm, total + 1)
+            else:
+                _build(counts, sums, fw, iw, bw, n, total + 1)
+            if iw[_IS, IS_STOP] == 1:
+                return True, total
+    return False, total
