@@ -413,7 +413,8 @@ class _CPELearner(Learner):
         if inc is None or arm.__class__ is not int or reward.__class__ is not float or self.done_ \
                 or not 0 <= arm < inc[8] or reward - reward != 0.0:
             return Learner.tell(self, arm, reward)
-        r = cpe_inc_tell(inc[0], inc[1], inc[2], inc[3], inc[4], inc[5], inc[6], arm, reward, self.t_ + 1)
+        # the answer's stop test is at round t_ + 2: t_ + 1 once t_ counts the answer (as Learner.tell's)
+        r = cpe_inc_tell(inc[0], inc[1], inc[2], inc[3], inc[4], inc[5], inc[6], arm, reward, self.t_ + 2)
         if r == -2:
             raise ValueError(f"arm {arm} has no pending pull: tell only answers an asked pull")
         self.t_ += 1

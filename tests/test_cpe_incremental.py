@@ -1,0 +1,209 @@
+"""CLUCB and lil'CLUCB on the top-K class: the incremental paths make the O(n) rule's decisions, bit for bit.
+
+Two learners run in lockstep on the same events, one as shipped (the incremental workspace of
+``purebandits.algorithms._cpe_incremental``), one with ``_incremental = False`` (every ask through
+``cpe_pick`` on both ``topk_mask`` oracle calls, every stop test through ``cpe_stops``). After every
+event the asks, M, M~ and ``state_json`` must be equal. The events are the service's: asks of one to
+three arms, answers out of order, cancels, answers with a NumPy arm or an ``int`` reward (the checked
+path), JSON reloads, pickling and deep copies in the middle of a run, answers after the stop.
+Instances are tie-heavy: 1-sparse Bernoulli (all arms but one always answer 0, so they tie in mean
+and, pull by pull, in count) and graded 0 / 0.5 / 1 answers from a few groups of equal arms; K = 1,
+K > 1 and K above the selection's insertion limit, and K with fewer outside arms than K. The compiled
+incremental kernel is compared with the reference kernel ``_cpe_topk_kernel`` on whole runs at
+n = 1,000 (state digests), resumed at checkpoints, and with the incremental ask/tell loop.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+from purebandits.algorithms import CLUCB, LilCLUCB
+from purebandits.algorithms._cpe_incremental import _SMALL
+from purebandits.base import Learner
+from purebandits.instances.rewards import Bernoulli, Categorical, Gaussian
+from purebandits.simulate.engine import _advance_reference
+
+CLASSES = [LilCLUCB, CLUCB]
+
+
+def _reference(learner: Learner) -> Learner:
+    learner._incremental = False
+    learner._inc = None
+    return learner
+
+
+def _reload(learner: Learner, reference: bool) -> Learner:
+    """A new learner from ``learner``'s state through JSON, as the service's snapshots do."""
+    fresh = type(learner)(**learner.get_params()).load_state_dict(json.loads(learner.state_json()))
+    return _reference(fresh) if reference else fresh
+
+
+def _sparse(n: int, best: float = 0.6) -> np.ndarray:
+    means = np.zeros(n)
+    means[n // 3] = best
+    return means
+
+
+def _graded(n: int, rng: np.random.Generator) -> np.ndarray:
+    """(n, 3) probabilities of 0 / 0.5 / 1 answers: three groups of identical arms."""
+    groups = np.array([[0.6, 0.3, 0.1], [0.3, 0.4, 0.3], [0.1, 0.3, 0.6]])
+    return groups[rng.integers(0, 3, n)]
+
+
+def _same(fast: Learner, ref: Learner, where: object) -> None:
+    assert fast.state_json() == ref.state_json(), where
+    assert fast.done_ == ref.done_ and fast.final_ == ref.final_, where
+    if ref._m is not None and fast._m is not None and not ref.done_:
+        np.testing.assert_array_equal(fast._m, ref._m, err_msg=f"M at {where}")
+        np.testing.assert_array_equal(fast._mt, ref._mt, err_msg=f"M~ at {where}")
+
+
+def _lockstep(cls: type, params: dict, n: int, seed: int, events: int, answer) -> tuple[Learner, Learner]:
+    """Service-style events on a shipped learner and a reference one; equal after every event."""
+    rng = np.random.default_rng(seed)
+    fast = cls(**params).start(n, seed=seed)
+    ref = _reference(cls(**params).start(n, seed=seed))
+    out: list[int] = []  # asked, not answered yet
+    for step in range(events):
+        if fast.done_ and not out:
+            break
+        u = rng.random()
+        if (u < 0.42 or not out) and not fast.done_:
+            m = int(rng.integers(1, 4))
+            a = fast.ask(np.int64(m) if rng.random() < 0.05 else m)
+            b = ref.ask(m)
+            assert a == b, (step, a, b)
+            out += a
+            if not a:
+                assert not out or fast.done_
+        elif u < 0.93 or fast.done_:
+            arm = out.pop(int(rng.integers(len(out))))  # out of order
+            r = answer(arm, rng)
+            if rng.random() < 0.05:  # the checked path: a NumPy arm and an int or NumPy reward
+                fast.tell(np.int64(arm), int(r) if r in (0.0, 1.0) else np.float64(r))
+            else:
+                fast.tell(arm, r)
+            ref.tell(arm, r)
+        else:
+            arm = out.pop(int(rng.integers(len(out))))
+            fast.cancel(arm)
+            ref.cancel(arm)
+        v = rng.random()
+        if v < 0.003:
+            fast, ref = _reload(fast, False), _reload(ref, True)
+        elif v < 0.005:
+            fast = pickle.loads(pickle.dumps(fast))
+        elif v < 0.007:
+            fast = copy.deepcopy(fast)
+        _same(fast, ref, step)
+    return fast, ref
+
+
+CASES = [(1, 30), (3, 30), (_SMALL + 4, 40), (7, 9), (1, 2)]
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize(("k", "n"), CASES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sparse_bernoulli_events_match_reference(cls, k, n, seed):
+    """1-sparse Bernoulli: every arm but one answers 0 (ties in mean and count everywhere)."""
+    means = _sparse(n)
+    fast, ref = _lockstep(cls, {"k": k, "delta": 0.2}, n, seed, 6000,
+                          lambda arm, rng: float(rng.random() < means[arm]))
+    _same(fast, ref, "end")
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize(("k", "n"), CASES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_graded_events_match_reference(cls, k, n, seed):
+    """Graded 0 / 0.5 / 1 answers from three groups of identical arms."""
+    probs = _graded(n, np.random.default_rng(50 + seed))
+    cdf = np.cumsum(probs, axis=1)
+    values = np.array([0.0, 0.5, 1.0])
+    fast, ref = _lockstep(cls, {"k": k, "delta": 0.2}, n, seed, 6000,
+                          lambda arm, rng: float(values[np.searchsorted(cdf[arm], rng.random(), side="right")]))
+    _same(fast, ref, "end")
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize("k", [1, 2])
+def test_stops_and_late_answers_match_reference(cls, k):
+    """An easy instance, so both stop; answers still out at the stop arrive after it."""
+    means = np.array([0.95, 0.9 if k == 2 else 0.2, 0.1, 0.05, 0.1, 0.0, 0.05, 0.1])
+    stopped = 0
+    for seed in range(4):
+        fast, ref = _lockstep(cls, {"k": k, "delta": 0.3}, len(means), seed, 20_000,
+                              lambda arm, rng: float(rng.random() < means[arm]))
+        stopped += fast.done_
+        assert fast.ask(2) == ref.ask(2) == [] if fast.done_ else True
+    assert stopped == 4
+
+
+def _digest(cls: type, params: dict, model, seed: int, checkpoints: tuple[int, ...], incremental: bool) -> tuple:
+    learner = cls(**params).start(model.n_arms, seed=seed)
+    if not incremental:
+        _reference(learner)
+    stream = model.stream(seed)
+    states = []
+    for c in checkpoints:
+        learner.run_compiled(stream, c)
+        states.append((learner.t_, learner.done_, learner.state_json()))
+    return tuple(states)
+
+
+MODELS = {
+    "sparse_bernoulli": lambda n: Bernoulli(_sparse(n, 0.5)),
+    "graded": lambda n: Categorical(_graded(n, np.random.default_rng(5))),
+    "gaussian": lambda n: Gaussian(np.linspace(1.0, 0.0, n) ** 3, 0.25),
+}
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize("k", [1, 4])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_kernel_digests_match_reference_kernel(cls, k, model):
+    """Whole runs at n = 1,000: the incremental kernel leaves the reference kernel's states at every checkpoint."""
+    m = MODELS[model](1000)
+    checkpoints = (1000, 1001, 40_000, 150_000)
+    for seed in (0, 1):
+        new = _digest(cls, {"k": k, "delta": 0.1}, m, seed, checkpoints, True)
+        ref = _digest(cls, {"k": k, "delta": 0.1}, m, seed, checkpoints, False)
+        assert new == ref
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize("k", [1, 3])
+def test_kernel_matches_incremental_ask_tell_at_size(cls, k):
+    """The ask(1)/tell loop on the incremental workspace ends where the compiled kernel does (1,000 graded arms)."""
+    model = MODELS["graded"](1000)
+    a = cls(k=k, delta=0.1).start(1000, seed=3)
+    _advance_reference(a, model.stream(4), 30_000)
+    assert a._inc is not None or a.done_
+    b = cls(k=k, delta=0.1).start(1000, seed=3)
+    b.run_compiled(model.stream(4), 30_000)
+    assert a.state_json() == b.state_json()
+
+
+def test_small_stop_instances_kernel_match():
+    """Runs to the stop on small tie-heavy instances (both kernels, every K), including K = n - 1."""
+    rng = np.random.default_rng(8)
+    for trial in range(40):
+        n = int(rng.integers(2, 9))
+        k = int(rng.integers(1, n))
+        means = np.round(rng.uniform(0.0, 1.0, n), 1)
+        cls = CLASSES[trial % 2]
+        new = _digest(cls, {"k": k, "delta": 0.3}, Bernoulli(means), trial, (50_000,), True)
+        ref = _digest(cls, {"k": k, "delta": 0.3}, Bernoulli(means), trial, (50_000,), False)
+        assert new == ref, (n, k, means)
+
+
+def test_other_decision_classes_keep_the_reference_rule():
+    learner = LilCLUCB(decision={"class": "matching", "shape": [2, 2]}).start(4, seed=0)
+    assert learner.ask(4) == [0, 1, 2, 3]
+    assert learner._inc is None
