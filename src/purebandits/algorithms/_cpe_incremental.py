@@ -14,16 +14,18 @@ top-K outside values, so only those are needed.
 - **Classes.** Outside arms with the same mean (bit for bit) and count have the same tilde, so only
   the lowest-indexed one of each class sits in a key heap (:mod:`purebandits.heaps`); a hash table
   finds an arm's class and each class lists its members by index. The top-K outside arms are then
-  the first K members of the best classes (classes are taken in decreasing tilde until K arms are
-  covered and the next class is strictly worse), so 999 tied arms cost one class, not 999 arms.
+  the first K members of the best classes (the classes whose tilde is at least that of the class
+  where K arms are covered), so 999 tied arms cost one class, not 999 arms.
 - **Keys.** lil'CLUCB's radius depends on the count only: a class's key is its exact tilde.
   CLUCB's grows with the round t: keys are upper keys for a window of rounds (the level
   ``2 log(4 n t1^3/conf)`` at ``t1 = bonus_horizon(t, n)``, inflated by ``UPPER_KEY_MARGIN``; each
   round's level is computed with the reference's call and the keys are rebuilt as soon as it
-  exceeds theirs). A class at the top of the heap is used only once its key is its exact tilde
-  this round (the same arithmetic as :func:`~purebandits.algorithms._cpe_rules.cpe_radii`, so the
-  same bits); otherwise it is re-keyed with it and the top is looked at again. Exact keys go back
-  to their window keys at the next round.
+  exceeds theirs), as for :func:`~purebandits.heaps.keyheap_best_bonus`.
+- **Walk.** The best classes are found by walking down from the top of the heap and skipping every
+  subtree whose key is below the tilde of the class where K arms are covered so far (no class in
+  it can enter M~ or tie); each class visited gets its exact tilde this round (the same arithmetic
+  as :func:`~purebandits.algorithms._cpe_rules.cpe_radii`, so the same bits). The heap is not
+  changed by the walk, so nothing is undone at the next round.
 - The inside values are K exact evaluations; M~, the symmetric difference and the stop test are
   O(K) (O(K log K) for CLUCB's sums in arm order when M~ != M). lil'CLUCB's radii are cached per arm.
 
@@ -51,18 +53,18 @@ __all__ = ["cpe_inc_new", "cpe_inc_reset", "cpe_inc_ask", "cpe_inc_note", "cpe_i
            "cpe_inc_kernel", "IS_ROW", "IS_BUILT", "IS_STOP"]
 
 # float64 rows: per arm, per class, heaps (keys in heap order), scratch, scalars
-_MU, _RAD, _UKEY, _CKEY, _CEXV, _THKEY, _ZKEY, _SCR, _CV, _SV, _SRV, _FS = range(12)
+_MU, _RAD, _UKEY, _CKEY, _THKEY, _ZKEY, _SCR, _CV, _SV, _SRV, _BV, _FS = range(12)
 _N_FW = 12
 # float scalars (row _FS)
 _LEV, _C1, _CONF, _EPS, _SIGMA = range(5)
-# int64 rows: outside heap, per arm class links, per class, free list, exact list, hash table, top-k
-# tracker, initialisation heap, scratch (candidates, selection, symmetric difference, M~, popped, sort)
-(_UHARM, _UWHERE, _CLS, _NXT, _PRV, _CHEAD, _CTAIL, _CPB, _CT, _CSLOT, _CSIZE, _CEXEP, _FREE, _EXL, _TAB,
- _THARM, _TWHERE, _TMEM, _ZHARM, _ZWHERE, _CA, _SA, _SD, _MTL, _POP, _SRA, _IS) = range(27)
-_N_IW = 27
+# int64 rows: outside heap, per arm class links, per class, free list, hash table, top-k tracker,
+# initialisation heap, scratch (candidates, selection, symmetric difference, M~, sort, walk)
+(_UHARM, _UWHERE, _CLS, _NXT, _PRV, _CHEAD, _CTAIL, _CPB, _CT, _CSLOT, _CSIZE, _FREE, _TAB, _THARM, _TWHERE,
+ _TMEM, _ZHARM, _ZWHERE, _CA, _SA, _SD, _MTL, _SRA, _BA, _STK, _IS) = range(26)
+_N_IW = 26
 #: the int scalars' row, and the entries Python reads (through a memoryview of that row)
 IS_ROW = _IS
-(_NZERO, IS_BUILT, _EPOCH, _NFREE, _NEXL, _NSD, IS_STOP, _K, _MODE, _SETS_EQ, _N, _TABMASK) = range(12)
+(_NZERO, IS_BUILT, _NFREE, _NSD, IS_STOP, _K, _MODE, _SETS_EQ, _N, _TABMASK) = range(10)
 #: up to this K the selection of M~ and the sorts are insertions into a buffer (no allocation)
 _SMALL = 16
 
@@ -112,14 +114,6 @@ def _set_key(fw, iw, n, arm, value):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
-def _class_key(fw, iw, c):  # pragma: no cover - compiled
-    """Class c's heap key: its exact tilde this round if known, else its (window) key."""
-    if iw[_CEXEP, c] == iw[_IS, _EPOCH]:
-        return fw[_CEXV, c]
-    return fw[_CKEY, c]
-
-
-@njit(cache=True, inline="always")
 def _hash(pb, T, mask):  # pragma: no cover - compiled
     """Slot of the class (mean bits, count) in a table of ``mask + 1`` slots."""
     x = np.uint64(pb) ^ (np.uint64(T) * np.uint64(0x9E3779B97F4A7C15))
@@ -148,7 +142,7 @@ def _class_remove(fw, iw, n, i):  # pragma: no cover - compiled
     if pv < 0:  # i was the representative
         _set_key(fw, iw, n, i, _NEG_INF)
         if nx >= 0:
-            _set_key(fw, iw, n, nx, _class_key(fw, iw, c))
+            _set_key(fw, iw, n, nx, fw[_CKEY, c])
     if iw[_CSIZE, c] == 0:  # free it: backward-shift deletion from the linear-probing table
         tab = iw[_TAB]
         mask = iw[_IS, _TABMASK]
@@ -190,7 +184,6 @@ def _class_add(counts, fw, iw, n, i, pb):  # pragma: no cover - compiled
         iw[_CSLOT, c] = slot
         iw[_CPB, c] = pb
         iw[_CT, c] = T
-        iw[_CEXEP, c] = -1
         if iw[_IS, _MODE] == LIL:  # the exact tilde, valid at every round
             fw[_CKEY, c] = fw[_MU, i] + fw[_RAD, i]
         else:  # an upper key for the rounds of the window
@@ -219,7 +212,7 @@ def _class_add(counts, fw, iw, n, i, pb):  # pragma: no cover - compiled
         iw[_PRV, i] = -1
         iw[_CHEAD, c] = i
         _set_key(fw, iw, n, head, _NEG_INF)
-        _set_key(fw, iw, n, i, _class_key(fw, iw, c))
+        _set_key(fw, iw, n, i, fw[_CKEY, c])
         return
     j = head
     while iw[_NXT, j] < i:
@@ -259,15 +252,13 @@ def _rekey_window(fw, iw, n):  # pragma: no cover - compiled
         head = iw[_CHEAD, c]
         key = fw[_MU, head] + sigma * math.sqrt(c1 / float(iw[_CT, c]))
         fw[_CKEY, c] = key
-        iw[_CEXEP, c] = -1
         scr[head] = key
     keyheap_init(scr, fw[_UKEY, :n + 1], iw[_UHARM, :n + 1], iw[_UWHERE, :n])
 
 
 @njit(cache=True)
 def _new_round(fw, iw, n, t):  # pragma: no cover - compiled
-    """Round ``t``: CLUCB's level; exact keys of the last round back to window keys, or a new window."""
-    iw[_IS, _EPOCH] = t
+    """Round ``t``: CLUCB's level (the reference's call), and a new window of keys once it exceeds theirs."""
     if iw[_IS, _MODE] == LIL:
         return
     conf = fw[_FS, _CONF]
@@ -276,13 +267,6 @@ def _new_round(fw, iw, n, t):  # pragma: no cover - compiled
     if lev > fw[_FS, _C1]:
         fw[_FS, _C1] = max(lev, _clucb_scale(bonus_horizon(float(t), n), conf, n) * UPPER_KEY_MARGIN)
         _rekey_window(fw, iw, n)
-    else:
-        for j in range(iw[_IS, _NEXL]):
-            c = iw[_EXL, j]
-            if iw[_CSIZE, c] > 0 and iw[_CEXEP, c] >= 0:
-                iw[_CEXEP, c] = -1
-                _set_key(fw, iw, n, iw[_CHEAD, c], fw[_CKEY, c])
-    iw[_IS, _NEXL] = 0
 
 
 @njit(cache=True, inline="always")
@@ -350,7 +334,6 @@ def _decide(counts, fw, iw, bw, n):  # pragma: no cover - compiled
     """M~ from the K inside values and the best outside classes; the symmetric difference and the stop test."""
     k = iw[_IS, _K]
     lil = iw[_IS, _MODE] == LIL
-    epoch = iw[_IS, _EPOCH]
     sigma = fw[_FS, _SIGMA]
     lev = fw[_FS, _LEV]
     mu = fw[_MU]
@@ -364,40 +347,61 @@ def _decide(counts, fw, iw, bw, n):  # pragma: no cover - compiled
         ca[nc] = i
         cv[nc] = mu[i] - (fw[_RAD, i] if lil else sigma * math.sqrt(lev / float(counts[i])))
         nc += 1
-    # the outside classes by decreasing tilde until k arms are covered and the next is strictly worse
-    npop = 0
-    have = 0
-    vlast = math.inf
-    while True:
-        a = uharm[0]
-        key = ukey[0]
-        if key == _NEG_INF or (have >= k and key < vlast):
-            break
-        c = iw[_CLS, a]
-        if not lil and iw[_CEXEP, c] != epoch:  # an upper key: replace it by the exact tilde and look again
-            v = mu[a] + sigma * math.sqrt(lev / float(counts[a]))
-            fw[_CEXV, c] = v
-            iw[_CEXEP, c] = epoch
-            iw[_EXL, iw[_IS, _NEXL]] = c
-            iw[_IS, _NEXL] += 1
-            _set_key(fw, iw, n, a, v)
+    # the best outside classes: walk the heap, skipping subtrees keyed below thr, the tilde of the
+    # class where k arms are covered (buffer ba/bv: the classes found with tilde >= thr, best first)
+    ba = iw[_BA]
+    bv = fw[_BV]
+    nb = 0
+    thr = _NEG_INF
+    stack = iw[_STK]
+    stack[0] = 0
+    size = 1
+    while size > 0:
+        size -= 1
+        p = stack[size]
+        key = ukey[p]
+        if key == _NEG_INF or key < thr:
             continue
-        iw[_POP, npop] = a
-        npop += 1
-        _set_key(fw, iw, n, a, _NEG_INF)
-        m = iw[_CHEAD, c]
+        a = uharm[p]
+        v = key if lil else mu[a] + sigma * math.sqrt(lev / float(counts[a]))
+        if v >= thr:
+            q = nb  # insert (v, a) in order: larger tilde first, ties to the lower representative
+            while q > 0 and _ranks_above(v, a, bv[q - 1], ba[q - 1]):
+                ba[q] = ba[q - 1]
+                bv[q] = bv[q - 1]
+                q -= 1
+            ba[q] = a
+            bv[q] = v
+            nb += 1
+            cover = 0
+            for q in range(nb):
+                cover += iw[_CSIZE, iw[_CLS, ba[q]]]
+                if cover >= k:
+                    thr = bv[q]
+                    break
+            while bv[nb - 1] < thr:  # classes below thr cannot enter M~
+                nb -= 1
+        ch = 2 * p + 1
+        if ch < n:
+            d = ch + 1  # ukey[n] is the sentinel (-inf)
+            if ukey[d] > ukey[ch]:
+                ch, d = d, ch
+            # the larger child goes on last, so it is walked first and raises thr sooner
+            if d < n and ukey[d] >= thr and ukey[d] != _NEG_INF:
+                stack[size] = d
+                size += 1
+            if ukey[ch] >= thr and ukey[ch] != _NEG_INF:
+                stack[size] = ch
+                size += 1
+    for q in range(nb):  # each class's first k members (equal tilde: the lower indices first)
+        m = ba[q]
         take = 0
-        while m >= 0 and take < k:  # the class's first k members (equal tilde: lower indices first)
+        while m >= 0 and take < k:
             ca[nc] = m
-            cv[nc] = key
+            cv[nc] = bv[q]
             nc += 1
             take += 1
             m = iw[_NXT, m]
-        have += iw[_CSIZE, c]
-        vlast = key
-    for j in range(npop):
-        a = iw[_POP, j]
-        _set_key(fw, iw, n, a, _class_key(fw, iw, iw[_CLS, a]))
     sa = iw[_SA]
     sv = fw[_SV]
     _select(ca, cv, nc, k, sa, sv)
@@ -450,7 +454,6 @@ def _build(counts, sums, fw, iw, bw, n, t):  # pragma: no cover - compiled
         iw[_CSIZE, j] = 0
         iw[_CLS, j] = -1
     iw[_IS, _NFREE] = n
-    iw[_IS, _NEXL] = 0
     iw[_MTL, :k] = -1
     bw[1, :] = False
     keyheap_init(np.full(n, _NEG_INF), fw[_UKEY, :n + 1], iw[_UHARM, :n + 1], iw[_UWHERE, :n])
