@@ -43,8 +43,6 @@ O_N_PER_PULL = {
             "(many near-ties early in a run) and all n keys rebuilt every t/256 pulls",
     "lucb1": "round-dependent bounds: all n bounds recomputed per pull",
     "kl_lucb": "round-dependent KL bounds: all n bounds recomputed per pull",
-    "clucb": "radii depend on t: all n radii and both top-k sets recomputed per pull",
-    "lil_clucb": "both top-k sets recomputed per pull (one radius changes)",
 }
 #: pulls of the single capped repetition timed for those learners. Track-and-Stop: 5,000 (its
 #: first 1,000 pulls are one per arm; after that each pull solves for w* over all n arms)

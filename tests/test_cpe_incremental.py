@@ -207,3 +207,18 @@ def test_other_decision_classes_keep_the_reference_rule():
     learner = LilCLUCB(decision={"class": "matching", "shape": [2, 2]}).start(4, seed=0)
     assert learner.ask(4) == [0, 1, 2, 3]
     assert learner._inc is None
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize(("k", "n"), [(1, 12), (2, 12), (3, 40)])
+def test_ties_between_classes_match_reference(cls, k, n):
+    """Arms of different counts with the same tilde (different classes that tie).
+
+    Answers of magnitude 2^54 (one ulp is 4): the first k arms always answer 2^54 + 4, the others
+    2^54, and with sigma = 3 every radius between 2 and 6 rounds ``2^54 + rad`` to the same value,
+    so outside classes of many counts tie, and the walk must take every tied class (lowest indices).
+    """
+    x = 2.0**54
+    fast, ref = _lockstep(cls, {"k": k, "delta": 0.2, "sigma": 3.0}, n, 0, 3000,
+                          lambda arm, rng: x + 4.0 if arm < k else x)
+    _same(fast, ref, "end")

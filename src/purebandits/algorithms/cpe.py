@@ -20,6 +20,12 @@ edges or cells in the given order):
 Oracles use SciPy (``linear_sum_assignment``, ``csgraph.minimum_spanning_tree``,
 ``csgraph.connected_components``), a partition for top-K and a longest-path dynamic programme
 over a topological order computed once for paths.
+
+Cost per pull: for the top-K class, ``run_compiled`` and ask/tell keep M_t, M~_t and the symmetric
+difference between answers (:mod:`~purebandits.algorithms._cpe_incremental`: O(K + log n) per
+answer, O(K) per ask, the same decisions as the two O(n) oracle calls of the reference rule,
+:meth:`_CPELearner._ask_one` and :func:`~purebandits.algorithms._cpe_rules._cpe_topk_kernel`).
+Other classes call their oracle twice per answer.
 """
 
 from __future__ import annotations
