@@ -203,6 +203,53 @@ def test_small_stop_instances_kernel_match():
         assert new == ref, (n, k, means)
 
 
+def _set_state(learner: Learner, counts: np.ndarray, sums: np.ndarray, pending: np.ndarray) -> Learner:
+    learner.counts_[:] = counts
+    learner.sums_[:] = sums
+    learner.sumsq_[:] = sums
+    learner.pending_[:] = pending
+    learner.t_ = int(counts.sum())
+    learner._restore()  # the state arrays were written directly
+    return learner
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_random_tie_heavy_states_match_reference(cls):
+    """Built from a given state: the same stop, M, M~ and asks as the reference, on states full of ties.
+
+    Half of the states have means of magnitude 2^54 (one ulp is 4, radii between 0.5 and 10): the
+    tilde values of arms with different means and counts coincide, outside arms of lower index
+    replace arms of M in M~, and CLUCB's sums of equal values in different arm orders decide the
+    stop. The others have graded means (multiples of 1/2 over small counts).
+    """
+    rng = np.random.default_rng(17)
+    decided = {True: 0, False: 0}
+    for trial in range(3000):
+        n = int(rng.integers(2, 11))
+        k = int(rng.integers(1, n))
+        counts = rng.integers(1, 40, n)
+        if trial % 2:
+            means = 2.0**54 + 4.0 * rng.integers(0, 4, n)
+            sums = means * counts
+            params = {"k": k, "delta": 0.2, "sigma": float(rng.choice([1.0, 3.0, 6.0]))}
+        else:
+            sums = 0.5 * rng.integers(0, 2 * counts + 1)
+            params = {"k": k, "delta": 0.2}
+        pending = rng.integers(0, 3, n) * (rng.random(n) < 0.3)
+        fast = _set_state(cls(**params).start(n, seed=0), counts, sums, pending)
+        ref = _set_state(_reference(cls(**params).start(n, seed=0)), counts, sums, pending)
+        fast._check_stop()
+        ref._check_stop()
+        assert fast.done_ == ref.done_ and fast.final_ == ref.final_, trial
+        decided[bool(ref.done_)] += 1
+        if not ref.done_:
+            np.testing.assert_array_equal(fast._m, ref._m)
+            np.testing.assert_array_equal(fast._mt, ref._mt)
+            assert fast.ask(3) == ref.ask(3), trial
+        assert fast.state_json() == ref.state_json(), trial
+    assert min(decided.values()) > 300  # both outcomes are exercised
+
+
 def test_other_decision_classes_keep_the_reference_rule():
     learner = LilCLUCB(decision={"class": "matching", "shape": [2, 2]}).start(4, seed=0)
     assert learner.ask(4) == [0, 1, 2, 3]
@@ -210,15 +257,20 @@ def test_other_decision_classes_keep_the_reference_rule():
 
 
 @pytest.mark.parametrize("cls", CLASSES)
-@pytest.mark.parametrize(("k", "n"), [(1, 12), (2, 12), (3, 40)])
-def test_ties_between_classes_match_reference(cls, k, n):
+@pytest.mark.parametrize(("k", "n"), [(1, 12), (2, 12), (3, 40), (4, 9)])
+@pytest.mark.parametrize("best", ["first", "last"])
+def test_ties_between_classes_match_reference(cls, k, n, best):
     """Arms of different counts with the same tilde (different classes that tie).
 
-    Answers of magnitude 2^54 (one ulp is 4): the first k arms always answer 2^54 + 4, the others
-    2^54, and with sigma = 3 every radius between 2 and 6 rounds ``2^54 + rad`` to the same value,
-    so outside classes of many counts tie, and the walk must take every tied class (lowest indices).
+    Answers of magnitude 2^54 (one ulp is 4): k arms (the first or the last ones) always answer
+    2^54 + 4, the others 2^54, and with sigma = 3 every radius between 2 and 6 rounds ``2^54 + rad``
+    to the same value, so outside classes of many counts tie, and the walk must take every tied
+    class (lowest indices). With the best arms last, outside arms that tie with an arm of M replace it
+    in M~, and CLUCB's stop test compares sums of the same values added in different arm orders.
     """
     x = 2.0**54
-    fast, ref = _lockstep(cls, {"k": k, "delta": 0.2, "sigma": 3.0}, n, 0, 3000,
-                          lambda arm, rng: x + 4.0 if arm < k else x)
-    _same(fast, ref, "end")
+    top = range(k) if best == "first" else range(n - k, n)
+    for seed in (0, 1):
+        fast, ref = _lockstep(cls, {"k": k, "delta": 0.2, "sigma": 3.0}, n, seed, 3000,
+                              lambda arm, rng: x + 4.0 if arm in top else x)
+        _same(fast, ref, "end")
