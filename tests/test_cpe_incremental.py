@@ -220,7 +220,8 @@ def test_random_tie_heavy_states_match_reference(cls):
     Half of the states have means of magnitude 2^54 (one ulp is 4, radii between 0.5 and 10): the
     tilde values of arms with different means and counts coincide, outside arms of lower index
     replace arms of M in M~, and CLUCB's sums of equal values in different arm orders decide the
-    stop. The others have graded means (multiples of 1/2 over small counts).
+    stop. The others have graded means (multiples of 1/2 over small counts). Some states have arms
+    without an answer and pulls out (the initialisation's pick from a workspace built mid-way).
     """
     rng = np.random.default_rng(17)
     decided = {True: 0, False: 0}
@@ -236,15 +237,20 @@ def test_random_tie_heavy_states_match_reference(cls):
             sums = 0.5 * rng.integers(0, 2 * counts + 1)
             params = {"k": k, "delta": 0.2}
         pending = rng.integers(0, 3, n) * (rng.random(n) < 0.3)
+        if trial % 7 == 0:  # arms without an answer yet (the initialisation, with pulls out)
+            unanswered = rng.random(n) < 0.4
+            counts[unanswered] = 0
+            sums[unanswered] = 0.0
         fast = _set_state(cls(**params).start(n, seed=0), counts, sums, pending)
         ref = _set_state(_reference(cls(**params).start(n, seed=0)), counts, sums, pending)
         fast._check_stop()
         ref._check_stop()
         assert fast.done_ == ref.done_ and fast.final_ == ref.final_, trial
         decided[bool(ref.done_)] += 1
-        if not ref.done_:
+        if not ref.done_ and ref._m is not None:
             np.testing.assert_array_equal(fast._m, ref._m)
             np.testing.assert_array_equal(fast._mt, ref._mt)
+        if not ref.done_:
             assert fast.ask(3) == ref.ask(3), trial
         assert fast.state_json() == ref.state_json(), trial
     assert min(decided.values()) > 300  # both outcomes are exercised
