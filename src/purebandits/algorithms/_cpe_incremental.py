@@ -57,11 +57,11 @@ _MU, _RAD, _UKEY, _CKEY, _THKEY, _ZKEY, _SCR, _CV, _SV, _SRV, _BV, _FS = range(1
 _N_FW = 12
 # float scalars (row _FS)
 _LEV, _C1, _CONF, _EPS, _SIGMA = range(5)
-# int64 rows: outside heap, per arm class links, per class, free list, hash table, top-k tracker,
-# initialisation heap, scratch (candidates, selection, symmetric difference, M~, sort, walk)
-(_UHARM, _UWHERE, _CLS, _NXT, _PRV, _CHEAD, _CTAIL, _CPB, _CT, _CSLOT, _CSIZE, _FREE, _TAB, _THARM, _TWHERE,
- _TMEM, _ZHARM, _ZWHERE, _CA, _SA, _SD, _MTL, _SRA, _BA, _STK, _IS) = range(26)
-_N_IW = 26
+# int64 rows: outside heap, per arm class links, per class, free list, top-k tracker, initialisation
+# heap, scratch (candidates, selection, symmetric difference, M~, sort, walk), scalars; then the hash
+# table, in as many rows as it takes (rows from _TAB on, read as one array)
+(_UHARM, _UWHERE, _CLS, _NXT, _PRV, _CHEAD, _CTAIL, _CPB, _CT, _CSLOT, _CSIZE, _FREE, _THARM, _TWHERE,
+ _TMEM, _ZHARM, _ZWHERE, _CA, _SA, _SD, _MTL, _SRA, _BA, _STK, _IS, _TAB) = range(26)
 #: the int scalars' row, and the entries Python reads (through a memoryview of that row)
 IS_ROW = _IS
 (_NZERO, IS_BUILT, _NFREE, _NSD, IS_STOP, _K, _MODE, _SETS_EQ, _N, _TABMASK) = range(10)
@@ -80,9 +80,9 @@ def cpe_inc_new(n: int, k: int, mode: int, conf: float, eps: float, sigma: float
     tab = 4
     while tab < 2 * n:
         tab *= 2
-    width = max(n + 1, tab, 16)
+    width = max(n + 1, 16)
     fw = np.full((_N_FW, width), -math.inf)
-    iw = np.full((_N_IW, width), -1, dtype=np.int64)
+    iw = np.full((_TAB + -(-tab // width), width), -1, dtype=np.int64)
     bw = np.zeros((2, n), dtype=np.bool_)
     fw[_FS, _CONF], fw[_FS, _EPS], fw[_FS, _SIGMA] = conf, eps, sigma
     fw[_FS, _LEV] = fw[_FS, _C1] = 0.0
@@ -111,6 +111,12 @@ def _set_key(fw, iw, n, arm, value):  # pragma: no cover - compiled
     """Give ``arm`` the key ``value`` in the heap of outside classes."""
     if keyheap_key(fw[_UKEY], iw[_UWHERE], arm) != value:
         keyheap_update(fw[_UKEY], iw[_UHARM], iw[_UWHERE], n, arm, value)
+
+
+@njit(cache=True, inline="always")
+def _table(iw):  # pragma: no cover - compiled
+    """The hash table of classes (linear probing; class ids, -1 for a free slot): the rows from ``_TAB`` on."""
+    return iw[_TAB:].reshape(-1)
 
 
 @njit(cache=True, inline="always")
@@ -144,7 +150,7 @@ def _class_remove(fw, iw, n, i):  # pragma: no cover - compiled
         if nx >= 0:
             _set_key(fw, iw, n, nx, fw[_CKEY, c])
     if iw[_CSIZE, c] == 0:  # free it: backward-shift deletion from the linear-probing table
-        tab = iw[_TAB]
+        tab = _table(iw)
         mask = iw[_IS, _TABMASK]
         slot = iw[_CSLOT, c]
         tab[slot] = -1
@@ -168,7 +174,7 @@ def _class_remove(fw, iw, n, i):  # pragma: no cover - compiled
 @njit(cache=True)
 def _class_add(counts, fw, iw, n, i, pb):  # pragma: no cover - compiled
     """Put outside arm i (mean bits ``pb``) in the class of its mean and count, creating it if new."""
-    tab = iw[_TAB]
+    tab = _table(iw)
     mask = iw[_IS, _TABMASK]
     T = counts[i]
     slot = _hash(pb, T, mask)
@@ -448,7 +454,7 @@ def _build(counts, sums, fw, iw, bw, n, t):  # pragma: no cover - compiled
         for i in range(n):
             fw[_RAD, i] = _radius(fw, iw, float(counts[i]))
     topk_tracker_fill(_tracker(fw, iw, bw, n), mu, k)
-    iw[_TAB, :] = -1
+    iw[_TAB:, :] = -1
     for j in range(n):
         iw[_FREE, j] = n - 1 - j
         iw[_CSIZE, j] = 0
