@@ -23,10 +23,12 @@ of answered pulls; the stopping rule uses answered pulls only, so it never trust
 that has not arrived. The stop test runs after every answer, with the round index ``t`` of
 the next round (``rounds_ + 1``).
 
-Cost per call: for the round-free bounds (every learner here but LUCB1 and KL-LUCB) ask, tell
-and cancel are O(log n) (:mod:`~purebandits.algorithms._lucb_incremental`, the same decisions as
-the O(n) reference rule :meth:`_LUCBFamily._reference_ask_one`); LUCB1 and KL-LUCB re-evaluate
-all n bounds per call, as their bounds depend on the round.
+Cost per call: ask, tell and cancel make the same decisions as the O(n) reference rule
+:meth:`_LUCBFamily._reference_ask_one` without its pass over the n bounds: O(log n) for the
+round-free bounds (every learner here but LUCB1 and KL-LUCB;
+:mod:`~purebandits.algorithms._lucb_incremental`), and for LUCB1 and KL-LUCB, whose bounds move
+with the round, amortised O(log n) with window keys over classes of equal arms
+(:mod:`~purebandits.algorithms._lucb_round_asktell`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,16 @@ from purebandits.algorithms._lucb_incremental import (
     inc_tell,
     inc_told,
     incremental_supported,
+)
+from purebandits.algorithms._lucb_round_asktell import (
+    NZERO,
+    rat_ask,
+    rat_new,
+    rat_note,
+    rat_stop,
+    rat_tell,
+    rat_told,
+    round_asktell_supported,
 )
 from purebandits.algorithms._lucb_rules import (
     BOUND_KL_LUCB,
@@ -124,10 +136,13 @@ class _LUCBFamily(Learner):
         self._lcb = np.empty(self.n_arms_)
         self._ucb = np.empty(self.n_arms_)
         self._inc = None  # the incremental workspace: a cache of the state, rebuilt on first use
+        self._rinc = None  # the same for the round-dependent bounds (LUCB1, KL-LUCB)
+        self._round_ws = round_asktell_supported(self._code, self._bparams, self.k_, self.n_arms_)
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()
         state.pop("_inc", None)  # holds a memoryview; __setstate__ -> _resolve resets it
+        state.pop("_rinc", None)
         return state
 
     def __deepcopy__(self, memo: dict) -> _LUCBFamily:
@@ -142,10 +157,13 @@ class _LUCBFamily(Learner):
             fw, iw, top = inc[8].copy(), inc[9].copy(), inc[10].copy()
             new._inc = (inc[0], new._bparams, inc[2], inc[3], new.counts_, new.sums_, new.sumsq_, new.pending_,
                         fw, iw, top, memoryview(iw[-1]), inc[12], inc[13], inc[14])
+        # LUCB1 and KL-LUCB's workspace (_rinc) is not copied: their reports are the O(n) reference's (it would
+        # only be copied for nothing); a copy that asks rebuilds it
         return new
 
     def _restore(self) -> None:
         self._inc = None  # code that writes the state arrays directly calls this to drop the workspace
+        self._rinc = None
 
     def _start(self) -> None:
         self.queued_ = -1
@@ -179,6 +197,7 @@ class _LUCBFamily(Learner):
     def _ask_one(self) -> int:
         # Learner.ask's per-arm hook: it changes pending_ behind the incremental workspace, so drop it
         self._inc = None
+        self._rinc = None
         return self._reference_ask_one()
 
     # ------------------------------------------------------------------ incremental ask/tell
@@ -189,9 +208,16 @@ class _LUCBFamily(Learner):
     # first use, dropped by _resolve (start, load_state_dict, unpickling) and run_compiled, and
     # never part of state_dict.
 
+    # LUCB1 and KL-LUCB (bounds that move with the round) have their own workspace, ``_rinc``
+    # (purebandits.algorithms._lucb_round_asktell): window keys over classes of equal arms, one
+    # set for the stop test (answered pulls) and one for sampling (answered + pending), the same
+    # arms bit for bit (tests/test_round_incremental_ask_tell.py). The round index is passed in
+    # at each call: rounds_ + 1 at the ask for sampling, at the answer or cancel for the stop test.
+
     #: False makes every call use the O(n) reference rule (for tests and comparisons)
     _incremental = True
     _inc: tuple | None = None  # class default: ask/tell before start take the checked path
+    _rinc: tuple | None = None
 
     def _inc_state(self) -> tuple | None:
         """The incremental workspace, built on first use; None where the reference rule runs."""
@@ -207,10 +233,29 @@ class _LUCBFamily(Learner):
         self._inc = inc
         return inc
 
+    def _rinc_state(self) -> tuple | None:
+        """The round-dependent bounds' workspace, built on first use; None where it does not apply."""
+        rinc = self._rinc
+        if rinc is not None:
+            return rinc
+        if not self._incremental or not getattr(self, "_round_ws", False) or self.done_:
+            return None
+        IW, FW, top = rat_new(self._code, self._bparams, self.k_, self._rule, self._eps, self._strict, self.counts_,
+                              self.pending_)
+        rinc = (self.counts_, self.sums_, self.sumsq_, self.pending_, IW, FW, top, memoryview(IW), self.n_arms_,
+                self._rule)
+        self._rinc = rinc
+        return rinc
+
     def ask(self, n: int = 1) -> list[int]:
         """Return up to ``n`` arms to pull next; ``[]`` once done (incremental path when it applies)."""
         inc = self._inc
         if inc is None:
+            rinc = self._rinc
+            if rinc is None and hasattr(self, "n_arms_"):
+                rinc = self._rinc_state()
+            if rinc is not None:
+                return self._ask_round(rinc, n)
             inc = self._inc_state() if hasattr(self, "n_arms_") else None
             if inc is None:
                 return Learner.ask(self, n)
@@ -238,6 +283,32 @@ class _LUCBFamily(Learner):
                 out.append(arm)
         return out
 
+    def _ask_round(self, rinc: tuple, n: int) -> list[int]:
+        """:meth:`ask` on the round-dependent bounds' workspace."""
+        if n.__class__ is not int or n < 1:
+            check_param("n", n, low=1, integer=True)
+            n = int(n)
+        if self.done_:
+            return []
+        counts, sums, _, pending, IW, FW, top, scal, _, rule = rinc
+        out: list[int] = []
+        for _ in range(n):
+            q = self.queued_
+            if q >= 0:
+                self.queued_ = -1
+                rat_note(counts, pending, IW, FW, q, 1)
+                out.append(q)
+            elif scal[NZERO] > 0:  # initialisation: an arm has no answer yet
+                out.append(rat_ask(counts, sums, pending, IW, FW, top, 0, 0.0)[0])
+            else:
+                u = self.rng_.random() if rule == RULE_RANDOM else 0.0
+                arm, el = rat_ask(counts, sums, pending, IW, FW, top, self.rounds_, u)
+                self.rounds_ += 1
+                if rule == RULE_PAIR:
+                    self.queued_ = el
+                out.append(arm)
+        return out
+
     def tell(self, arm: int, reward: float) -> None:
         """Record the answer ``reward`` of a pull of ``arm`` that was asked before.
 
@@ -246,7 +317,19 @@ class _LUCBFamily(Learner):
         :meth:`Learner.tell` (which validates, converts, and keeps the workspace in step).
         """
         inc = self._inc
-        if inc is None or arm.__class__ is not int or reward.__class__ is not float or self.done_ \
+        if inc is None:
+            rinc = self._rinc
+            if rinc is None or arm.__class__ is not int or reward.__class__ is not float or self.done_ \
+                    or not 0 <= arm < rinc[8] or reward - reward != 0.0:
+                return Learner.tell(self, arm, reward)
+            r = rat_tell(*rinc[:7], arm, reward, self.rounds_)
+            if r == -2:
+                raise ValueError(f"arm {arm} has no pending pull: tell only answers an asked pull")
+            self.t_ += 1
+            if r > 0:
+                self._finish()
+            return None
+        if arm.__class__ is not int or reward.__class__ is not float or self.done_ \
                 or not 0 <= arm < inc[14] or reward - reward != 0.0:
             return Learner.tell(self, arm, reward)
         code, bp, k, _, counts, sums, sumsq, pending, fw, iw, top, _, eps, strict, _ = inc
@@ -264,11 +347,20 @@ class _LUCBFamily(Learner):
                 self._inc = None  # no decision follows the stop
             else:
                 inc_told(*inc[:3], inc[4], inc[5], inc[7], inc[8], inc[9], inc[10], arm)
+        rinc = self._rinc
+        if rinc is not None:
+            if self.done_:
+                self._rinc = None
+            else:
+                rat_told(rinc[0], rinc[1], rinc[3], rinc[4], rinc[5], rinc[6], arm)
 
     def _on_cancel(self, arm: int) -> None:
         inc = self._inc
         if inc is not None:
             inc_note(inc[4], inc[7], inc[8], inc[9], arm, 0)
+        rinc = self._rinc
+        if rinc is not None:
+            rat_note(rinc[0], rinc[3], rinc[4], rinc[5], arm, 0)
 
     def _stop_pair(self) -> tuple[int, int] | None:
         """The stop test's pair (h, l) on the answered pulls (bounds left in ``_lcb``/``_ucb``).
@@ -280,6 +372,12 @@ class _LUCBFamily(Learner):
         return self._select(self.counts_)
 
     def _check_stop(self) -> None:
+        rinc = self._rinc_state()
+        if rinc is not None:
+            counts, sums, _, pending, IW, FW, top = rinc[:7]
+            if rat_stop(counts, sums, pending, IW, FW, top, self.rounds_) > 0:
+                self._finish()
+            return
         inc = self._inc_state()
         if inc is not None:
             code, bp, k, _, counts, sums, _, pending, fw, iw, top, _, eps, strict, _ = inc
@@ -365,6 +463,7 @@ class _LUCBFamily(Learner):
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
         self._inc = None  # the kernel changes the state arrays in place
+        self._rinc = None
         done, queued, rounds, t = family_kernel(
             self._code, self._rule, self._strict, self._eps, self._bparams, self.k_, self.counts_, self.sums_,
             self.sumsq_, int(self.queued_), int(self.rounds_), int(max_pulls), self.rng_, *stream.args(),
