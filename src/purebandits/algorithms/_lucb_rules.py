@@ -5,12 +5,13 @@ rule). The bound is an integer code plus a float parameter vector ``bp`` read by
 :func:`family_bound_s`; the rule is "pull both critical arms" (:data:`RULE_PAIR`, LUCB1,
 KL-LUCB, lil'LUCB, LUCB++, lil-KLUCB) or "pull one of them at random" (:data:`RULE_RANDOM`,
 lil'RandLUCB). :func:`family_select` is the reference rule (a from-scratch O(n) pass; the Python
-learners use it for LUCB1 and KL-LUCB, whose bounds move with the round); the compiled driver
-:func:`family_kernel` and, for the round-free bounds, the Python learners' ask/tell path
-(:mod:`purebandits.algorithms._lucb_incremental`) keep the same quantities incrementally in
-indexed heaps. All call the same scalar bound function and break ties the same way (higher mean
-first, then lower index; argmin/argmax of the bounds to the lower index), so they choose the
-same arms bit for bit.
+learners use it with ``_incremental = False`` and for their reports); the compiled driver
+:func:`family_kernel` and the Python learners' ask/tell path
+(:mod:`purebandits.algorithms._lucb_incremental` for the round-free bounds,
+:mod:`purebandits.algorithms._lucb_round_asktell` for LUCB1 and KL-LUCB) keep the same
+quantities incrementally in indexed heaps. All call the same scalar bound function and break
+ties the same way (higher mean first, then lower index; argmin/argmax of the bounds to the
+lower index), so they choose the same arms bit for bit.
 
 Layout of ``bp`` (float64): ``[w_top, w_bot, eps, sigma, offset, k1, alpha, N, kappa_top,
 kappa_bot, c_N, n]``. ``w_top`` is the confidence level of arms in the empirical top-K (their
