@@ -133,6 +133,11 @@ def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int) -> di
         if step % 97 == 50:
             twin = _copy(fast, step % 3)
             assert twin.state_json() == fast.state_json()
+            progress = ref.stopping_progress()
+            assert fast.stopping_progress() == progress and copy.deepcopy(fast).stopping_progress() == progress
+            arms = rng.integers(0, n, 5)
+            for x, y in zip(fast.intervals_of(arms), ref.intervals_of(arms), strict=True):
+                assert np.array_equal(x, y)
             if step % 2:
                 fast = twin  # go on with the copy (its workspace is rebuilt on first use)
     seen["stopped"] = ref.done

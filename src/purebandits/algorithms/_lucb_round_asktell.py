@@ -62,6 +62,8 @@ from purebandits.algorithms._lucb_round_incremental import (
     round_incremental_supported,
 )
 from purebandits.algorithms._lucb_rules import (
+    BOUND_KL_LUCB,
+    BOUND_LUCB,
     N_BP,
     RULE_PAIR,
     _ranks_above,
@@ -87,6 +89,8 @@ _HF = _BP0 + N_BP
 def round_asktell_supported(code: int, bp: np.ndarray, k: int, n: int) -> bool:
     """Whether this workspace applies: the conditions of the whole-run driver (LUCB1 or KL-LUCB, 1 <= k < n,
     a positive finite level at round 1)."""
+    if code != BOUND_LUCB and code != BOUND_KL_LUCB:  # every other learner of the family starts without compiling it
+        return False
     return bool(round_incremental_supported(code, bp, k, n))
 
 
