@@ -350,7 +350,8 @@ def rat_ask(counts, sums, pending, IW, FW, top, rounds, u):  # pragma: no cover 
     answered + pending counts) and ``arm`` is h (pair rule; the caller queues l and counts the
     round) or :func:`random_pick` with the uniform ``u`` (random rule; ``l`` is then -1).
     """
-    counts, sums, pending, top = borrow(counts), borrow(sums), borrow(pending), borrow(top)
+    counts, sums, pending, top, IW, FW = borrow(counts), borrow(sums), borrow(pending), borrow(top), borrow(IW), \
+        borrow(FW)
     (n, bp, iws, fws, tabs, scs, exls, iwp, fwp, tabp, scp, exlp, ht, wt, hb, wb, zharm, zwhere, vc, dflag, dlist,
      means, keyT, keyB, zkey) = _views(IW, FW)
     if IW[NZERO] > 0:
@@ -377,7 +378,8 @@ def rat_ask(counts, sums, pending, IW, FW, top, rounds, u):  # pragma: no cover 
 @njit(cache=True)
 def rat_pair(counts, sums, pending, IW, FW, top, rounds):  # pragma: no cover - compiled
     """The sampling pair (h, l) at round ``rounds + 1`` on the current state, every arm answered (for tests)."""
-    counts, sums, pending, top = borrow(counts), borrow(sums), borrow(pending), borrow(top)
+    counts, sums, pending, top, IW, FW = borrow(counts), borrow(sums), borrow(pending), borrow(top), borrow(IW), \
+        borrow(FW)
     e = rounds + 1
     if IW[_BUILT] == 0:
         _build(IW, FW, counts, sums, top, e)
@@ -388,7 +390,7 @@ def rat_pair(counts, sums, pending, IW, FW, top, rounds):  # pragma: no cover - 
 @njit(cache=True)
 def rat_note(counts, pending, IW, FW, arm, delta):  # pragma: no cover - compiled
     """Add ``delta`` to ``pending[arm]`` (0: already changed by the caller) and update the workspace."""
-    counts, pending = borrow(counts), borrow(pending)
+    counts, pending, IW, FW = borrow(counts), borrow(pending), borrow(IW), borrow(FW)
     pending[arm] += delta
     _note(counts, pending, IW, FW, arm)
 
@@ -396,14 +398,15 @@ def rat_note(counts, pending, IW, FW, arm, delta):  # pragma: no cover - compile
 @njit(cache=True)
 def rat_told(counts, sums, pending, IW, FW, top, arm):  # pragma: no cover - compiled
     """:func:`_told` for a tell applied by the caller (``Learner.tell``)."""
-    counts, sums, pending, top = borrow(counts), borrow(sums), borrow(pending), borrow(top)
+    counts, sums, pending, top, IW, FW = borrow(counts), borrow(sums), borrow(pending), borrow(top), borrow(IW), \
+        borrow(FW)
     _told(counts, sums, pending, IW, FW, top, arm)
 
 
 @njit(cache=True)
 def rat_stop(counts, sums, pending, IW, FW, top, rounds):  # pragma: no cover - compiled
     """The stop test at round ``rounds + 1`` on the current state (after a cancel, or a tell applied by the caller)."""
-    counts, sums, top = borrow(counts), borrow(sums), borrow(top)
+    counts, sums, top, IW, FW = borrow(counts), borrow(sums), borrow(top), borrow(IW), borrow(FW)
     return _stop(IW, FW, counts, sums, top, rounds + 1)
 
 
@@ -412,6 +415,7 @@ def rat_tell(counts, sums, sumsq, pending, IW, FW, top, arm, reward, rounds):  #
     """A whole tell: -2 if ``arm`` has no pending pull (nothing changed), else the pull is recorded (the same
     float operations as ``Learner.tell``) and the stop test's answer at round ``rounds + 1`` is returned."""
     counts, sums, sumsq, pending, top = borrow(counts), borrow(sums), borrow(sumsq), borrow(pending), borrow(top)
+    IW, FW = borrow(IW), borrow(FW)
     if pending[arm] <= 0:
         return -2
     pending[arm] -= 1
