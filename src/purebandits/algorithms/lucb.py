@@ -372,12 +372,13 @@ class _LUCBFamily(Learner):
         return self._select(self.counts_)
 
     def _check_stop(self) -> None:
-        rinc = self._rinc_state()
-        if rinc is not None:
-            counts, sums, _, pending, IW, FW, top = rinc[:7]
-            if rat_stop(counts, sums, pending, IW, FW, top, self.rounds_) > 0:
-                self._finish()
-            return
+        if self._round_ws:
+            rinc = self._rinc_state()
+            if rinc is not None:
+                counts, sums, _, pending, IW, FW, top = rinc[:7]
+                if rat_stop(counts, sums, pending, IW, FW, top, self.rounds_) > 0:
+                    self._finish()
+                return
         inc = self._inc_state()
         if inc is not None:
             code, bp, k, _, counts, sums, _, pending, fw, iw, top, _, eps, strict, _ = inc
