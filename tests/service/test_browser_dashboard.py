@@ -66,8 +66,10 @@ SPLIT_WORDS = """() => {
 
 
 def create(url: str) -> tuple[int, str]:
+    # on a fresh install, creating compiles the new learners' code first (service.warmup: LUCB1's ask/tell
+    # kernels take 15-45 s on two busy cores)
     r = httpx.post(f"{url}/api/experiments", json={"name": "dashboard layout", "items": ITEMS, "labels": LABELS,
-                                                   "algorithms": LEARNERS, "seed": 5})
+                                                   "algorithms": LEARNERS, "seed": 5}, timeout=180)
     assert r.status_code == 201, r.text
     return r.json()["id"], r.json()["owner_token"]
 

@@ -186,7 +186,9 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
         assert second.locator(".learner-algorithm").input_value() == "random_sampling"
         first.locator(".learner-params").fill("sigma=0.05")
         page.click("#create")
-        page.wait_for_selector("#created:not([hidden])")
+        # on a fresh install, creating compiles the new learners' code first (service.warmup: LUCB1's
+        # ask/tell kernels take 15-45 s on two busy cores), so the answer may take that long
+        page.wait_for_selector("#created:not([hidden])", timeout=180_000)
         assert not page.is_visible("#new-form")
         token = page.text_content("#owner-token")
         eid = int(page.text_content("#created-id"))
@@ -312,7 +314,7 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
         assert dl.value.suggested_filename == f"{eid}_summary_Random.csv"
 
         # ---- admin page: a second experiment to delete, then archive the first
-        other = httpx.post(f"{srv.url}/api/experiments", headers=admin_auth,
+        other = httpx.post(f"{srv.url}/api/experiments", headers=admin_auth, timeout=180,  # may compile (above)
                            json={"name": "scratch experiment", "items": ["a", "b", "c"], "algorithm": "lucb1"})
         assert other.status_code == 201
         other_id = other.json()["id"]
@@ -407,7 +409,9 @@ def test_new_form_errors_stay_next_to_the_form(browser, server_cls, tmp_path):
         assert page.input_value("#name") == "errors"
         page.locator(".learner-params").fill("")
         page.click("#create")
-        page.wait_for_selector("#created:not([hidden])")
+        # on a fresh install, creating compiles the new learners' code first (service.warmup: LUCB1's
+        # ask/tell kernels take 15-45 s on two busy cores), so the answer may take that long
+        page.wait_for_selector("#created:not([hidden])", timeout=180_000)
         assert page.is_hidden("#admin-token-row")
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         token = page.text_content("#owner-token")
