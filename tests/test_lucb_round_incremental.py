@@ -9,18 +9,22 @@ resuming at checkpoints, and compare every state array and the outcome.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 
 from purebandits.algorithms._lucb_round_incremental import (
+    _kl_bracket,
     _tight_key,
     _window_key,
     round_incremental_kernel,
     round_incremental_supported,
 )
-from purebandits.algorithms._lucb_rules import BOUND_KL_LUCB, BOUND_LUCB, _round_dependent_kernel
+from purebandits.algorithms._lucb_rules import BOUND_KL_LUCB, BOUND_LUCB, _round_dependent_kernel, family_kernel
 from purebandits.algorithms.lucb import KLLUCB, LUCB1
 from purebandits.bounds import kl_lower_s, kl_upper_s
+from purebandits.instances import make_instance
 from purebandits.instances.rewards import Bernoulli, Gaussian
 
 
@@ -154,3 +158,65 @@ def test_tight_keys_are_tight():
             lo = _tight_key(False, p, T, K, kl_lower_s(p, 0.9999 * K / T), 0.0)
             assert 0.0 <= up - kl_upper_s(p, K / T) < 1e-6
             assert 0.0 <= kl_lower_s(p, K / T) - lo < 1e-6
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_equal_to_reference_lil_exp_bernoulli(k):
+    """lil_exp Bernoulli arms: means inside (0, 1) close to each other and to 1 (KL-LUCB's brackets decide)."""
+    inst = make_instance("lil_exp:n=120,alpha=0.6,model=bernoulli")
+    for seed in (0, 1, 2):
+        _assert_same(KLLUCB, inst.model, 120, k, seed, (200, 3_000, 60_000))
+
+
+def _whole_run_digest(cls, spec: str, k: int, seed: int, cap: int):
+    """(stopped, pulls, sha256 prefix of counts, sums, sumsq and the outcome) of family_kernel's run."""
+    inst = make_instance(spec)
+    lr = cls(k=k, delta=0.1).start(inst.n_arms, seed=seed)
+    stream = inst.model.stream(seed + 1)
+    out = family_kernel(lr._code, lr._rule, lr._strict, lr._eps, lr._bparams, lr.k_, lr.counts_, lr.sums_, lr.sumsq_,
+                        int(lr.queued_), int(lr.rounds_), int(cap), lr.rng_, *stream.args())
+    h = hashlib.sha256()
+    for arr in (lr.counts_, lr.sums_, lr.sumsq_):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    h.update(repr((bool(out[0]), int(out[1]), int(out[2]), int(out[3]))).encode())
+    return bool(out[0]), int(out[3]), h.hexdigest()[:16]
+
+
+# recorded from the driver before KL-LUCB's bracket decisions (commit 18afe47: the same driver as f46981e),
+# whole runs at n = 1,000
+_DIGESTS = [
+    (KLLUCB, "lil_exp:n=1000,alpha=0.6,model=bernoulli", 1, 0, 10**7, (True, 31118, "6471fb0efec729ca")),
+    (KLLUCB, "lil_exp:n=1000,alpha=0.6,model=bernoulli", 1, 5, 10**7, (True, 31940, "9ae4f3dc5db17df3")),
+    (KLLUCB, "lil_exp:n=1000,alpha=0.6,model=bernoulli", 3, 1, 10**7, (True, 489969, "ddc1f42dfea1e988")),
+    (KLLUCB, "one_sparse:n=1000,model=bernoulli", 1, 0, 10**7, (True, 80920, "8f7e732af8286933")),
+    (LUCB1, "lil_exp:n=1000,alpha=0.6,model=bernoulli", 2, 0, 400_000, (False, 400000, "d803534ea56ad520")),
+]
+
+
+@pytest.mark.parametrize(("cls", "spec", "k", "seed", "cap", "expected"), _DIGESTS)
+def test_whole_run_digests(cls, spec, k, seed, cap, expected):
+    """Contest-size runs end at the same pull in the same state as the exact-inversion driver did."""
+    assert _whole_run_digest(cls, spec, k, seed, cap) == expected
+
+
+def test_kl_brackets_hold_the_exact_bound():
+    """_kl_bracket's ends enclose kl_upper_s / kl_lower_s, cold and warm-started, means near 0 and 1 too."""
+    rng = np.random.default_rng(5)
+    for i in range(6_000):
+        if i % 3 == 0:
+            p = float(rng.uniform(0.001, 0.999))
+        elif i % 3 == 1:
+            p = float(10.0 ** rng.uniform(-12.0, -0.01))
+        else:
+            p = 1.0 - float(10.0 ** rng.uniform(-12.0, -0.01))
+        level = float(10.0 ** rng.uniform(-7.0, 1.5))
+        for upper in (True, False):
+            exact = kl_upper_s if upper else kl_lower_s
+            lo, hi, x = _kl_bracket(upper, p, level, np.nan)
+            assert lo <= exact(p, level) <= hi
+            for f in (1.0 + 1e-9, 1.0 + 1e-6, 1.0 + 1e-3, 1.0 - 1e-4):
+                lo2, hi2, _ = _kl_bracket(upper, p, level * f, x)
+                assert lo2 <= exact(p, level * f) <= hi2
+    # and they are tight where the kernel uses them (so the exact inversion is rarely needed)
+    lo, hi, _ = _kl_bracket(True, 0.7, 0.01, np.nan)
+    assert 0.0 <= hi - lo < 1e-12

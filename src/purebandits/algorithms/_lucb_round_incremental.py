@@ -52,6 +52,7 @@ from purebandits.algorithms._lucb_rules import (
     random_pick,
     stop_test,
 )
+from purebandits.bounds import _kl_certified_below
 from purebandits.heaps import heap_build, heap_top, keyheap_init, keyheap_key, keyheap_update
 from purebandits.instances.rewards import stream_draw
 from purebandits.jit import borrow, borrow_stream
@@ -66,9 +67,10 @@ _FREE, _EXL = 12, 13
 _UHARM, _UWHERE, _LHARM, _LWHERE = 14, 15, 16, 17
 _N_IW = 18
 # float64 workspace rows: per-class window key (heap form) and exact bound, heap keys in heap order,
-# scratch for rebuilding the heaps
-_CUKEY, _CEXV, _UKEY, _LKEY, _SCR_U, _SCR_L = 0, 1, 2, 3, 4, 5
-_N_FW = 6
+# scratch for rebuilding the heaps; per class the bracket of this round's bound (value form) and
+# the last Newton iterate (the next bracket's start)
+_CUKEY, _CEXV, _UKEY, _LKEY, _SCR_U, _SCR_L, _CBLO, _CBHI, _CWARM = 0, 1, 2, 3, 4, 5, 6, 7, 8
+_N_FW = 9
 
 _UPPER = 1  # side of the arms outside the empirical top-K (their upper bound decides l)
 _LOWER = 0  # side of the top arms (their lower bound decides h)
@@ -180,10 +182,30 @@ def _heap_form(side, v):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
+def _bracketed(epoch):  # pragma: no cover - compiled
+    """The ``_CEXEP`` mark of a class whose bound is only bracketed at round ``epoch`` (>= 1): below -1."""
+    return -epoch - 2
+
+
+@njit(cache=True, inline="always")
+def _optimistic(side, fw, c):  # pragma: no cover - compiled
+    """Class c's bracket end that may beat the other arms, as a heap key (upper end, or minus the lower end)."""
+    return fw[_CBHI, c] if side == _UPPER else -fw[_CBLO, c]
+
+
+@njit(cache=True, inline="always")
+def _pessimistic(side, fw, c):  # pragma: no cover - compiled
+    """Class c's other bracket end as a heap key: the exact bound's heap key is at least this."""
+    return fw[_CBLO, c] if side == _UPPER else -fw[_CBHI, c]
+
+
+@njit(cache=True, inline="always")
 def _class_hkey(iw, fw, c, epoch):  # pragma: no cover - compiled
     """The heap key of class c's representative: its exact bound this round if known, else its window key."""
     if iw[_CEXEP, c] == epoch:
         return _heap_form(iw[_CSIDE, c], fw[_CEXV, c])
+    if iw[_CEXEP, c] == _bracketed(epoch):
+        return _optimistic(iw[_CSIDE, c], fw, c)
     return fw[_CUKEY, c]
 
 
@@ -259,6 +281,7 @@ def _class_add(code, iw, fw, tab, sc, n, i, side, pb, p, T, K, epoch):  # pragma
         iw[_CT, c] = T
         iw[_CSIDE, c] = side
         iw[_CEXEP, c] = -1
+        fw[_CWARM, c] = math.nan
         key, tight = _window_key(code, side == _UPPER, p, float(T), K)
         fw[_CUKEY, c] = _heap_form(side, key)
         iw[_CTIGHT, c] = 1 if tight else 0
@@ -352,6 +375,157 @@ def _search(code, bp, iw, fw, sc, exl, n, side, means, counts, tterm, K, epoch):
         _set_hkey(iw, fw, n, side, a, _heap_form(side, v))
 
 
+@njit(cache=True)
+def _bracket_newton(p, level, q):  # pragma: no cover - compiled
+    """``_kl_newton`` that also stops when the step is within a few ulps of the iterate: (root, margin, |slope|).
+
+    Near 0 or 1 the slope is so steep that ``_kl_newton``'s test (a step below the rounding
+    noise of d over the slope) asks for less than an ulp; the zone around the root is widened
+    by as much (``2e-15 q``) in :func:`_kl_bracket`, so stopping there is safe.
+    """
+    pp = 1.0 - p
+    for _ in range(40):
+        if not (1e-300 < q < 1.0):
+            break
+        t1 = p * math.log(p / q)
+        t2 = pp * math.log(pp / (1.0 - q))
+        d = pp / (1.0 - q) - p / q
+        if d == 0.0:
+            break
+        step = (t1 + t2 - level) / d
+        q -= step
+        margin = 1.5e-15 * (1.0 + abs(t1) + abs(t2))
+        if abs(step) <= max(margin / abs(d), 2e-16 * q):
+            if 1e-300 < q < 1.0:
+                return q, margin, abs(d)
+            break
+    return math.nan, 0.0, 0.0
+
+
+@njit(cache=True)
+def _kl_bracket(upper, p, level, x):  # pragma: no cover - compiled
+    """(lo, hi, x): lo <= ``kl_upper_s(p, level)`` <= hi (``kl_lower_s`` if not ``upper``), p in (0, 1).
+
+    Newton's method for d(p, q) = level (``_kl_newton``, from ``x``, the last iterate of this
+    class, or the second-order guess when that is not on this side, then from _kl_zone's second
+    start), then a zone of twice its rounding error
+    either side of the iterate, its inner end certified by ``_kl_certified_below`` (the bisection
+    then moves its inner end past it) and its outer end by :func:`_kl_beyond` (the bisection never
+    gets past it). An end that fails to certify falls back to p or the Pinsker end, which the
+    bisection never leaves; ``x`` is returned as the next start.
+    """
+    pp = 1.0 - p
+    r = math.sqrt(level / 2.0)
+    if not (p > 1e-300 and level < 1e200):  # (as _kl_zone: no overflow in the starts below)
+        return (p, min(1.0, p + r), math.nan) if upper else (max(0.0, p - r), p, math.nan)
+    if upper:
+        pin = min(1.0, p + r)
+        if not (p < x < 1.0):
+            x = min(p + math.sqrt(2.0 * level * p * pp), 0.5 + 0.5 * p)
+    else:
+        pin = max(0.0, p - r)
+        if not (1e-300 < x < p):
+            x = max(p - math.sqrt(2.0 * level * p * pp), 0.5 * p)
+    lo = p if upper else pin
+    hi = pin if upper else p
+    x, margin, slope = _bracket_newton(p, level, x)
+    if x != x:  # as _kl_zone: from a point beyond the root (one term of d dropped), where Newton is monotone
+        hh = -p * math.log(p) - pp * math.log(pp)
+        x, margin, slope = _bracket_newton(p, level, 1.0 - math.exp(-(level + hh) / pp) if upper
+                                           else math.exp(-(level + hh) / p))
+        if x != x or slope == 0.0:
+            return lo, hi, math.nan
+    w = 6.0 * margin / slope + 2e-15 * x
+    if upper:
+        a = x - w
+        b = x + w
+        if p < a < pin and _kl_certified_below(p, level, a):
+            lo = a
+        if b < 1.0 and _kl_beyond(p, level, b):
+            hi = min(pin, b + _BISECT_SLACK)
+    else:
+        a = x + w
+        b = x - w
+        if pin < a < p and _kl_certified_below(p, level, a):
+            hi = a
+        if b > 0.0 and _kl_beyond(p, level, b):
+            lo = max(pin, b - _BISECT_SLACK)
+    return lo, hi, x
+
+
+@njit(cache=True)
+def _make_exact(code, bp, iw, fw, sc, exl, n, side, a, means, counts, tterm, K, epoch):  # pragma: no cover
+    """Compute the exact bound of arm a's class this round (the reference's call) and make it a's key."""
+    c = iw[_CLS, a]
+    if side == _UPPER:
+        v = family_bound_s(code, bp, means[a], float(counts[a]), False, tterm, _SIDE_UPPER)[1]
+    else:
+        v = family_bound_s(code, bp, means[a], float(counts[a]), True, tterm, _SIDE_LOWER)[0]
+    if iw[_CTIGHT, c] == 0:  # a Pinsker key: tighten it from the exact bound (valid at later rounds too)
+        pinsker = fw[_CUKEY, c] if side == _UPPER else -fw[_CUKEY, c]
+        fw[_CUKEY, c] = _heap_form(side, _tight_key(side == _UPPER, means[a], float(counts[a]), K, v, pinsker))
+        iw[_CTIGHT, c] = 1
+    if iw[_CEXEP, c] != _bracketed(epoch):  # not yet on this round's list
+        exl[sc[1]] = c
+        sc[1] += 1
+    fw[_CEXV, c] = v
+    iw[_CEXEP, c] = epoch
+    _set_hkey(iw, fw, n, side, a, _heap_form(side, v))
+
+
+@njit(cache=True)
+def _search_bracket(code, bp, iw, fw, sc, exl, n, side, means, counts, tterm, K, epoch):  # pragma: no cover
+    """:func:`_search` deciding from brackets where they suffice: the same arm, fewer KL inversions.
+
+    KL-LUCB's top class with a window key first gets a bracket of its bound this round
+    (:func:`_kl_bracket`, its optimistic end as key); a bracketed top is the answer when its
+    pessimistic end beats every other key strictly (each key is at least its arm's exact bound),
+    else its exact bound is computed as in :func:`_search`. Every class on the way is thus exact
+    or bracketed at ``epoch``; the answer's value is read by :func:`_bound_range`.
+    """
+    harm = _UHARM if side == _UPPER else _LHARM
+    hkey = _UKEY if side == _UPPER else _LKEY
+    while True:
+        a = iw[harm, 0]
+        c = iw[_CLS, a]
+        st = iw[_CEXEP, c]
+        if st == epoch:
+            return a
+        if st == _bracketed(epoch):
+            second = max(fw[hkey, 1], fw[hkey, 2])
+            if _pessimistic(side, fw, c) > second:
+                return a
+            _make_exact(code, bp, iw, fw, sc, exl, n, side, a, means, counts, tterm, K, epoch)
+            continue
+        p = means[a]
+        T = float(counts[a])
+        if code != BOUND_KL_LUCB or not (0.0 < p < 1.0) or not (tterm / T > 0.0):
+            _make_exact(code, bp, iw, fw, sc, exl, n, side, a, means, counts, tterm, K, epoch)
+            continue
+        lo, hi, x = _kl_bracket(side == _UPPER, p, tterm / T, fw[_CWARM, c])
+        fw[_CWARM, c] = x
+        fw[_CBLO, c] = lo
+        fw[_CBHI, c] = hi
+        if iw[_CTIGHT, c] == 0:  # tighten the Pinsker key from the bound's inner end (the exact path's rule)
+            pinsker = fw[_CUKEY, c] if side == _UPPER else -fw[_CUKEY, c]
+            inner = lo if side == _UPPER else hi
+            if inner != p:  # certified: _tight_key steps from inside the root
+                fw[_CUKEY, c] = _heap_form(side, _tight_key(side == _UPPER, p, T, K, inner, pinsker))
+                iw[_CTIGHT, c] = 1
+        iw[_CEXEP, c] = _bracketed(epoch)
+        exl[sc[1]] = c
+        sc[1] += 1
+        _set_hkey(iw, fw, n, side, a, _optimistic(side, fw, c))
+
+
+@njit(cache=True, inline="always")
+def _bound_range(iw, fw, c, epoch):  # pragma: no cover - compiled
+    """(lo, hi) around class c's exact bound this round (lo == hi == it once computed)."""
+    if iw[_CEXEP, c] == epoch:
+        return fw[_CEXV, c], fw[_CEXV, c]
+    return fw[_CBLO, c], fw[_CBHI, c]
+
+
 @njit(cache=True, inline="always")
 def _window_level(code, bp, e, n, tterm):  # pragma: no cover - compiled
     """The key level of a window starting at round ``e``: the level a factor 1 + 1/512 (>= n/16 rounds) ahead.
@@ -373,7 +547,7 @@ def _new_round(code, bp, iw, fw, sc, exl, means, n, e, K):  # pragma: no cover -
     else:
         for j in range(sc[1]):
             c = exl[j]
-            if iw[_CSIZE, c] > 0 and iw[_CEXEP, c] >= 0:
+            if iw[_CSIZE, c] > 0 and iw[_CEXEP, c] != -1:  # exact or bracketed last round
                 iw[_CEXEP, c] = -1
                 _set_hkey(iw, fw, n, iw[_CSIDE, c], iw[_CHEAD, c], fw[_CUKEY, c])
     sc[1] = 0
@@ -492,8 +666,8 @@ def _run(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, round
                 if e != epoch:
                     tterm, K = _new_round(code, bp, iw, fw, sc, exl, means, n, e, K)
                     epoch = e
-                h = _search(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch)
-                el = _search(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch)
+                h = _search_bracket(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch)
+                el = _search_bracket(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch)
             rounds += 1
             if rule == RULE_PAIR:
                 arm = h
@@ -536,9 +710,19 @@ def _run(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, round
         if e != epoch:
             tterm, K = _new_round(code, bp, iw, fw, sc, exl, means, n, e, K)
             epoch = e
-        h = _search(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch)
-        el = _search(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch)
+        h = _search_bracket(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch)
+        el = _search_bracket(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch)
         have_hl = True
-        if stop_test(fw[_CEXV, iw[_CLS, h]], fw[_CEXV, iw[_CLS, el]], eps_stop, strict):
-            return True, queued, rounds, total
+        # the gap ucb_l - lcb_h is monotone in both (rounded subtraction is): the least gap the
+        # brackets allow failing the test decides it; else the exact bounds (same arms: each
+        # exact key stays within its bracket, so h and l keep the top of their heaps)
+        hlo, hhi = _bound_range(iw, fw, iw[_CLS, h], epoch)
+        llo, lhi = _bound_range(iw, fw, iw[_CLS, el], epoch)
+        if stop_test(hhi, llo, eps_stop, strict):
+            if iw[_CEXEP, iw[_CLS, h]] != epoch:
+                _make_exact(code, bp, iw, fw, sc, exl, n, _LOWER, h, means, counts, tterm, K, epoch)
+            if iw[_CEXEP, iw[_CLS, el]] != epoch:
+                _make_exact(code, bp, iw, fw, sc, exl, n, _UPPER, el, means, counts, tterm, K, epoch)
+            if stop_test(fw[_CEXV, iw[_CLS, h]], fw[_CEXV, iw[_CLS, el]], eps_stop, strict):
+                return True, queued, rounds, total
     return False, queued, rounds, total
