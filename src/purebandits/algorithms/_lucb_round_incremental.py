@@ -28,8 +28,14 @@ other arm of greatest upper bound), ties to the lower index, without doing so:
   Without this, 999 arms of mean 0 (Bernoulli 1-sparse instances) tie at every round and each
   would be evaluated.
 
-The empirical top-K is kept as in the reference (two heaps by mean, one swap per answer), and
-the stop test is decided on the exact bounds of h and l.
+- **Brackets (KL-LUCB).** An exact KL inversion costs tens of logarithms. :func:`_search_bracket`
+  first brackets the top class's bound at this round (:func:`_kl_bracket`: Newton from the
+  class's last iterate, both ends certified by one evaluation each) and takes the top once the
+  bracket's pessimistic end beats every other key strictly; the exact bound is computed only when
+  the bracket overlaps another key. The stop test is decided on the brackets when their least
+  possible gap fails it (rounded subtraction is monotone), else on the exact bounds.
+
+The empirical top-K is kept as in the reference (two heaps by mean, one swap per answer).
 """
 
 from __future__ import annotations
@@ -519,6 +525,16 @@ def _search_bracket(code, bp, iw, fw, sc, exl, n, side, means, counts, tterm, K,
 
 
 @njit(cache=True, inline="always")
+def _critical(code, bp, iw, fw, sc, exl, n, means, counts, tterm, K, epoch):  # pragma: no cover - compiled
+    """(h, l) this round: KL-LUCB's from brackets where they decide, LUCB1's (whose bounds cost a sqrt) exactly."""
+    if code == BOUND_KL_LUCB:
+        return (_search_bracket(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch),
+                _search_bracket(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch))
+    return (_search(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch),
+            _search(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch))
+
+
+@njit(cache=True, inline="always")
 def _bound_range(iw, fw, c, epoch):  # pragma: no cover - compiled
     """(lo, hi) around class c's exact bound this round (lo == hi == it once computed)."""
     if iw[_CEXEP, c] == epoch:
@@ -666,8 +682,7 @@ def _run(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, round
                 if e != epoch:
                     tterm, K = _new_round(code, bp, iw, fw, sc, exl, means, n, e, K)
                     epoch = e
-                h = _search_bracket(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch)
-                el = _search_bracket(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch)
+                h, el = _critical(code, bp, iw, fw, sc, exl, n, means, counts, tterm, K, epoch)
             rounds += 1
             if rule == RULE_PAIR:
                 arm = h
@@ -710,8 +725,7 @@ def _run(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, round
         if e != epoch:
             tterm, K = _new_round(code, bp, iw, fw, sc, exl, means, n, e, K)
             epoch = e
-        h = _search_bracket(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch)
-        el = _search_bracket(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch)
+        h, el = _critical(code, bp, iw, fw, sc, exl, n, means, counts, tterm, K, epoch)
         have_hl = True
         # the gap ucb_l - lcb_h is monotone in both (rounded subtraction is): the least gap the
         # brackets allow failing the test decides it; else the exact bounds (same arms: each
