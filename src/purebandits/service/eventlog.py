@@ -170,14 +170,9 @@ class HotStatements:
             with fairy.driver_connection.pipeline():  # type: ignore[union-attr]
                 yield
         except Exception as exc:
-            dbapi = conn.dialect.loaded_dbapi
-            if not isinstance(exc, dbapi.Error):
+            if not isinstance(exc, conn.dialect.loaded_dbapi.Error):
                 raise
-            gone = conn.dialect.is_disconnect(exc, fairy.dbapi_connection, None)
-            if gone and not conn.invalidated:
-                conn.invalidate(exc)
-            raise sa.exc.DBAPIError.instance("(pipeline sync)", (), exc, dbapi.Error, connection_invalidated=gone,
-                                             dialect=conn.dialect) from exc
+            raise _wrapped(conn, exc, "(pipeline sync)", (), fairy.dbapi_connection, None) from exc
 
     def commit(self, conn: Connection) -> None:
         """Queue ``COMMIT`` in the transaction (psycopg's pipeline mode: it goes out with what is queued, and
@@ -222,16 +217,22 @@ class HotStatements:
         try:
             return call()
         except Exception as exc:
-            dbapi = conn.dialect.loaded_dbapi
-            if not isinstance(exc, dbapi.Error):
+            if not isinstance(exc, conn.dialect.loaded_dbapi.Error):
                 raise
             # the cursor's own DBAPI connection: an invalidated Connection refuses ``.connection`` until rolled back
-            gone = conn.dialect.is_disconnect(exc, cur.connection, cur)
-            if gone and not conn.invalidated:
-                conn.invalidate(exc)
+            err = _wrapped(conn, exc, sql, params, cur.connection, cur)
             cur.close()
-            raise sa.exc.DBAPIError.instance(sql, params, exc, dbapi.Error, connection_invalidated=gone,
-                                             dialect=conn.dialect) from exc
+            raise err from exc
+
+
+def _wrapped(conn: Connection, exc: Exception, sql: str, params: Any, dbapi_conn: Any, cur: Any) -> sa.exc.DBAPIError:
+    """The driver error ``exc`` as SQLAlchemy would wrap it (``OperationalError`` -> 503), ``conn`` invalidated
+    if the error means the connection is gone."""
+    gone = conn.dialect.is_disconnect(exc, dbapi_conn, cur)
+    if gone and not conn.invalidated:
+        conn.invalidate(exc)
+    return sa.exc.DBAPIError.instance(sql, params, exc, conn.dialect.loaded_dbapi.Error, connection_invalidated=gone,
+                                      dialect=conn.dialect)
 
 
 class BatchWrites:
