@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from purebandits.kernel_cache import stamp_package_kernels
+
+# before any compiled module is imported: cached kernels are stamped with all their sources
+stamp_package_kernels(Path(__file__).parent)
+
 from purebandits.algorithms import *  # noqa: F403
 from purebandits.algorithms import __all__ as _algorithms_all
 from purebandits.base import Learner

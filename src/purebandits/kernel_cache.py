@@ -1,0 +1,80 @@
+"""Numba's on-disk cache of the package's kernels, stamped with a digest of all their sources.
+
+Why: ``@njit(cache=True)`` stamps a cached function with the modification time and size of
+*its own* source file only. A kernel compiled into the cache inlines (or links) its callees from
+other modules, so after an edit to a callee alone, or an upgrade that leaves the caller's file
+as it was, numba loads the *old* machine code: a previous run of this project measured the old
+KL-LUCB kernel running after its bracket code changed, because ``family_kernel``'s file had not.
+Here each cached function of the package is stamped, in addition, with a digest of the content
+of every package module that mentions numba; any change to any of them makes every cached
+kernel of the package stale, and numba recompiles it and overwrites the entry (stale entries are
+replaced in place, so nothing accumulates on disk). Functions outside the package are untouched.
+
+The cache stays where numba puts it (``NUMBA_CACHE_DIR`` if set, else ``__pycache__`` beside the
+source, else the user-wide cache directory): the stamped locators below are the same locators
+with a longer stamp, tried before numba's own for files under the package. They must be
+installed before the first ``@njit(cache=True)`` of the package runs, which is why
+``purebandits/__init__.py`` calls :func:`stamp_package_kernels` before importing anything
+compiled. ``NUMBA_CACHE_LOCATOR_CLASSES``, where numba supports it, overrides all of this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from numba.core import caching
+
+__all__ = ["sources_digest", "stamp_package_kernels"]
+
+#: numba's locators, by the names of recent releases (older ones had a leading underscore)
+_CACHE_IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+_BASES = tuple(getattr(caching, name, None) or getattr(caching, "_" + name)
+               for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator"))
+
+
+def sources_digest(package_dir: Path) -> str:
+    """SHA-256 of the relative path and content of every ``.py`` file under ``package_dir`` that
+    mentions numba (the files whose compiled code can end up inside a cached kernel)."""
+    h = hashlib.sha256()
+    for path in sorted(package_dir.rglob("*.py")):
+        data = path.read_bytes()
+        if b"numba" in data:
+            h.update(path.relative_to(package_dir).as_posix().encode())
+            h.update(b"\0")
+            h.update(data)
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def _stamped(base: type, root: str, digest: str) -> type:
+    """``base`` restricted to files under ``root``, its source stamp extended with ``digest``."""
+
+    class Stamped(base):
+        package_root = root
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if not os.path.abspath(py_file).startswith(root):
+                return None
+            return base.from_function.__func__(cls, py_func, py_file)
+
+        def get_source_stamp(self):
+            return (base.get_source_stamp(self), digest)
+
+    Stamped.__name__ = Stamped.__qualname__ = f"PackageStamped{base.__name__}"
+    return Stamped
+
+
+def stamp_package_kernels(package_dir: Path) -> str:
+    """Install locators that stamp the cached kernels under ``package_dir`` with :func:`sources_digest`.
+
+    Idempotent per directory (a second call replaces the first's locators, so a changed source
+    tree read again gets its new digest). Returns the digest.
+    """
+    root = os.path.join(os.path.abspath(package_dir), "")
+    digest = sources_digest(Path(package_dir))
+    classes = [c for c in _CACHE_IMPL._locator_classes if getattr(c, "package_root", None) != root]
+    _CACHE_IMPL._locator_classes = [_stamped(base, root, digest) for base in _BASES] + classes
+    return digest

@@ -1,0 +1,119 @@
+"""The numba cache of a package's kernels goes stale when any compiled source of the package changes.
+
+numba alone checks only the file of the function it loads: a caller whose file did not change keeps
+running its cached copy of an edited callee. Each test builds a two-module package in a temporary
+directory and runs it in fresh interpreters sharing one cache directory, as two runs of an
+installed copy would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from purebandits.kernel_cache import sources_digest
+
+CALLER = """
+from numba import njit
+
+from {pkg}.callee import value
+
+
+@njit(cache=True)
+def call():
+    return value()
+"""
+
+CALLEE = """
+from numba import njit
+
+
+@njit(cache=True)
+def value():
+    return {value}
+"""
+
+RUN = """
+import json
+from {pkg}.caller import call
+out = call()
+print(json.dumps({{"out": out, "hits": sum(call.stats.cache_hits.values()),
+                  "locator": type(call._cache._impl.locator).__name__}}))
+"""
+
+
+def make_package(root: Path, pkg: str, stamped: bool) -> None:
+    d = root / pkg
+    d.mkdir()
+    init = ("from pathlib import Path\n\nfrom purebandits.kernel_cache import stamp_package_kernels\n\n"
+            "stamp_package_kernels(Path(__file__).parent)\n") if stamped else ""
+    (d / "__init__.py").write_text(init)
+    (d / "caller.py").write_text(CALLER.format(pkg=pkg))
+    (d / "callee.py").write_text(CALLEE.format(value=1))
+
+
+def run(root: Path, pkg: str, cache: Path) -> dict:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), src]), "NUMBA_CACHE_DIR": str(cache)}
+    env.pop("NUMBA_CACHE_LOCATOR_CLASSES", None)
+    proc = subprocess.run([sys.executable, "-c", RUN.format(pkg=pkg)], env=env, capture_output=True, text=True,
+                          timeout=300, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def edit_callee(root: Path, pkg: str, value: int) -> None:
+    (root / pkg / "callee.py").write_text(CALLEE.format(value=value))
+
+
+@pytest.mark.parametrize("stamped", [True, False])
+def test_an_edited_callee_is_recompiled_only_when_stamped(tmp_path: Path, stamped: bool) -> None:
+    pkg = "stamped_pkg" if stamped else "plain_pkg"
+    make_package(tmp_path, pkg, stamped)
+    cache = tmp_path / "cache"
+    first = run(tmp_path, pkg, cache)
+    assert first["out"] == 1 and first["hits"] == 0
+    again = run(tmp_path, pkg, cache)
+    assert again["out"] == 1 and again["hits"] == 1  # an unchanged tree loads from the cache
+    assert again["locator"] == ("PackageStampedUserProvidedCacheLocator" if stamped else "UserProvidedCacheLocator")
+    edit_callee(tmp_path, pkg, 2)  # the caller's file is untouched
+    after = run(tmp_path, pkg, cache)
+    if stamped:
+        assert after["out"] == 2 and after["hits"] == 0  # recompiled with the new callee
+        assert run(tmp_path, pkg, cache)["hits"] == 1  # the new entry replaced the stale one
+    else:  # numba's own stamp: the old machine code, the hazard this module closes
+        assert after["out"] == 1 and after["hits"] == 1
+
+
+def test_digest_covers_compiled_sources_only(tmp_path: Path) -> None:
+    make_package(tmp_path, "pkg", stamped=True)
+    base = sources_digest(tmp_path / "pkg")
+    (tmp_path / "pkg" / "notes.py").write_text("X = 1\n")  # no numba: cannot reach a kernel
+    assert sources_digest(tmp_path / "pkg") == base
+    edit_callee(tmp_path, "pkg", 3)
+    assert sources_digest(tmp_path / "pkg") != base
+
+
+def test_package_kernels_are_stamped_and_others_are_not(tmp_path: Path) -> None:
+    from numba import njit
+
+    from purebandits.bounds import kl_bernoulli_s
+
+    kl_bernoulli_s(0.5, 0.25)
+    assert type(kl_bernoulli_s._cache._impl.locator).__name__.startswith("PackageStamped")
+    mod = tmp_path / "outside_mod.py"
+    mod.write_text(textwrap.dedent("def f():\n    return 1\n"))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import outside_mod
+
+        f = njit(cache=True)(outside_mod.f)
+        assert not type(f._cache._impl.locator).__name__.startswith("PackageStamped")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("outside_mod", None)
