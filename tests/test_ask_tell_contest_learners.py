@@ -78,7 +78,6 @@ def test_incremental_path_equals_reference(name, params, seed):
     fast, ref = _run(name, dict(params, delta=0.2), means, seed, 20000)
     assert fast.state_json() == ref.state_json()
     assert fast.done_ == ref.done_ and fast.final_ == ref.final_
-    return fast
 
 
 @pytest.mark.parametrize(("name", "params"), CASES)

@@ -24,3 +24,53 @@ def test_warming_is_once_per_process_and_never_raises():
     assert warm_learners([spec, spec]) == 0  # already warm in this process
     assert warm_learners([("lil_ucb", {"delta": 7.0})]) == 1  # refused by the learner: skipped, not raised
     assert warm_learners([("no_such_learner", {})]) == 1
+
+
+CACHE_USE = """
+import json, sys
+import numba.core.registry
+from purebandits.service import warmup
+warmup._exercise("ucb1", {})
+hits = misses = 0
+for name, mod in list(sys.modules.items()):
+    if name.startswith("purebandits"):
+        for obj in vars(mod).values():
+            if isinstance(obj, numba.core.registry.CPUDispatcher):
+                hits += sum(obj.stats.cache_hits.values())
+                misses += sum(obj.stats.cache_misses.values())
+print(json.dumps({"hits": hits, "misses": misses}))
+"""
+
+
+def test_background_warm_fills_the_cache_once(tmp_path, monkeypatch):
+    """The background process compiles into the cache the server then loads from, writes its stamp, and is
+    not started again for the same sources."""
+    import json
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    proc = warmup.warm_all_in_background(["ucb1"])
+    assert proc is not None
+    assert proc.wait(timeout=600) == 0
+    stamp = warmup._stamp_path()
+    assert json.loads(stamp.read_text()) == {"learners": ["ucb1"]}
+    assert warmup.warm_all_in_background(["ucb1"]) is None  # finished for these sources: not again
+    out = subprocess.run([sys.executable, "-c", CACHE_USE], capture_output=True, text=True, check=True, timeout=600)
+    use = json.loads(out.stdout.strip().splitlines()[-1])
+    assert use["hits"] > 0 and use["misses"] == 0  # every kernel the service calls came from the cache
+
+
+def test_background_warm_runs_one_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    stamp = warmup._stamp_path()
+    stamp.parent.mkdir(parents=True)
+    fd = warmup._locked(stamp.with_name(stamp.name + ".lock"))
+    assert fd is not None
+    try:
+        assert warmup.warm_all_in_background(["ucb1"]) is None  # another holds the lock
+        assert warmup._main(["ucb1"]) == 0 and not stamp.exists()  # a child started anyway steps aside
+    finally:
+        import os
+
+        os.close(fd)

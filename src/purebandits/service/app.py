@@ -35,7 +35,7 @@ from purebandits.service.settings import Settings
 from purebandits.service.storage import make_engine, upgrade
 from purebandits.service.study import Study
 from purebandits.service.validation import DEFAULT_ALGORITHM, DEFAULT_PARAMS
-from purebandits.service.warmup import warm_learners
+from purebandits.service.warmup import warm_all_in_background, warm_learners
 
 __all__ = ["create_app", "DB_UNAVAILABLE"]
 
@@ -69,6 +69,9 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
         warmed = await run_in_threadpool(warm_learners, specs)
         if warmed:
             log.info("warmed the compiled code of %d learner(s) in %.1f s", warmed, time.perf_counter() - started)
+        if settings.warm_all_learners and warm_all_in_background() is not None:
+            log.info("compiling the other learners' kernels in a low-priority background process (first start of "
+                     "this version only, about 2 minutes of one core)")
         # everything loaded so far (FastAPI, SQLAlchemy, NumPy, the learners: ~10^5-10^6 objects) lives as long
         # as the process: out of the cyclic collector's way, or each full collection stalls every request for
         # tens of milliseconds (the participants' p99 latency went from ~45 to ~135 ms with them in)

@@ -107,6 +107,11 @@ class Settings:
         version (replaying the events since the last one, checking the snapshot on the way), so a
         restart replays only the events of the last few seconds. 0 turns it off: a restart then
         replays everything since the last start.
+    warm_all_learners : bool, default=True
+        At startup, compile every registered learner's kernels into numba's on-disk cache in a
+        low-priority background process (about 2 minutes of one core, once per installation and
+        version), so that creating an experiment with a learner no experiment used yet does not
+        wait for its compile (up to ~40 s). See :mod:`purebandits.service.warmup`.
     public_url : str or None
         The service's public base URL (``https://bandits.example.org``): the ``participant_url`` and
         ``dashboard_url`` of the API's answers start with it, and ``serve --demo`` prints it. Never
@@ -147,6 +152,7 @@ class Settings:
     auto_migrate: bool = True
     verify_on_start: bool = True
     verify_interval_seconds: float = 5.0
+    warm_all_learners: bool = True
     public_url: str | None = None
     log_format: str = "text"
     log_rate_max: int = 5
