@@ -53,7 +53,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import sqlalchemy as sa
@@ -216,6 +216,15 @@ class _Meta:
         """The code a participant who reached ``answers_per_participant`` is shown (an HMAC the owner can check)."""
         mac = hmac.new(self.code_secret.encode(), f"{self.id}:{pid}".encode(), hashlib.sha256).digest()
         return base64.b32encode(mac[:10]).decode()[:12]
+
+
+class _Due(NamedTuple):
+    """What a learner's changes in a transaction still have to write: a snapshot (its version crossed a
+    multiple of ``snapshot_every``), a history point, and whether it stopped in this transaction."""
+
+    snapshot: bool
+    history: bool
+    stopped: bool
 
 
 @dataclass
@@ -531,16 +540,16 @@ class Study:
                             self._x(conn, "upd_version", tx.version, eid, idx)
                             if tx.learner.done and row.done_ms is None:
                                 self._x(conn, "upd_done", self.clock(), tx.learner.n_pulls, eid, idx)
-                    if pipelined and not self._more_due(parts, start_pulls):
+                    due = {idx: self._due(row, tx, start_pulls[idx]) for idx, (row, tx) in parts.items()}
+                    if pipelined and not any(any(d) for d in due.values()):
                         # the common case: nothing else to write, so the COMMIT goes out with the writes and
                         # the pipeline's closing sync waits for it (an error there fails the whole batch)
                         self._x.commit(conn)
                     pipe.close()
-                    every = max(1, int(self.settings.snapshot_every))
-                    for idx, (row, tx) in parts.items():
-                        if tx.version // every > int(row.version) // every:
+                    for idx, (_, tx) in parts.items():
+                        if due[idx].snapshot:
                             write_snapshot(conn, eid, idx, tx.version, tx.learner, self.clock())
-                    self._after_changes(conn, meta, parts, start_pulls)
+                    self._after_changes(conn, meta, parts, due)
                 ok = True
                 for idx, tx in txs.items():
                     self._cache[(eid, idx)] = _Cached(tx.version, tx.learner)
@@ -553,36 +562,30 @@ class Study:
                     for idx in txs:  # synced learners may hold uncommitted changes
                         self._cache.pop((eid, idx), None)
 
-    def _more_due(self, parts: dict[int, tuple[Any, LogTx]], start_pulls: dict[int, int]) -> bool:
-        """Whether the transaction still has to write after its hot statements: a snapshot, a history point
-        or the moment a learner stopped (:meth:`_after_changes`)."""
-        every, hist = max(1, int(self.settings.snapshot_every)), int(self.settings.history_every)
-        for idx, (row, tx) in parts.items():
-            if tx.version == row.version:
-                continue
-            if tx.version // every > int(row.version) // every or (tx.learner.done and row.done_ms is None):
-                return True
-            if hist > 0 and tx.learner.n_pulls // hist > start_pulls[idx] // hist:
-                return True
-        return False
+    def _due(self, row: Any, tx: LogTx, start_pulls: int) -> _Due:
+        """What one learner's changes in this transaction still have to write after its hot statements (row:
+        its locked learners row; ``start_pulls``: its answers when the transaction began). The one place these
+        conditions are stated: the batch commits early when none is due, and writes what is."""
+        if tx.version == row.version:
+            return _Due(False, False, False)
+        snap, hist = max(1, int(self.settings.snapshot_every)), int(self.settings.history_every)
+        stopped = bool(tx.learner.done and row.done_ms is None)
+        return _Due(snapshot=tx.version // snap > int(row.version) // snap,
+                    history=hist > 0 and (stopped or tx.learner.n_pulls // hist > start_pulls // hist),
+                    stopped=stopped)
 
     def _after_changes(self, conn: Connection, meta: _Meta, parts: dict[int, tuple[Any, LogTx]],
-                       start_pulls: dict[int, int]) -> None:
+                       due: dict[int, _Due]) -> None:
         """In the transaction that changed the learners: a history point for each learner whose answers
         crossed a multiple of ``history_every`` or that stopped; when the last learner stops, the
         experiment stops too if its owner asked for it (``auto_stop``)."""
-        every = int(self.settings.history_every)
-        stopped = False
-        for idx, (row, tx) in parts.items():
-            if tx.version == row.version:
-                continue
-            now_done = tx.learner.done and row.done_ms is None
-            stopped = stopped or now_done
-            if every > 0 and (now_done or tx.learner.n_pulls // every > start_pulls[idx] // every):
+        for idx, (_, tx) in parts.items():
+            if due[idx].history:
                 point = history_point(tx.learner, meta.learners[idx].params, meta.k)
                 write_point(conn, meta.id, idx, point, self.clock())
-        if stopped and conn.execute(sa.select(sa.func.count()).select_from(learners).where(
-                learners.c.experiment_id == meta.id, learners.c.done_ms.is_(None))).scalar_one() == 0:
+        if any(d.stopped for d in due.values()) and conn.execute(
+                sa.select(sa.func.count()).select_from(learners).where(
+                    learners.c.experiment_id == meta.id, learners.c.done_ms.is_(None))).scalar_one() == 0:
             conn.execute(experiments.update().where(
                 experiments.c.id == meta.id, experiments.c.auto_stop.is_(True),
                 experiments.c.status.in_(("active", "paused"))).values(status="stopped"))
