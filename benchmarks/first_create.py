@@ -57,7 +57,8 @@ def one_run(src: Path, warm: bool, learners: list[str], wait: float) -> dict[str
             out["startup"] = time.perf_counter() - t0
             if warm:
                 t1 = time.perf_counter()
-                while time.perf_counter() - t1 < wait and not any(cache.glob("purebandits-warmed-*[0-9]")):
+                while time.perf_counter() - t1 < wait and not any(
+                        not f.suffix for f in cache.glob("purebandits-warmed-*")):  # not .lock or .tmp
                     time.sleep(1)
                 out["warm"] = time.perf_counter() - t1
             for name in learners:

@@ -24,6 +24,7 @@ it only fills a cache.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import os
@@ -103,13 +104,15 @@ def _exercise(algorithm: str, params: dict[str, Any]) -> None:
 
 
 def _stamp_path() -> Path:
-    """Where the background warm records that it finished for these sources, numba and Python (beside
-    numba's cache when ``NUMBA_CACHE_DIR`` says where that is, else in the user's cache directory)."""
+    """Where the background warm records that it finished for this installation: its sources, their
+    location (numba caches per source path, so a second installation of the same version has its
+    own cache), numba and Python. Beside numba's cache when ``NUMBA_CACHE_DIR`` says where that is,
+    else in the user's cache directory."""
     root = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "purebandits")
-    digest = sources_digest(Path(purebandits.__file__).parent)[:16]
-    tag = f"{digest}-numba{numba.__version__}-py{sys.version_info[0]}{sys.version_info[1]}"
-    return Path(root) / f"purebandits-warmed-{tag}"
+    package = Path(purebandits.__file__).resolve().parent
+    key = f"{sources_digest(package)} {package} numba {numba.__version__} {sys.version}"
+    return Path(root) / f"purebandits-warmed-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
 
 
 def _locked(lock_path: Path) -> int | None:
