@@ -13,9 +13,10 @@ top-K outside values, so only those are needed.
 - **M** is kept by :func:`~purebandits.ranking.topk_tracker_update` (one mean changes per answer).
 - **Classes.** Outside arms with the same mean (bit for bit) and count have the same tilde, so only
   the lowest-indexed one of each class sits in a key heap (:mod:`purebandits.heaps`); a hash table
-  finds an arm's class and each class lists its members by index. The top-K outside arms are then
-  the first K members of the best classes (the classes whose tilde is at least that of the class
-  where K arms are covered), so 999 tied arms cost one class, not 999 arms.
+  finds an arm's class and each class lists its members by index
+  (:mod:`purebandits.algorithms._classes`). The top-K outside arms are then the first K members
+  of the best classes (the classes whose tilde is at least that of the class where K arms are
+  covered), so 999 tied arms cost one class, not 999 arms.
 - **Keys.** lil'CLUCB's radius depends on the count only: a class's key is its exact tilde.
   CLUCB's grows with the round t: keys are upper keys for a window of rounds (the level
   ``2 log(4 n t1^3/conf)`` at ``t1 = bonus_horizon(t, n)``, inflated by ``UPPER_KEY_MARGIN``; each
@@ -43,6 +44,15 @@ import math
 import numpy as np
 from numba import njit
 
+from purebandits.algorithms._classes import (
+    NO_SIDE,
+    ClassRows,
+    class_find,
+    class_link,
+    class_open,
+    class_release,
+    class_unlink,
+)
 from purebandits.algorithms._cpe_rules import LIL, _clucb_scale, cpe_radius_s
 from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_init, keyheap_key, keyheap_update
 from purebandits.instances.rewards import stream_draw
@@ -65,6 +75,9 @@ _LEV, _C1, _CONF, _EPS, _SIGMA = range(5)
 #: the int scalars' row, and the entries Python reads (through a memoryview of that row)
 IS_ROW = _IS
 (_NZERO, IS_BUILT, _NFREE, _NSD, IS_STOP, _K, _MODE, _SETS_EQ, _N, _TABMASK) = range(10)
+#: the class rows (:mod:`purebandits.algorithms._classes`; outside arms only, no side)
+_ROWS = ClassRows(cls=_CLS, nxt=_NXT, prv=_PRV, head=_CHEAD, tail=_CTAIL, pb=_CPB, t=_CT, side=NO_SIDE, slot=_CSLOT,
+                  size=_CSIZE, free=_FREE)
 #: up to this K the selection of M~ and the sorts are insertions into a buffer (no allocation)
 _SMALL = 16
 
@@ -119,115 +132,34 @@ def _table(iw):  # pragma: no cover - compiled
     return iw[_TAB:].reshape(-1)
 
 
-@njit(cache=True, inline="always")
-def _hash(pb, T, mask):  # pragma: no cover - compiled
-    """Slot of the class (mean bits, count) in a table of ``mask + 1`` slots."""
-    x = np.uint64(pb) ^ (np.uint64(T) * np.uint64(0x9E3779B97F4A7C15))
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xFF51AFD7ED558CCD)
-    x ^= x >> np.uint64(33)
-    return np.int64(x & np.uint64(mask))
-
-
 @njit(cache=True)
 def _class_remove(fw, iw, n, i):  # pragma: no cover - compiled
     """Take outside arm i out of its class (the next member inherits the key; an empty class is freed)."""
-    c = iw[_CLS, i]
-    nx = iw[_NXT, i]
-    pv = iw[_PRV, i]
-    if pv >= 0:
-        iw[_NXT, pv] = nx
-    else:
-        iw[_CHEAD, c] = nx
-    if nx >= 0:
-        iw[_PRV, nx] = pv
-    else:
-        iw[_CTAIL, c] = pv
-    iw[_CLS, i] = -1
-    iw[_CSIZE, c] -= 1
-    if pv < 0:  # i was the representative
+    c, nx, was_head = class_unlink(iw, _ROWS, i)
+    if was_head:
         _set_key(fw, iw, n, i, _NEG_INF)
         if nx >= 0:
             _set_key(fw, iw, n, nx, fw[_CKEY, c])
-    if iw[_CSIZE, c] == 0:  # free it: backward-shift deletion from the linear-probing table
-        tab = _table(iw)
-        mask = iw[_IS, _TABMASK]
-        slot = iw[_CSLOT, c]
-        tab[slot] = -1
-        j = slot
-        while True:
-            j = (j + 1) & mask
-            c2 = tab[j]
-            if c2 < 0:
-                break
-            home = _hash(iw[_CPB, c2], iw[_CT, c2], mask)
-            # move c2 back to the hole unless its home lies cyclically in (slot, j]
-            if (j > slot and (home <= slot or home > j)) or (j < slot and home <= slot and home > j):
-                tab[slot] = c2
-                iw[_CSLOT, c2] = slot
-                tab[j] = -1
-                slot = j
-        iw[_FREE, iw[_IS, _NFREE]] = c
-        iw[_IS, _NFREE] += 1
+    if iw[_CSIZE, c] == 0:
+        iw[_IS, _NFREE] = class_release(iw, _ROWS, _table(iw), iw[_IS, _TABMASK], c, iw[_IS, _NFREE])
 
 
 @njit(cache=True)
 def _class_add(counts, fw, iw, n, i, pb):  # pragma: no cover - compiled
     """Put outside arm i (mean bits ``pb``) in the class of its mean and count, creating it if new."""
     tab = _table(iw)
-    mask = iw[_IS, _TABMASK]
     T = counts[i]
-    slot = _hash(pb, T, mask)
-    while True:
-        c = tab[slot]
-        if c < 0 or (iw[_CPB, c] == pb and iw[_CT, c] == T):
-            break
-        slot = (slot + 1) & mask
+    slot, c = class_find(iw, _ROWS, tab, iw[_IS, _TABMASK], pb, T, 0)
     if c < 0:
-        iw[_IS, _NFREE] -= 1
-        c = iw[_FREE, iw[_IS, _NFREE]]
-        tab[slot] = c
-        iw[_CSLOT, c] = slot
-        iw[_CPB, c] = pb
-        iw[_CT, c] = T
+        c, iw[_IS, _NFREE] = class_open(iw, _ROWS, tab, slot, iw[_IS, _NFREE], pb, T, 0, i)
         if iw[_IS, _MODE] == LIL:  # the exact tilde, valid at every round
             fw[_CKEY, c] = fw[_MU, i] + fw[_RAD, i]
         else:  # an upper key for the rounds of the window
             fw[_CKEY, c] = fw[_MU, i] + fw[_FS, _SIGMA] * math.sqrt(fw[_FS, _C1] / float(T))
-        iw[_CHEAD, c] = i
-        iw[_CTAIL, c] = i
-        iw[_NXT, i] = -1
-        iw[_PRV, i] = -1
-        iw[_CSIZE, c] = 1
-        iw[_CLS, i] = c
         _set_key(fw, iw, n, i, fw[_CKEY, c])
-        return
-    iw[_CLS, i] = c
-    iw[_CSIZE, c] += 1
-    head = iw[_CHEAD, c]
-    tail = iw[_CTAIL, c]
-    if i > tail:  # members are kept by index; arms mostly join at one end
-        iw[_NXT, tail] = i
-        iw[_PRV, i] = tail
-        iw[_NXT, i] = -1
-        iw[_CTAIL, c] = i
-        return
-    if i < head:
-        iw[_PRV, head] = i
-        iw[_NXT, i] = head
-        iw[_PRV, i] = -1
-        iw[_CHEAD, c] = i
-        _set_key(fw, iw, n, head, _NEG_INF)
+    elif class_link(iw, _ROWS, c, i):  # i is the new representative: it takes the key from the old one
+        _set_key(fw, iw, n, iw[_NXT, i], _NEG_INF)
         _set_key(fw, iw, n, i, fw[_CKEY, c])
-        return
-    j = head
-    while iw[_NXT, j] < i:
-        j = iw[_NXT, j]
-    nx = iw[_NXT, j]
-    iw[_NXT, j] = i
-    iw[_PRV, i] = j
-    iw[_NXT, i] = nx
-    iw[_PRV, nx] = i
 
 
 @njit(cache=True)

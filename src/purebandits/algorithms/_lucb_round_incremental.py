@@ -24,7 +24,8 @@ other arm of greatest upper bound), ties to the lower index, without doing so:
   bits) and the top is looked at again. Exact keys go back to their window keys when
   the round changes.
 - **Classes.** Arms with the same mean (bit for bit), count and side have the same bound, so only
-  the lowest-indexed one (which wins any tie) sits in a heap; a hash table finds an arm's class.
+  the lowest-indexed one (which wins any tie) sits in a heap; a hash table finds an arm's class
+  (:mod:`purebandits.algorithms._classes` keeps the lists and the table, this module the keys).
   Without this, 999 arms of mean 0 (Bernoulli 1-sparse instances) tie at every round and each
   would be evaluated.
 
@@ -45,6 +46,7 @@ import math
 import numpy as np
 from numba import njit
 
+from purebandits.algorithms._classes import ClassRows, class_find, class_link, class_open, class_release, class_unlink
 from purebandits.algorithms._lucb_rules import (
     _SIDE_LOWER,
     _SIDE_UPPER,
@@ -72,6 +74,9 @@ _CHEAD, _CTAIL, _CT, _CSIDE, _CPB, _CEXEP, _CTIGHT, _CSLOT, _CSIZE = 3, 4, 5, 6,
 _FREE, _EXL = 12, 13
 _UHARM, _UWHERE, _LHARM, _LWHERE = 14, 15, 16, 17
 _N_IW = 18
+#: the class rows (:mod:`purebandits.algorithms._classes`)
+_ROWS = ClassRows(cls=_CLS, nxt=_NXT, prv=_PRV, head=_CHEAD, tail=_CTAIL, pb=_CPB, t=_CT, side=_CSIDE, slot=_CSLOT,
+                  size=_CSIZE, free=_FREE)
 # float64 workspace rows: per-class window key (heap form) and exact bound, heap keys in heap order,
 # scratch for rebuilding the heaps; per class the bracket of this round's bound (value form) and
 # the last Newton iterate (the next bracket's start)
@@ -172,16 +177,6 @@ def _tight_key(upper, p, T, K, x, pinsker):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
-def _hash(pb, T, side, mask):  # pragma: no cover - compiled
-    """Slot of the class (mean bits, count, side) in a table of ``mask + 1`` slots."""
-    x = np.uint64(pb) ^ (np.uint64(T) * np.uint64(0x9E3779B97F4A7C15)) ^ np.uint64(side)
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xFF51AFD7ED558CCD)
-    x ^= x >> np.uint64(33)
-    return np.int64(x & np.uint64(mask))
-
-
-@njit(cache=True, inline="always")
 def _heap_form(side, v):  # pragma: no cover - compiled
     """A bound as its heap key: upper bounds as they are, lower bounds negated (least first)."""
     return v if side == _UPPER else -v
@@ -228,103 +223,31 @@ def _set_hkey(iw, fw, n, side, arm, value):  # pragma: no cover - compiled
 @njit(cache=True)
 def _class_remove(iw, fw, tab, sc, n, i, epoch):  # pragma: no cover - compiled
     """Take arm i out of its class (a new representative inherits the key; an empty class is freed)."""
-    c = iw[_CLS, i]
-    side = iw[_CSIDE, c]
-    nx = iw[_NXT, i]
-    pv = iw[_PRV, i]
-    if pv >= 0:
-        iw[_NXT, pv] = nx
-    else:
-        iw[_CHEAD, c] = nx
-    if nx >= 0:
-        iw[_PRV, nx] = pv
-    else:
-        iw[_CTAIL, c] = pv
-    iw[_CLS, i] = -1
-    iw[_CSIZE, c] -= 1
-    if pv < 0:  # i was the representative
+    c, nx, was_head = class_unlink(iw, _ROWS, i)
+    if was_head:
+        side = iw[_CSIDE, c]
         _set_hkey(iw, fw, n, side, i, -math.inf)
         if nx >= 0:
             _set_hkey(iw, fw, n, side, nx, _class_hkey(iw, fw, c, epoch))
-    if iw[_CSIZE, c] == 0:  # free it: backward-shift deletion from the linear-probing table
-        mask = tab.shape[0] - 1
-        slot = iw[_CSLOT, c]
-        tab[slot] = -1
-        j = slot
-        while True:
-            j = (j + 1) & mask
-            c2 = tab[j]
-            if c2 < 0:
-                break
-            home = _hash(iw[_CPB, c2], iw[_CT, c2], iw[_CSIDE, c2], mask)
-            # move c2 back to the hole unless its home lies cyclically in (slot, j]
-            if (j > slot and (home <= slot or home > j)) or (j < slot and home <= slot and home > j):
-                tab[slot] = c2
-                iw[_CSLOT, c2] = slot
-                tab[j] = -1
-                slot = j
-        iw[_FREE, sc[0]] = c
-        sc[0] += 1
+    if iw[_CSIZE, c] == 0:
+        sc[0] = class_release(iw, _ROWS, tab, tab.shape[0] - 1, c, sc[0])
 
 
 @njit(cache=True)
 def _class_add(code, iw, fw, tab, sc, n, i, side, pb, p, T, K, epoch):  # pragma: no cover - compiled
     """Put arm i (mean bits ``pb``, mean ``p``, count ``T``) in the class of ``side``, creating it if new."""
-    mask = tab.shape[0] - 1
-    slot = _hash(pb, T, side, mask)
-    while True:
-        c = tab[slot]
-        if c < 0 or (iw[_CPB, c] == pb and iw[_CT, c] == T and iw[_CSIDE, c] == side):
-            break
-        slot = (slot + 1) & mask
-    iw[_CLS, i] = -1
+    slot, c = class_find(iw, _ROWS, tab, tab.shape[0] - 1, pb, T, side)
     if c < 0:
-        sc[0] -= 1
-        c = iw[_FREE, sc[0]]
-        tab[slot] = c
-        iw[_CSLOT, c] = slot
-        iw[_CPB, c] = pb
-        iw[_CT, c] = T
-        iw[_CSIDE, c] = side
+        c, sc[0] = class_open(iw, _ROWS, tab, slot, sc[0], pb, T, side, i)
         iw[_CEXEP, c] = -1
         fw[_CWARM, c] = math.nan
         key, tight = _window_key(code, side == _UPPER, p, float(T), K)
         fw[_CUKEY, c] = _heap_form(side, key)
         iw[_CTIGHT, c] = 1 if tight else 0
-        iw[_CHEAD, c] = i
-        iw[_CTAIL, c] = i
-        iw[_NXT, i] = -1
-        iw[_PRV, i] = -1
-        iw[_CSIZE, c] = 1
-        iw[_CLS, i] = c
         _set_hkey(iw, fw, n, side, i, fw[_CUKEY, c])
-        return
-    iw[_CLS, i] = c
-    iw[_CSIZE, c] += 1
-    head = iw[_CHEAD, c]
-    tail = iw[_CTAIL, c]
-    if i > tail:  # members are kept by index; arms mostly join at one end
-        iw[_NXT, tail] = i
-        iw[_PRV, i] = tail
-        iw[_NXT, i] = -1
-        iw[_CTAIL, c] = i
-        return
-    if i < head:
-        iw[_PRV, head] = i
-        iw[_NXT, i] = head
-        iw[_PRV, i] = -1
-        iw[_CHEAD, c] = i
-        _set_hkey(iw, fw, n, side, head, -math.inf)
+    elif class_link(iw, _ROWS, c, i):  # i is the new representative: it takes the key from the old one
+        _set_hkey(iw, fw, n, side, iw[_NXT, i], -math.inf)
         _set_hkey(iw, fw, n, side, i, _class_hkey(iw, fw, c, epoch))
-        return
-    j = head
-    while iw[_NXT, j] < i:
-        j = iw[_NXT, j]
-    nx = iw[_NXT, j]
-    iw[_NXT, j] = i
-    iw[_PRV, i] = j
-    iw[_NXT, i] = nx
-    iw[_PRV, nx] = i
 
 
 @njit(cache=True)
