@@ -23,6 +23,8 @@ import numpy as np
 import pytest
 
 from purebandits.algorithms import CLUCB, LilCLUCB
+from purebandits.algorithms import _cpe_incremental as ci
+from purebandits.algorithms._classes import check_classes
 from purebandits.algorithms._cpe_incremental import _SMALL
 from purebandits.base import Learner
 from purebandits.instances.rewards import Bernoulli, Categorical, Gaussian
@@ -63,6 +65,20 @@ def _same(fast: Learner, ref: Learner, where: object) -> None:
         np.testing.assert_array_equal(fast._mt, ref._mt, err_msg=f"M~ at {where}")
 
 
+def _check_classes(learner: Learner) -> None:
+    """The workspace's classes (once built) are consistent and hold the arms outside M, each by its mean and count."""
+    if learner._inc is None:
+        return
+    counts, fw, iw, bw, n = learner._inc[0], learner._inc[4], learner._inc[5], learner._inc[6], learner._inc[8]
+    if iw[ci._IS, ci.IS_BUILT] == 0:
+        return
+    size = int(iw[ci._IS, ci._TABMASK]) + 1
+    table = iw[ci._TAB:].reshape(-1)
+    assert (table[size:] == -1).all()
+    check_classes(iw, ci._ROWS, table[:size], iw[ci._IS, ci._NFREE], n, fw[ci._MU, :n].view(np.int64), counts)
+    np.testing.assert_array_equal(iw[ci._CLS, :n] >= 0, ~bw[0])
+
+
 def _lockstep(cls: type, params: dict, n: int, seed: int, events: int, answer) -> tuple[Learner, Learner]:
     """Service-style events on a shipped learner and a reference one; equal after every event."""
     rng = np.random.default_rng(seed)
@@ -101,6 +117,7 @@ def _lockstep(cls: type, params: dict, n: int, seed: int, events: int, answer) -
         elif v < 0.007:
             fast = copy.deepcopy(fast)
         _same(fast, ref, step)
+        _check_classes(fast)
     return fast, ref
 
 

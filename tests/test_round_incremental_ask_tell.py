@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from purebandits.algorithms import lucb as lucb_mod
+from purebandits.algorithms._classes import check_classes
 from purebandits.algorithms._lucb_round_asktell import rat_note, rat_pair, rat_stop, rat_told
 from purebandits.algorithms._lucb_rules import RULE_RANDOM, stop_test
 from purebandits.algorithms.lucb import KLLUCB, LUCB1
@@ -126,8 +127,10 @@ def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int) -> di
             fast.cancel(arm)
             ref.cancel(arm)
         seen["workspace"] += fast._rinc is not None and not fast.done
-        if step % 10 == 0 and fast._rinc is not None:
-            _check_keys(fast)
+        if fast._rinc is not None:
+            _check_classes(fast)
+            if step % 10 == 0:
+                _check_keys(fast)
         assert fast.done == ref.done, step
         assert fast.state_json() == ref.state_json(), step
         if step % 97 == 50:
@@ -218,6 +221,30 @@ def _sets(learner):
     fw = FW[rat._HF:rat._HF + 2 * _N_FW * w].reshape(2, _N_FW, w)
     sc = rat._HI + 2 * _N_IW * w + 2 * size + 2 * ne
     return [(iw[0], fw[0], int(IW[sc + 1]), int(IW[rat._EPO_S])), (iw[1], fw[1], int(IW[sc + 3]), int(IW[rat._EPO_P]))]
+
+
+def _check_classes(learner) -> None:
+    """Both class sets are consistent (once built); every arm is in a stop class by its mean, answered count and
+    side, and every sampling class member not marked stale by its mean, answered + pending count and side."""
+    from purebandits.algorithms import _lucb_round_asktell as rat
+    from purebandits.algorithms import _lucb_round_incremental as ri
+
+    IW, FW, top = learner._rinc[4], learner._rinc[5], learner._rinc[6]
+    if IW[rat._BUILT] == 0:
+        return
+    n = int(IW[rat._N])
+    size, ne, w = rat._sizes(n)
+    o = rat._HI + 2 * ri._N_IW * w
+    iw = IW[rat._HI:o].reshape(2, ri._N_IW, w)
+    sc = o + 2 * size + 2 * ne
+    o2 = sc + 4 + 4 * n + w  # past the counts of free classes, the top-K heaps and zharm
+    vc, dflag = IW[o2 + n:o2 + 2 * n], IW[o2 + 2 * n:o2 + 3 * n]
+    f = rat._HF + 2 * ri._N_FW * w
+    mbits = FW[f:f + n].view(np.int64)
+    sides = np.where(top, ri._LOWER, ri._UPPER)
+    check_classes(iw[0], ri._ROWS, IW[o:o + size], IW[sc], n, mbits, learner._rinc[0], sides)
+    assert (iw[0][ri._CLS, :n] >= 0).all()
+    check_classes(iw[1], ri._ROWS, IW[o + size:o + 2 * size], IW[sc + 2], n, mbits, vc, sides, dflag == 0)
 
 
 def _check_keys(learner) -> None:

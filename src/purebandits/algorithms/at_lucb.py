@@ -608,15 +608,17 @@ class ATLUCB(Learner):
         _run_kernel(self, stream, max_pulls, self._class_mode)
 
 
-def _run_kernel(lr: ATLUCB, stream: RewardStream, max_pulls: int, mode: int, trace: np.ndarray | None = None) -> dict:
+def _run_kernel(lr: ATLUCB, stream: RewardStream, max_pulls: int, mode: int, trace: np.ndarray | None = None,
+                workspace: tuple | None = None) -> dict:
     """:meth:`ATLUCB.run_compiled` with the kernel's class ``mode``; returns the kernel's state
-    (:data:`_ST_FIELDS`) and fills ``trace`` with the pulled arms (tests)."""
+    (:data:`_ST_FIELDS`) and fills ``trace`` with the pulled arms (tests). ``workspace``
+    (:func:`_at_lucb_workspace`'s, default a new one) lets tests inspect the classes after the run."""
     if lr.done_:
         return {}
     if lr.pending_.any():
         raise ValueError("run_compiled needs a learner with no pending pulls")
     queued = lr.queue_[0] if lr.queue_ else -1
-    ws, tk = _at_lucb_workspace(lr.n_arms_, int(lr.k))
+    ws, tk = _at_lucb_workspace(lr.n_arms_, int(lr.k)) if workspace is None else workspace
     stop, t, rnd, stage, queued = _at_lucb_kernel(
         lr.counts_, lr.sums_, lr.sumsq_, lr.J_, ws, tk, int(lr.k), lr.round_, lr.stage_, queued,
         float(lr.delta1), float(lr.alpha), float(lr.epsilon), float(lr.sigma),
