@@ -32,7 +32,7 @@ from purebandits.algorithms._lucb_round_incremental import _ROWS as LUCB_ROWS
 from purebandits.algorithms._lucb_round_incremental import _UPPER
 from purebandits.algorithms.at_lucb import CLASSES_ON, _at_lucb_workspace, _run_kernel
 from purebandits.instances import make_instance
-from purebandits.instances.rewards import Bernoulli
+from purebandits.instances.rewards import Bernoulli, Categorical
 
 SIDED = ClassRows(cls=0, nxt=1, prv=2, head=3, tail=4, pb=5, t=6, side=7, slot=8, size=9, free=10)
 UNSIDED = SIDED._replace(side=NO_SIDE)
@@ -292,6 +292,9 @@ AT_INSTANCES = {
     "one_sparse": (lambda: make_instance("one_sparse:n=80,model=bernoulli").model, 1, 20_000),
     "one_sparse_k3": (lambda: make_instance("one_sparse:n=60,k=3,model=bernoulli").model, 3, 15_000),
     "zero_one": (lambda: Bernoulli(np.r_[np.ones(3), np.zeros(40), np.ones(2), np.full(5, 0.5)]), 2, 10_000),
+    # three reward values: arms join classes in the middle too (on the instances above mostly at the tail)
+    "categorical": (lambda: Categorical(np.random.default_rng(7).dirichlet(np.ones(3), size=80),
+                                        np.linspace(0.0, 1.0, 3)), 3, 12_000),
 }
 
 
