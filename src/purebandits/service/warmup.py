@@ -15,10 +15,10 @@ lil'CLUCB 22 s, top-two 8 s, AT-LUCB 8 s; every learner together about 2 minutes
 :func:`warm_all_in_background` also compiles every registered learner into numba's on-disk cache
 in a separate, low-priority process (``python -m purebandits.service.warmup``): it holds neither
 this process's GIL nor its cores while requests run, and a later create loads the compiled code
-from the cache in well under a second. It runs once per set of compiled sources (a stamp file
-named after their digest, :func:`purebandits.kernel_cache.sources_digest`, records that it
-finished) and one at a time (a lock file); it outlives the server that started it if need be, as
-it only fills a cache.
+from the cache in well under a second. It runs once per installation (a stamp file named after
+the digest of the compiled sources, :func:`purebandits.kernel_cache.sources_digest`, their
+location, numba and Python records that it finished) and one at a time (a lock file); it
+outlives the server that started it if need be, as it only fills a cache.
 """
 
 from __future__ import annotations
