@@ -187,7 +187,7 @@ def _refresh_stop(code, bp, counts, fw, iw, top, n, i):  # pragma: no cover - co
     fw[_SS, i] = s
     fw[_SLO, i] = lo
     fw[_SHI, i] = hi
-    _key_bound(fw, iw, top, n, i, _HSL, _SLO, _SHI)
+    _key_bound(fw, iw, top, n, i, np.int64(_HSL), np.int64(_SLO), np.int64(_SHI))  # runtime rows: see _resolve
 
 
 @njit(cache=True)
@@ -203,7 +203,7 @@ def _refresh_samp(code, bp, counts, pending, fw, iw, top, n, i):  # pragma: no c
         fw[_PS, i] = s
         fw[_PLO, i] = lo
         fw[_PHI, i] = hi
-    _key_bound(fw, iw, top, n, i, _HPL, _PLO, _PHI)
+    _key_bound(fw, iw, top, n, i, np.int64(_HPL), np.int64(_PLO), np.int64(_PHI))
 
 
 @njit(cache=True, inline="always")
@@ -240,6 +240,10 @@ def _resolve(code, bp, counts, pending, fw, iw, top, n, heap, force, stop):  # p
     ``stop`` selects the stop heaps (else the sampling ones); ``force`` makes the top's bound
     exact even when its bracket already certifies it. An exact value is shared with the other
     side's entry of the arm when that entry has the same count and is current.
+
+    Callers pass ``heap``, ``force`` and ``stop`` as runtime values (``np.int64``, ``np.bool_``): numba
+    compiles a call with a constant argument as a separate ``Literal[...]`` specialisation, and this
+    function was compiled six times (8.4 s of compiling, ~7 s of a fresh server's first start).
     """
     lower = heap == _HSL or heap == _HPL
     if stop:
@@ -280,8 +284,8 @@ def _stop(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top):  # prag
     n = counts.shape[0]
     force = False
     while True:
-        h = _resolve(code, bp, counts, pending, fw, iw, top, n, _HSL, force, True)
-        el = _resolve(code, bp, counts, pending, fw, iw, top, n, _HSU, force, True)
+        h = _resolve(code, bp, counts, pending, fw, iw, top, n, np.int64(_HSL), force, np.bool_(True))
+        el = _resolve(code, bp, counts, pending, fw, iw, top, n, np.int64(_HSU), force, np.bool_(True))
         # certain if the largest possible gap passes, impossible if the smallest fails (the gap is
         # monotone in both bounds); else both bounds exact (a certified top stays on top)
         if stop_test(fw[_SLO, h], fw[_SHI, el], eps, strict):
@@ -311,8 +315,8 @@ def _pair(code, bp, k, counts, sums, pending, fw, iw, top):  # pragma: no cover 
         iw[_DFLAG, i] = 0
         _refresh_samp(code, bp, counts, pending, fw, iw, top, n, i)
     iw[_SCAL, _NDIRTY] = 0
-    h = _resolve(code, bp, counts, pending, fw, iw, top, n, _HPL, False, False)
-    el = _resolve(code, bp, counts, pending, fw, iw, top, n, _HPU, False, False)
+    h = _resolve(code, bp, counts, pending, fw, iw, top, n, np.int64(_HPL), np.bool_(False), np.bool_(False))
+    el = _resolve(code, bp, counts, pending, fw, iw, top, n, np.int64(_HPU), np.bool_(False), np.bool_(False))
     return h, el
 
 
@@ -434,8 +438,8 @@ def inc_progress(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top): 
     if iw[_SCAL, _BUILT] == 0:
         _build(code, bp, k, counts, sums, pending, fw, iw, top)
     n = counts.shape[0]
-    h = _resolve(code, bp, counts, pending, fw, iw, top, n, _HSL, True, True)
-    el = _resolve(code, bp, counts, pending, fw, iw, top, n, _HSU, True, True)
+    h = _resolve(code, bp, counts, pending, fw, iw, top, n, np.int64(_HSL), np.bool_(True), np.bool_(True))
+    el = _resolve(code, bp, counts, pending, fw, iw, top, n, np.int64(_HSU), np.bool_(True), np.bool_(True))
     lcb_h = fw[_SLO, h]
     separated = 0
     for i in range(n):

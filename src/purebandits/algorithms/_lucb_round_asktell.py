@@ -272,11 +272,11 @@ def _pick(IW, FW, counts, top, stop, e):  # pragma: no cover - compiled
     K = FW[k_i]
     if sc[1] > n + 32:  # a search adds at most n classes: keep the list within its 2n + 64
         _new_round(code, bp, iw, fw, sc, exl, means, n, e, K)
-    h = _search(code, bp, iw, fw, sc, exl, n, _LOWER, means, cnt, tterm, K, e)
+    h = _search(code, bp, iw, fw, sc, exl, n, np.int64(_LOWER), means, cnt, tterm, K, e)
     lcb_h = fw[_CEXV, iw[_CLS, h]]
     if sc[1] > n + 32:
         _new_round(code, bp, iw, fw, sc, exl, means, n, e, K)
-    el = _search(code, bp, iw, fw, sc, exl, n, _UPPER, means, cnt, tterm, K, e)
+    el = _search(code, bp, iw, fw, sc, exl, n, np.int64(_UPPER), means, cnt, tterm, K, e)
     return h, el, lcb_h, fw[_CEXV, iw[_CLS, el]]
 
 
@@ -287,7 +287,7 @@ def _stop(IW, FW, counts, sums, top, e):  # pragma: no cover - compiled
         return -1
     if IW[_BUILT] == 0:
         _build(IW, FW, counts, sums, top, e)
-    _h, _el, lcb_h, ucb_l = _pick(IW, FW, counts, top, True, e)
+    _h, _el, lcb_h, ucb_l = _pick(IW, FW, counts, top, np.bool_(True), e)  # runtime: one specialisation
     return 1 if stop_test(lcb_h, ucb_l, FW[_EPS], IW[_STRICT] != 0) else 0
 
 
@@ -333,8 +333,8 @@ def _told(counts, sums, pending, IW, FW, top, arm):  # pragma: no cover - compil
         top[b] = True
         _refresh_membership(w, top, means, keyT, ht, wt, keyB, hb, wb)
         _refresh_membership(b, top, means, keyT, ht, wt, keyB, hb, wb)
-        _rejoin(code, iws, fws, tabs, scs, n, w, _UPPER, means, mbits, counts, K, ep)
-        _rejoin(code, iws, fws, tabs, scs, n, b, _LOWER, means, mbits, counts, K, ep)
+        _rejoin(code, iws, fws, tabs, scs, n, w, np.int64(_UPPER), means, mbits, counts, K, ep)
+        _rejoin(code, iws, fws, tabs, scs, n, b, np.int64(_LOWER), means, mbits, counts, K, ep)
         _mark(IW, dflag, dlist, w)
         _mark(IW, dflag, dlist, b)
 

@@ -449,12 +449,16 @@ def _search_bracket(code, bp, iw, fw, sc, exl, n, side, means, counts, tterm, K,
 
 @njit(cache=True, inline="always")
 def _critical(code, bp, iw, fw, sc, exl, n, means, counts, tterm, K, epoch):  # pragma: no cover - compiled
-    """(h, l) this round: KL-LUCB's from brackets where they decide, LUCB1's (whose bounds cost a sqrt) exactly."""
+    """(h, l) this round: KL-LUCB's from brackets where they decide, LUCB1's (whose bounds cost a sqrt) exactly.
+
+    Sides are passed as runtime values (``np.int64``) here and wherever a constant side is passed: numba
+    compiles a call with a constant argument as a separate ``Literal[...]`` specialisation of the callee.
+    """
     if code == BOUND_KL_LUCB:
         return (_search_bracket(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch),
                 _search_bracket(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch))
-    return (_search(code, bp, iw, fw, sc, exl, n, _LOWER, means, counts, tterm, K, epoch),
-            _search(code, bp, iw, fw, sc, exl, n, _UPPER, means, counts, tterm, K, epoch))
+    return (_search(code, bp, iw, fw, sc, exl, n, np.int64(_LOWER), means, counts, tterm, K, epoch),
+            _search(code, bp, iw, fw, sc, exl, n, np.int64(_UPPER), means, counts, tterm, K, epoch))
 
 
 @njit(cache=True, inline="always")
@@ -642,8 +646,8 @@ def _run(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, round
                 in_top[bb] = True
                 _refresh_membership(w, in_top, means, keyT, ht, wt, keyB, hb, wb)
                 _refresh_membership(bb, in_top, means, keyT, ht, wt, keyB, hb, wb)
-                _rejoin(code, iw, fw, tab, sc, n, w, _UPPER, means, mbits, counts, K, epoch)
-                _rejoin(code, iw, fw, tab, sc, n, bb, _LOWER, means, mbits, counts, K, epoch)
+                _rejoin(code, iw, fw, tab, sc, n, w, np.int64(_UPPER), means, mbits, counts, K, epoch)
+                _rejoin(code, iw, fw, tab, sc, n, bb, np.int64(_LOWER), means, mbits, counts, K, epoch)
         # ---- stop test (after every answered pull, as Learner.tell does)
         if e != epoch:
             tterm, K = _new_round(code, bp, iw, fw, sc, exl, means, n, e, K)

@@ -40,7 +40,11 @@ from purebandits.stopping import never_stops_progress, separation_progress
 __all__ = ["ATLUCB"]
 
 K1 = 1.25  # LUCB1's k1 = 5/4 (KTAS12), the radius AT-LUCB runs its stages on
-_NO_EPOCH = -2  # the class tables' "exact this round" epoch, never used here: every key is a window key
+_NO_EPOCH = np.int64(-2)  # the class tables' "exact this round" epoch, never used here: every key is a window key
+# the class tables' bound code and side here, as runtime values like _NO_EPOCH (np.int64): numba compiles a call
+# with a constant argument as a separate Literal[...] specialisation of the callee, which the LUCB kernels
+# already compile with runtime values (_class_add was compiled three times, 11 s)
+_CODE, _SIDE = np.int64(BOUND_LUCB), np.int64(_UPPER)
 
 
 @njit(cache=True)
@@ -218,7 +222,7 @@ def _classes_build(iw, fw, tab, sc, mu, mbits, counts, top, c1):  # pragma: no c
     keyheap_init(fw[_SCR_U, :n], fw[_UKEY], iw[_UHARM], iw[_UWHERE])
     for i in range(n):
         if not top[i]:
-            _class_add(BOUND_LUCB, iw, fw, tab, sc, n, i, _UPPER, mbits[i], mu[i], counts[i], c1, _NO_EPOCH)
+            _class_add(_CODE, iw, fw, tab, sc, n, i, _SIDE, mbits[i], mu[i], counts[i], c1, _NO_EPOCH)
 
 
 @njit(cache=True)
@@ -283,7 +287,7 @@ def _rekey(t, n, k, stage, delta1, alpha, sigma, mode, st, iw, fw, tab, sc, mu, 
     if built and want != on:
         st[5] += 1
     if want and on and built:
-        _rekey_window(BOUND_LUCB, iw, fw, mu, n, c1)
+        _rekey_window(_CODE, iw, fw, mu, n, c1)
     elif want:
         _classes_build(iw, fw, tab, sc, mu, mbits, counts, top, c1)
     else:
@@ -425,11 +429,9 @@ def _at_lucb_kernel(counts, sums, sumsq, J, ws, tk, k, rnd, stage, queued, delta
             if out >= 0 and inn != arm:
                 _class_remove(iw, fw, tab, sc, n, inn, _NO_EPOCH)
             if not top[arm]:
-                _class_add(BOUND_LUCB, iw, fw, tab, sc, n, arm, _UPPER, mbits[arm], mu[arm], counts[arm], c1,
-                           _NO_EPOCH)
+                _class_add(_CODE, iw, fw, tab, sc, n, arm, _SIDE, mbits[arm], mu[arm], counts[arm], c1, _NO_EPOCH)
             if out >= 0 and out != arm:
-                _class_add(BOUND_LUCB, iw, fw, tab, sc, n, out, _UPPER, mbits[out], mu[out], counts[out], c1,
-                           _NO_EPOCH)
+                _class_add(_CODE, iw, fw, tab, sc, n, out, _SIDE, mbits[out], mu[out], counts[out], c1, _NO_EPOCH)
         elif st[0] == 0:  # one key per arm
             if not top[arm]:
                 keyheap_update(ukey, uarm, uwhere, n, arm, mu[arm] + math.sqrt(c1 / u[arm]))
