@@ -26,7 +26,7 @@ from pathlib import Path
 
 from numba.core import caching
 
-__all__ = ["sources_digest", "stamp_package_kernels"]
+__all__ = ["sources_digest", "stamp_package_kernels", "stamped_digest"]
 
 #: numba's locators, by the names of recent releases (older ones had a leading underscore)
 _CACHE_IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl
@@ -67,14 +67,28 @@ def _stamped(base: type, root: str, digest: str) -> type:
     return Stamped
 
 
+#: the digest each stamped package directory's kernels carry, by directory (with a trailing separator)
+_STAMPED: dict[str, str] = {}
+
+
+def _root(package_dir: Path) -> str:
+    return os.path.join(os.path.abspath(package_dir), "")
+
+
+def stamped_digest(package_dir: Path) -> str:
+    """The digest the cached kernels under ``package_dir`` are stamped with in this process (computed now
+    if :func:`stamp_package_kernels` was not called for it)."""
+    return _STAMPED.get(_root(package_dir)) or sources_digest(Path(package_dir))
+
+
 def stamp_package_kernels(package_dir: Path) -> str:
     """Install locators that stamp the cached kernels under ``package_dir`` with :func:`sources_digest`.
 
     Idempotent per directory (a second call replaces the first's locators, so a changed source
     tree read again gets its new digest). Returns the digest.
     """
-    root = os.path.join(os.path.abspath(package_dir), "")
-    digest = sources_digest(Path(package_dir))
+    root = _root(package_dir)
+    digest = _STAMPED[root] = sources_digest(Path(package_dir))
     classes = [c for c in _CACHE_IMPL._locator_classes if getattr(c, "package_root", None) != root]
     _CACHE_IMPL._locator_classes = [_stamped(base, root, digest) for base in _BASES] + classes
     return digest

@@ -16,7 +16,7 @@ lil'CLUCB 22 s, top-two 8 s, AT-LUCB 8 s; every learner together about 2 minutes
 in a separate, low-priority process (``python -m purebandits.service.warmup``): it holds neither
 this process's GIL nor its cores while requests run, and a later create loads the compiled code
 from the cache in well under a second. It runs once per installation (a stamp file named after
-the digest of the compiled sources, :func:`purebandits.kernel_cache.sources_digest`, their
+the digest this process's kernels carry, :func:`purebandits.kernel_cache.stamped_digest`, their
 location, numba and Python records that it finished) and one at a time (a lock file); it
 outlives the server that started it if need be, as it only fills a cache.
 """
@@ -44,7 +44,7 @@ except ImportError:  # not POSIX: no lock, so no background warm (a create compi
     fcntl = None
 
 import purebandits
-from purebandits.kernel_cache import sources_digest
+from purebandits.kernel_cache import stamped_digest
 from purebandits.registry import all_learners, make_learner
 
 __all__ = ["warm_all_in_background", "warm_learners"]
@@ -111,7 +111,7 @@ def _stamp_path() -> Path:
     root = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "purebandits")
     package = Path(purebandits.__file__).resolve().parent
-    key = f"{sources_digest(package)} {package} numba {numba.__version__} {sys.version}"
+    key = f"{stamped_digest(package)} {package} numba {numba.__version__} {sys.version}"
     return Path(root) / f"purebandits-warmed-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
 
 
