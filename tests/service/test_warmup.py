@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from purebandits.registry import all_learners
@@ -16,6 +18,32 @@ def test_every_learner_runs_through_the_warmup(name):
     cls = all_learners()[name]
     params = {"budget": 600} if cls.kind == "fixed_budget" else {}
     warmup._exercise(name, params)
+
+
+def test_compile_progress_speaks_only_when_numba_compiles():
+    """The first start's long compile is announced (what, why once, how long it took); a warm start prints nothing.
+
+    The output here is not a terminal, so tqdm's counter stays off and only the two lines are written."""
+    import io
+
+    from numba import njit
+
+    @njit  # defined here, so nothing has compiled it yet
+    def twice(x):
+        return 2 * x
+
+    out = io.StringIO()
+    with warmup.compile_progress("testing", file=out):
+        assert twice(21) == 42
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("purebandits: testing: compiling its kernels (only at the first start")
+    assert re.fullmatch(r"purebandits: testing: compiled [1-9][0-9]* kernels in [0-9]+ s", lines[1])
+
+    quiet = io.StringIO()
+    with warmup.compile_progress("testing", file=quiet):
+        assert twice(4) == 8  # compiled above: nothing to say
+    assert quiet.getvalue() == ""
 
 
 def test_warming_is_once_per_process_and_never_raises():

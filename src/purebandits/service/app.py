@@ -35,7 +35,7 @@ from purebandits.service.settings import Settings
 from purebandits.service.storage import make_engine, upgrade
 from purebandits.service.study import Study
 from purebandits.service.validation import DEFAULT_ALGORITHM, DEFAULT_PARAMS
-from purebandits.service.warmup import warm_all_in_background, warm_learners
+from purebandits.service.warmup import compile_progress, warm_all_in_background, warm_learners
 
 __all__ = ["create_app", "DB_UNAVAILABLE"]
 
@@ -59,14 +59,15 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
         if settings.auto_migrate:
             await run_in_threadpool(upgrade, engine)
         study = Study(engine, settings, clock=clock)
-        if settings.verify_on_start:
+        with compile_progress("starting the service"):
+            if settings.verify_on_start:
+                started = time.perf_counter()
+                report = await run_in_threadpool(study.verify_all)
+                log.info("%s", startup_summary(report, time.perf_counter() - started))
+            # the stored learners and the default one, compiled now rather than inside their first requests
             started = time.perf_counter()
-            report = await run_in_threadpool(study.verify_all)
-            log.info("%s", startup_summary(report, time.perf_counter() - started))
-        # the stored learners and the default one, compiled now rather than inside their first requests
-        started = time.perf_counter()
-        specs = [(DEFAULT_ALGORITHM, dict(DEFAULT_PARAMS)), *await run_in_threadpool(study.learner_specs)]
-        warmed = await run_in_threadpool(warm_learners, specs)
+            specs = [(DEFAULT_ALGORITHM, dict(DEFAULT_PARAMS)), *await run_in_threadpool(study.learner_specs)]
+            warmed = await run_in_threadpool(warm_learners, specs)
         if warmed:
             log.info("warmed the compiled code of %d learner(s) in %.1f s", warmed, time.perf_counter() - started)
         if settings.warm_all_learners and warm_all_in_background() is not None:

@@ -135,8 +135,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"database at revision {current_revision(engine)} ({engine.url.render_as_string()})")
             return 0
         if args.demo:
+            from purebandits.service.warmup import compile_progress
+
             study = Study(engine, settings)
-            eid, token, created = ensure_demo(study)
+            with compile_progress("preparing the demo experiment"):
+                eid, token, created = ensure_demo(study)
             token_path = _demo_token_path(settings.url)
             token = demo_token(study, eid, token, token_path)
             base = (settings.public_url or local_url).rstrip("/")
