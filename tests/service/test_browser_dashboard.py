@@ -741,7 +741,7 @@ def test_banner_when_the_learner_stops_with_the_on_done_settings(browser, contes
     shots = shots_dir(contest["tmp"])
     ctx, page, errors = open_dashboard(browser, url, eid, token)
     before = contest["one_answers"]
-    expect(page.locator("#n-answers")).to_have_text(str(before))
+    expect(page.locator("#n-answers")).to_have_text(f"{before:,}")  # thousands separated
     assert page.is_hidden("#done-banner") and page.is_visible("#stopping #on-done")
     assert page.text_content("#on-done-title") == "When the learner stops"
     # the stopping progress in words (the description when the server gives one) and as a bar
@@ -866,3 +866,44 @@ def test_bokehjs_is_served_from_the_installed_package(contest):
     for path in ("0.0.1/bokeh.min.js", f"{version}/bokeh-widgets.min.js", f"{version}/compiler.js",
                  f"{version}/..%2F..%2F__init__.py", f"{version}/lib"):
         assert httpx.get(f"{url}/static/bokeh/{path}").status_code == 404, path
+
+
+def test_contest_size_counts_fit_a_phone_and_answers_per_item_is_on_a_log_scale(browser, contest):
+    """What a contest of a million answers changes on the dashboard, on a 390 x 844 phone: counts carry
+    thousands separators and no tile is narrower than its number; answers per item are on a log axis (an
+    adaptive learner gives its leaders hundreds of times the answers of the rest); and answers without
+    history points (a database from before the history) are said to be so, not "nothing yet". The
+    server's answers are rewritten in flight to those of a contest of 1,234,567 answers."""
+    import json
+
+    from playwright.sync_api import expect
+
+    eid, token = contest["two"]
+
+    def big(route):
+        body = route.fetch().json()
+        body["n_answers"] = 1_234_567
+        route.fulfill(json=body)
+
+    def no_points(route):
+        body = route.fetch().json()
+        for s in body["series"]:
+            s["points"] = []
+        route.fulfill(body=json.dumps(body), content_type="application/json")
+
+    ctx = browser.new_context(viewport={"width": 390, "height": 844})
+    page = ctx.new_page()
+    page.route(f"**/api/experiments/{eid}/results*", big)
+    page.route(f"**/api/experiments/{eid}/history*", no_points)
+    page.goto(f"{contest['url']}/dashboard/{eid}#token={token}")
+    expect(page.locator("#n-answers")).to_have_text("1,234,567")
+    tiles = page.eval_on_selector_all(".stats > div", "(ds) => ds.map((d) => [d.scrollWidth, d.clientWidth])")
+    assert tiles and all(scroll <= client for scroll, client in tiles), tiles
+    expect(page.locator("#chart-leaders")).to_have_attribute("data-rows", "0", timeout=15_000)
+    note = page.locator("#chart-progress").evaluate("(b) => b.previousElementSibling.textContent")
+    assert note.startswith("No points for the 1,234,567 answers so far"), note
+    scale = page.evaluate("""() => { const box = document.getElementById('chart-allocation');
+        const v = Object.values(Bokeh.index).find((v) => v.model.type === 'Figure' && box.contains(v.el));
+        return v.model.y_scale.type; }""")
+    assert scale == "LogScale"
+    ctx.close()

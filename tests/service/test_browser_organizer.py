@@ -286,7 +286,7 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
         assert f"stopped at {lucb['stopped_at_answers']} answers" in rows.nth(0).locator("td.state").text_content()
         assert "running" in rows.nth(1).locator("td.state").text_content()
         assert "in common" in dash.text_content("#agreement")
-        dash.wait_for_function(f"document.getElementById('n-answers').textContent === '{lucb['n_answers']}'")
+        dash.wait_for_function(f"document.getElementById('n-answers').textContent === '{lucb['n_answers']:,}'")
         assert set(dash.locator("#ranking tbody tr.rec td.text").all_text_contents()) == TOP2
         assert "lucb1" in dash.text_content("#algorithm")
         dash.wait_for_timeout(600)  # the progress bar's transition
@@ -294,7 +294,7 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
         dash.click("#learner-tabs button.tab[data-label='Random']")
         dash.wait_for_function("document.getElementById('algorithm').textContent.includes('random_sampling')")
         dash.wait_for_function("document.getElementById('n-answers').textContent === "
-                               f"'{by_label['Random']['n_answers']}'")
+                               f"'{by_label['Random']['n_answers']:,}'")
         assert dash.get_attribute("#learner-tabs button.tab[data-label='Random']", "aria-selected") == "true"
         for label in ("LUCB", "Random"):
             with dash.expect_download() as dl:
@@ -347,7 +347,7 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
         assert ask.json()["state"] == "archived"
         # its dashboard still opens from the list, with the admin token this tab holds
         admin.click(f"#archived tbody tr[data-eid='{eid}'] a:has-text('dashboard')")
-        admin.wait_for_function(f"document.getElementById('n-answers').textContent === '{lucb['n_answers']}'")
+        admin.wait_for_function(f"document.getElementById('n-answers').textContent === '{lucb['n_answers']:,}'")
         assert "archived" in admin.text_content("#status")
         admin.go_back()
         admin.wait_for_selector(f"#experiments tbody tr[data-eid='{other_id}']")

@@ -107,6 +107,8 @@
   // the header's button: the learner shown (the only one, or the selected tab)
   $("export-summary").addEventListener("click", () => downloadSummary(learner || learners[0] || null));
 
+  // a count with thousands separators: a contest's 1,000,000 answers, not 1000000
+  function count(n) { return Number(n).toLocaleString("en-US"); }
   function fmt(x, d) { return x === null || x === undefined ? "–" : Number(x).toFixed(d === undefined ? 3 : d); }
   function el(tag, cls, text) {
     const e = document.createElement(tag);
@@ -487,9 +489,9 @@
     rmin = Math.min(...rewards); rmax = Math.max(...rewards);
     $("title").textContent = res.name;
     $("status").textContent = res.done ? `${res.status} (learner done)` : res.status;
-    $("n-answers").textContent = String(res.n_answers);
-    $("n-pending").textContent = String(res.n_pending);
-    $("n-items").textContent = String(res.n_items);
+    $("n-answers").textContent = count(res.n_answers);
+    $("n-pending").textContent = count(res.n_pending);
+    $("n-items").textContent = count(res.n_items);
     $("algorithm").textContent = `${learners.length > 1 ? res.algorithm_label + " · " : ""}${res.algorithm}`;
     // before any answer the learner's recommendation is an arbitrary pick: not shown as a result
     $("recommendation").textContent = res.n_answers ? res.recommendation.map((r) => r.text).join(" | ")
@@ -642,16 +644,21 @@
       {formatters: {"@start": "datetime"}});
     charts.timeline = {fig: f, src: tl, range: tx};
     show(f, $("chart-timeline"));
-    // (d) answers per item, in rank order
-    const al = source({x: [], top: [], color: []});
-    f = figure({x_axis_label: "rank", y_axis_label: "answers"});
-    r = f.vbar({x: {field: "x"}, top: {field: "top"}, width: 0.85, source: al, fill_color: {field: "color"}, line_color: null});
-    hover(f, [r], [["rank", "@x"], ["answers", "@top"]]);
+    // (d) answers per item, in rank order, on a log scale: an adaptive learner gives its few leaders
+    // hundreds of times the answers of the rest (contest size: ~10,000 against ~20), which a linear axis
+    // flattens into a spike on the axis. Bars start at 0.5 so one answer shows; items with none are gaps.
+    const al = source({x: [], top: [], n: [], color: []});
+    f = figure({x_axis_label: "rank", y_axis_label: "answers (log scale)", y_axis_type: "log"});
+    f.yaxis.formatter = new Bk.NumeralTickFormatter({format: "0,0.[0]"});
+    r = f.vbar({x: {field: "x"}, top: {field: "top"}, bottom: 0.5, width: 0.85, source: al,
+      fill_color: {field: "color"}, line_color: null});
+    hover(f, [r], [["rank", "@x"], ["answers", "@n"]]);
     charts.allocation = {fig: f, src: al};
     show(f, $("chart-allocation"));
     // (e) answers per participant
     const pa = source({left: [], right: [], top: [], range: []});
     f = figure({x_axis_label: "answers per participant", y_axis_label: "participants"});
+    f.yaxis.formatter = new Bk.NumeralTickFormatter({format: "0,0.[0]"});
     r = f.quad({left: {field: "left"}, right: {field: "right"}, top: {field: "top"}, bottom: 0, source: pa,
       fill_color: "#7048e8", line_color: "#ffffff", fill_alpha: 0.85});
     hover(f, [r], [["answers", "@range"], ["participants", "@top"]]);
@@ -660,6 +667,7 @@
     // (f) response times
     const rs = source({left: [], right: [], top: [], range: []});
     f = figure({x_axis_label: "seconds from question to answer", y_axis_label: "answers"});
+    f.yaxis.formatter = new Bk.NumeralTickFormatter({format: "0,0.[0]"});
     f.xaxis.formatter = new Bk.BasicTickFormatter({use_scientific: false});
     r = f.quad({left: {field: "left"}, right: {field: "right"}, top: {field: "top"}, bottom: 0, source: rs,
       fill_color: "#0c8599", line_color: "#ffffff", fill_alpha: 0.85});
@@ -777,7 +785,7 @@
     return {band, lines, pts};
   }
 
-  function drawHistory(hist) {
+  function drawHistory(hist, answers) {
     const series = hist.series || [];
     const labels = series.map((s) => s.algorithm);
     if (!charts.progress) makeProgressCharts(labels);
@@ -803,7 +811,11 @@
       }
     });
     // the history has a point every `every` answers of a learner (and when it stops)
-    const first = hist.every ? `Nothing yet: the first point comes after ${hist.every} answers.` : "No history kept.";
+    // (answers collected before the server kept a history, as in a database from an older version, have none)
+    const first = !hist.every ? "No history kept."
+      : answers >= hist.every ? `No points for the ${count(answers)} answers so far (collected before this server kept ` +
+        `a history); points follow every ${hist.every} answers from now on.`
+      : `Nothing yet: the first point comes after ${hist.every} answers.`;
     mark("chart-leaders", nLeaders, first);
     mark("chart-progress", nProgress, first);
     mark("chart-margin", nMargin, first);
@@ -855,7 +867,7 @@
     // (d) answers per item, the recommended ones in the accent colour
     const per = act.answers_per_item || [];
     const k = res.recommendation.length;
-    setData(charts.allocation.src, {x: per.map((_, i) => i + 1), top: per.slice(),
+    setData(charts.allocation.src, {x: per.map((_, i) => i + 1), top: per.map((v) => (v > 0 ? v : NaN)), n: per.slice(),
       color: per.map((_, i) => (i < k ? "#2458d6" : "#98a2b3"))});
     mark("chart-allocation", per.length, undefined, per.some((v) => v > 0));  // one bar per item, maybe all 0
     // (e) participants
@@ -863,7 +875,7 @@
     const ph = pa.answers || {edges: [], counts: []};
     setData(charts.participants.src, histogram(ph, 0));
     $("participants-text").textContent = pa.n
-      ? `(${pa.n} participants; answers each: mean ${fmt(ph.mean, 1)}, median ${fmt(ph.median, 0)}, most ${ph.max})`
+      ? `(${count(pa.n)} participants; answers each: mean ${fmt(ph.mean, 1)}, median ${fmt(ph.median, 0)}, most ${ph.max})`
       : "(no participants yet)";
     mark("chart-participants", (ph.counts || []).length);
     // (f) response times
@@ -872,7 +884,7 @@
     charts.response.median.location = rs.median === null || rs.median === undefined ? 0 : rs.median;
     charts.response.median.visible = typeof rs.median === "number";
     $("response-text").textContent = rs.n
-      ? `(${rs.n} answers: median ${seconds(rs.median)} (dashed), 90% within ${seconds(rs.p90)}` +
+      ? `(${count(rs.n)} answers: median ${seconds(rs.median)} (dashed), 90% within ${seconds(rs.p90)}` +
         (rs.above ? `; ${rs.above} slower not shown` : "") + ")"
       : "(no answers yet)";
     mark("chart-response", (rs.counts || []).length);
@@ -920,7 +932,7 @@
       if (mine !== seq && (learner || "") !== shown) return;  // another learner by now
       if (hist === null || act === null) return;
       if (!charts.made) makeCharts();
-      drawHistory(hist);
+      drawHistory(hist, res.n_answers);
       drawActivity(act, res);
       chartsKey = key; chartsAt = Date.now();
       $("charts-error").hidden = true;
