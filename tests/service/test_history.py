@@ -138,7 +138,7 @@ def test_activity_counts_participants_and_response_times(db_url):
     assert rs["n"] == 60 and sum(rs["counts"]) + rs["above"] == 60
     assert rs["median"] == 2.0 and rs["p90"] == 3.0
     assert sum(b[1] for b in act["timeline"]["buckets"]) == 60
-    rows = study.export_participants(eid)
+    rows = list(study.export_participants(eid))
     head = rows[0]
     means = sorted(float(r[head.index("mean_response_seconds")]) for r in rows[1:])
     assert means == [1.0, 2.0, 3.0]

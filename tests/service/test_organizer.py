@@ -198,7 +198,7 @@ def test_worker_ids_completion_codes_and_participants_export(db_url):
     other = study.new_participant()
     q = study.next_query(eid, other)
     study.answer(q["query_id"], other, "unfunny")
-    rows = study.export_participants(eid)
+    rows = list(study.export_participants(eid))
     assert rows[0] == ["participant_id", "algorithm", "answers", "first_answer_at", "last_answer_at",
                        "completion_code", "mean_response_seconds", "max_response_seconds"]
     by_id = {r[0]: r for r in rows[1:]}

@@ -22,8 +22,8 @@ from purebandits.service.validation import DEFAULT_LABELS
 
 __all__ = ["PUBLIC_SUMMARY_COLUMNS", "SUMMARY_COLUMNS", "summary_columns", "stopping_progress", "summary_rows",
            "label_counts", "logged_label_counts", "rank_order", "ranking_page", "RANKING_SORTS",
-           "ranking_rows", "timeline", "answers_rows", "participants_rows", "agreement", "iso_time",
-           "learner_intervals"]
+           "ranking_rows", "timeline", "timeline_width", "TIMELINE_WIDTHS", "answers_rows", "participants_rows",
+           "agreement", "iso_time", "learner_intervals"]
 
 #: columns of the public caption-contest summaries (nextml/caption-contest-data)
 PUBLIC_SUMMARY_COLUMNS = ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest",
@@ -229,20 +229,34 @@ def ranking_rows(learner: Learner, items: list[dict[str, Any]], counts: np.ndarr
     return ranking_page(learner, items, counts, names, rec, limit=limit, offset=offset)[0]
 
 
-def timeline(conn: Connection, eid: int, idx: int | None, created_ms: int, now: int) -> dict[str, Any]:
-    """Answers per time bucket (at most ~120 buckets since the experiment began)."""
+#: the timeline's bucket widths (ms); each divides the next, so counts re-bucket exactly to a wider one
+TIMELINE_WIDTHS = (1000, 5000, 10_000, 30_000, 60_000, 300_000, 900_000, 3_600_000, 21_600_000, 86_400_000)
+
+
+def timeline_width(created_ms: int, now: int) -> int:
+    """The bucket width (ms) that covers the time since ``created_ms`` in at most ~120 buckets."""
     span = max(1, now - created_ms)
-    width = 1000
-    for w in (1000, 5000, 10_000, 30_000, 60_000, 300_000, 900_000, 3_600_000, 21_600_000, 86_400_000):
+    width = TIMELINE_WIDTHS[0]
+    for w in TIMELINE_WIDTHS:
         width = w
         if span / w <= 120:
             break
+    return width
+
+
+def timeline(conn: Connection, eid: int, idx: int | None, created_ms: int, now: int) -> dict[str, Any]:
+    """Answers per time bucket (at most ~120 buckets since the experiment began)."""
+    width = timeline_width(created_ms, now)
     bucket = (events.c.created_ms // width).label("b")
     where = [events.c.experiment_id == eid, events.c.kind == "answer"]
     if idx is not None:
         where.append(events.c.learner == idx)
     rows = conn.execute(sa.select(bucket, sa.func.count()).where(*where).group_by(bucket).order_by(bucket)).all()
     return {"bucket_seconds": width / 1000.0, "buckets": [[int(b) * width / 1000.0, int(c)] for b, c in rows]}
+
+
+#: rows fetched at a time by the CSV exports
+EXPORT_BATCH = 2_000
 
 
 def answers_rows(conn: Connection, eid: int, items: list[dict[str, Any]], labels_of: dict[int, str]) -> Iterator[list]:
@@ -252,14 +266,15 @@ def answers_rows(conn: Connection, eid: int, items: list[dict[str, Any]], labels
     rows = conn.execute(
         sa.select(queries).where(queries.c.experiment_id == eid, queries.c.status == "answered")
         .order_by(queries.c.answered_ms, queries.c.learner, queries.c.end_seq)
-    ).all()
+        .execution_options(yield_per=EXPORT_BATCH)  # a server-side cursor on PostgreSQL: rows as they are read
+    )
     for q in rows:
         yield [q.end_seq, q.id, q.participant_id, labels_of.get(q.learner, str(q.learner)), q.arm,
                items[q.arm]["id"], q.label, q.reward, iso_time(q.created_ms), iso_time(q.answered_ms)]
 
 
 def participants_rows(conn: Connection, eid: int, labels_of: dict[int, str], quota: int | None,
-                      code: Any) -> list[list[Any]]:
+                      code: Any) -> Iterator[list[Any]]:
     """CSV rows (with header): per participant, learner, answers, first and last answer, completion code, and
     the mean and longest response time (seconds from a query's issue to its answer; appended last so the
     earlier columns keep their positions)."""
@@ -270,14 +285,14 @@ def participants_rows(conn: Connection, eid: int, labels_of: dict[int, str], quo
                   sa.func.avg(wait), sa.func.max(wait))
         .where(queries.c.experiment_id == eid, queries.c.status == "answered")
         .group_by(queries.c.participant_id, queries.c.learner).order_by(sa.func.min(queries.c.answered_ms))
-    ).all()
-    out: list[list[Any]] = [["participant_id", "algorithm", "answers", "first_answer_at", "last_answer_at",
-                             "completion_code", "mean_response_seconds", "max_response_seconds"]]
+        .execution_options(yield_per=EXPORT_BATCH)
+    )
+    yield ["participant_id", "algorithm", "answers", "first_answer_at", "last_answer_at", "completion_code",
+           "mean_response_seconds", "max_response_seconds"]
     for pid, idx, n, first, last, mean_wait, max_wait in rows:
         reached = quota is not None and n >= quota
-        out.append([pid, labels_of.get(idx, str(idx)), int(n), iso_time(first), iso_time(last),
-                    code(pid) if reached else "", round(float(mean_wait) / 1000, 3), round(float(max_wait) / 1000, 3)])
-    return out
+        yield [pid, labels_of.get(idx, str(idx)), int(n), iso_time(first), iso_time(last),
+               code(pid) if reached else "", round(float(mean_wait) / 1000, 3), round(float(max_wait) / 1000, 3)]
 
 
 def agreement(recs: dict[str, list[int]]) -> list[dict[str, Any]]:

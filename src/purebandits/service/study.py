@@ -86,7 +86,7 @@ from purebandits.service.eventlog import (
     write_checkpoint,
     write_snapshot,
 )
-from purebandits.service.history import activity, history_point, history_rows, read_points, thin, write_point
+from purebandits.service.history import ActivityTally, history_point, history_rows, read_points, thin, write_point
 from purebandits.service.lru import LRU
 from purebandits.service.models import (
     checkpoints,
@@ -112,7 +112,6 @@ from purebandits.service.reports import (
     stopping_progress,
     summary_rows,
 )
-from purebandits.service.reports import timeline as answers_timeline
 from purebandits.service.settings import Settings
 from purebandits.service.storage import is_sqlite
 from purebandits.service.validation import (
@@ -341,6 +340,7 @@ class Study:
         self._known_participants: LRU = LRU(MAX_KNOWN_PARTICIPANTS)
         self._last_expire: dict[tuple[int, int], int] = {}
         self._activity: dict[tuple[int, int], tuple[int, dict[str, Any]]] = {}  # (eid, idx) -> (when, activity)
+        self._tallies: dict[tuple[int, int], ActivityTally] = {}  # (eid, idx) -> its activity, kept incrementally
         # (eid, idx) -> (version, answers per (arm, label) at that version): the owners' polls add the
         # answers logged since instead of counting every answer again
         self._counts: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
@@ -602,11 +602,13 @@ class Study:
     def _forget(self, eid: int) -> None:
         """Drop what this process cached of ``eid`` (it was deleted)."""
         self._meta.pop(eid, None)
-        for key in [k for k in (*self._cache, *self._last_expire, *self._activity, *self._counts) if k[0] == eid]:
+        for key in [k for k in (*self._cache, *self._last_expire, *self._activity, *self._counts, *self._tallies)
+                    if k[0] == eid]:
             self._cache.pop(key, None)
             self._last_expire.pop(key, None)
             self._activity.pop(key, None)
             self._counts.pop(key, None)
+            self._tallies.pop(key, None)
 
     # ------------------------------------------------------------------ learner state
     def meta(self, eid: int) -> _Meta:
@@ -1399,7 +1401,12 @@ class Study:
             counts = self._label_counts(conn, meta, idx, names, version)
             n_pending = int(conn.execute(sa.select(sa.func.count()).select_from(queries).where(
                 queries.c.experiment_id == eid, queries.c.learner == idx, queries.c.status == "pending")).scalar_one())
-            tl = answers_timeline(conn, eid, idx, meta.created_ms, now) if timeline else None
+            tl = None
+            if timeline:
+                tally = self._tally(eid, idx, meta.created_ms)
+                with tally.lock:
+                    tally.refresh(conn, now)
+                    tl = tally.timeline()
             done_ms, done_answers = conn.execute(sa.select(learners.c.done_ms, learners.c.done_answers).where(
                 learners.c.experiment_id == eid, learners.c.idx == idx)).one()
             on_done = self._on_done(conn, eid)
@@ -1581,12 +1588,24 @@ class Study:
         if cached is not None and now - cached[0] < ACTIVITY_TTL_MS:
             return cached[1]
         lrn, _version, _status = self._learner_copy(eid, idx)
-        with self._connect(False) as conn:
-            out = {"algorithm": meta.learners[idx].label, **activity(conn, eid, idx, lrn, meta.created_ms, now)}
+        tally = self._tally(eid, idx, meta.created_ms)
+        with self._connect(False) as conn, tally.lock:  # the connection first, as results() takes them
+            tally.refresh(conn, now)
+            out = {"algorithm": meta.learners[idx].label, **tally.activity(lrn)}
         if len(self._activity) > 1000:
             self._activity.clear()
         self._activity[(eid, idx)] = (now, out)
         return out
+
+    def _tally(self, eid: int, idx: int, created_ms: int) -> ActivityTally:
+        """The activity tally of learner ``idx`` of ``eid`` in this process (made on first use)."""
+        key = (eid, idx)
+        tally = self._tallies.get(key)
+        if tally is None or tally.created_ms != created_ms:  # new, or an id reused by a later experiment
+            tally = self._tallies.setdefault(key, ActivityTally(eid, idx, created_ms))
+            if tally.created_ms != created_ms:
+                tally = self._tallies[key] = ActivityTally(eid, idx, created_ms)
+        return tally
 
     def comparison(self, eid: int, top: int = 10) -> dict[str, Any]:
         """Every learner side by side: answers, participants, whether and when it stopped, its top items, and the
@@ -1620,11 +1639,18 @@ class Study:
         return {"experiment_id": eid, "k": meta.k, "algorithms": out, "agreement": agreement(recs)}
 
     def export_answers(self, eid: int) -> Iterator[list[Any]]:
-        """CSV rows (with header) of every answer, in the order they were applied, with each one's learner."""
+        """CSV rows (with header) of every answer, in the order they were applied, with each one's learner.
+
+        Read as they are consumed, in one transaction (a consistent export), holding a connection until the
+        last row or until the iterator is dropped; an unknown ``eid`` raises here, before any row."""
         meta = self.meta(eid)
-        with self._connect(False) as conn:
-            rows = list(answers_rows(conn, eid, meta.items, {i: ls.label for i, ls in enumerate(meta.learners)}))
-        yield from rows
+        labels_of = {i: ls.label for i, ls in enumerate(meta.learners)}
+
+        def rows() -> Iterator[list[Any]]:
+            with self._connect(False) as conn:
+                yield from answers_rows(conn, eid, meta.items, labels_of)
+
+        return rows()
 
     def export_summary(self, eid: int, learner: str | None = None) -> list[list[Any]]:
         """One learner's per-item summary, rows with header (see ``summary_rows``): the public caption-contest
@@ -1637,12 +1663,18 @@ class Study:
             counts = label_counts(conn, eid, idx, meta.n_arms, names)
         return summary_rows(counts, meta.labels, meta.items, meta.name)
 
-    def export_participants(self, eid: int) -> list[list[Any]]:
-        """CSV rows (with header): each participant's learner, answers, first and last answer, completion code."""
+    def export_participants(self, eid: int) -> Iterator[list[Any]]:
+        """CSV rows (with header): each participant's learner, answers, first and last answer, completion code;
+        read as they are consumed, as :meth:`export_answers`."""
         meta = self.meta(eid)
-        with self._connect(False) as conn:
-            return participants_rows(conn, eid, {i: ls.label for i, ls in enumerate(meta.learners)},
-                                     meta.answers_per_participant, meta.completion_code)
+        labels_of = {i: ls.label for i, ls in enumerate(meta.learners)}
+
+        def rows() -> Iterator[list[Any]]:
+            with self._connect(False) as conn:
+                yield from participants_rows(conn, eid, labels_of, meta.answers_per_participant,
+                                             meta.completion_code)
+
+        return rows()
 
     def experiment_info(self, eid: int) -> dict[str, Any]:
         """What the owner API reports of an experiment: its spec, learners, status and versions."""

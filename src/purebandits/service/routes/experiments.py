@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from purebandits.service.deps import EidPath, StudyDep, TokenDep
 from purebandits.service.schemas import (
@@ -193,11 +193,32 @@ def neutralize(cell: Any) -> Any:
     return cell
 
 
-def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
+#: rows per chunk of a streamed CSV (~100 KB of answers)
+CSV_CHUNK_ROWS = 1_000
+
+
+def csv_chunks(rows: Iterable[list[Any]]) -> Iterator[bytes]:
+    """``rows`` as UTF-8 CSV (formula cells neutralized), ``CSV_CHUNK_ROWS`` rows per chunk."""
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows([neutralize(c) for c in row] for row in rows)
-    return Response(buf.getvalue(), media_type="text/csv; charset=utf-8",
-                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+    writer = csv.writer(buf, lineterminator="\n")
+    n = 0
+    for row in rows:
+        writer.writerow([neutralize(c) for c in row])
+        n += 1
+        if n == CSV_CHUNK_ROWS:
+            yield buf.getvalue().encode()
+            buf.seek(0)
+            buf.truncate()
+            n = 0
+    if n or buf.tell():
+        yield buf.getvalue().encode()
+
+
+def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
+    """A CSV download streamed as it is read: a contest's million answers (165 MB) were built whole in memory,
+    1.3 GB of a server's memory per download."""
+    return StreamingResponse(csv_chunks(rows), media_type="text/csv; charset=utf-8",
+                             headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
 @router.get("/{eid}/answers.csv", response_class=Response)
