@@ -27,6 +27,7 @@ from purebandits.algorithms._classes import (
     class_open,
     class_release,
     class_unlink,
+    classes_clear,
 )
 from purebandits.algorithms._lucb_round_incremental import _ROWS as LUCB_ROWS
 from purebandits.algorithms._lucb_round_incremental import _UPPER
@@ -78,6 +79,12 @@ class Classes:
         if not self.model[key]:
             del self.model[key]
         return int(c), int(nx), bool(was_head)
+
+    def clear(self) -> None:
+        """:func:`classes_clear`, and the model emptied."""
+        self.nfree = int(classes_clear(self.iw, self.rows, self.tab, self.n))
+        self.model.clear()
+        self.key_of.clear()
 
     def check(self) -> None:
         """The invariants, and the lists equal to the model's (heads = lowest members)."""
@@ -196,6 +203,50 @@ def test_random_adds_and_removes_match_the_model(layout, seed):
         if rng.random() < 0.7:
             w.add(i, keys[int(rng.integers(nkeys))])
         w.check()
+
+
+def _assert_cleared(w: Classes, before: np.ndarray) -> None:
+    """All n classes free (ids handed out 0, 1, ...), no arm in a class, the table empty; nothing else touched."""
+    r, n = w.rows, w.n
+    check_classes(w.iw, r, w.tab, w.nfree, n)
+    assert w.nfree == n
+    assert (w.iw[r.free, :n] == np.arange(n)[::-1]).all()
+    assert (w.iw[r.cls, :n] == -1).all() and (w.iw[r.size, :n] == 0).all()
+    assert (w.tab == -1).all()
+    touched = np.zeros(w.iw.shape, dtype=np.bool_)
+    touched[[r.cls, r.size, r.free], :n] = True
+    assert (w.iw[~touched] == before[~touched]).all()
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("seed", range(4))
+def test_clear_leaves_every_class_free(layout, seed):
+    """:func:`classes_clear` on garbage and after random operations: every class free, the table empty, the
+    other rows and the column past the arms untouched (the kernels reset those themselves, or never read them);
+    then the structure works again from there (adds and removes against the model)."""
+    rows = LAYOUTS[layout]
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 40))
+    size = 4
+    while size < 2 * n:
+        size *= 2
+    w = Classes(rows, n, size)
+    w.iw[:] = rng.integers(-5, 2 * n, size=w.iw.shape)  # a free class's other rows are never read
+    w.tab[:] = rng.integers(-1, n, size=size)
+    nkeys = int(rng.integers(1, n + 1))
+    keys = [(int(rng.integers(-4, 4)), int(rng.integers(1, 4)), int(rng.integers(0, 2)) if rows.side >= 0 else 0)
+            for _ in range(nkeys)]
+    for _ in range(4):
+        before = w.iw.copy()
+        w.clear()
+        _assert_cleared(w, before)
+        for _ in range(int(rng.integers(1, 400))):
+            i = int(rng.integers(n))
+            if i in w.key_of:
+                w.remove(i)
+            if rng.random() < 0.7:
+                w.add(i, keys[int(rng.integers(nkeys))])
+            w.check()
 
 
 def _linked(rows: ClassRows, members: list[int], n: int = 10) -> Classes:

@@ -11,7 +11,8 @@ Used by :mod:`purebandits.algorithms._lucb_round_incremental` (LUCB1, KL-LUCB, a
 ask/tell workspace and AT-LUCB) and :mod:`purebandits.algorithms._cpe_incremental` (CLUCB,
 lil'CLUCB). Each kernel keeps its own keys (heap keys, window keys); this module keeps the lists,
 the table and the free list, in rows of the kernel's int64 workspace ``iw`` named by a
-:class:`ClassRows`. Class ids are ``0..n-1`` (never more classes than arms).
+:class:`ClassRows`, and empties them (:func:`classes_clear`) when a kernel builds its classes.
+Class ids are ``0..n-1`` (never more classes than arms).
 
 Invariants (:func:`check_classes` verifies every one):
 
@@ -35,7 +36,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["ClassRows", "NO_SIDE", "class_hash", "class_find", "class_open", "class_link", "class_unlink",
-           "class_release", "class_fault", "check_classes", "CLASS_FAULTS"]
+           "class_release", "classes_clear", "class_fault", "check_classes", "CLASS_FAULTS"]
 
 #: ``ClassRows.side`` of a kernel whose classes have no side (every class's side is 0)
 NO_SIDE = -1
@@ -203,6 +204,24 @@ def class_release(iw, rows, tab, mask, c, nfree):  # pragma: no cover - compiled
             slot = j
     iw[rows.free, nfree] = c
     return nfree + 1
+
+
+@njit(cache=True)
+def classes_clear(iw, rows, tab, n):  # pragma: no cover - compiled
+    """Every class free and empty, no arm in a class, the table empty; returns the new nfree (n).
+
+    Touches only what the invariants read of an empty structure: columns ``0..n-1`` of ``cls``,
+    ``size`` and ``free``, and the whole table. The free list is ``n-1, ..., 0`` so that
+    :func:`class_open` hands out ids 0, 1, 2, ... A free class's other rows (and an arm's ``nxt``
+    and ``prv`` outside a class) are never read: :func:`class_open` and :func:`class_link` write
+    them first. Not inlined: a reset per build, not per pull.
+    """
+    for j in range(n):
+        iw[rows.cls, j] = -1
+        iw[rows.size, j] = 0
+        iw[rows.free, j] = n - 1 - j
+    tab[:] = -1
+    return n
 
 
 #: what :func:`class_fault` finds, by code (0: nothing)

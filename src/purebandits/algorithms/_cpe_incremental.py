@@ -52,6 +52,7 @@ from purebandits.algorithms._classes import (
     class_open,
     class_release,
     class_unlink,
+    classes_clear,
 )
 from purebandits.algorithms._cpe_rules import LIL, _clucb_scale, cpe_radius_s
 from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_init, keyheap_key, keyheap_update
@@ -386,12 +387,7 @@ def _build(counts, sums, fw, iw, bw, n, t):  # pragma: no cover - compiled
         for i in range(n):
             fw[_RAD, i] = _radius(fw, iw, float(counts[i]))
     topk_tracker_fill(_tracker(fw, iw, bw, n), mu, k)
-    iw[_TAB:, :] = -1
-    for j in range(n):
-        iw[_FREE, j] = n - 1 - j
-        iw[_CSIZE, j] = 0
-        iw[_CLS, j] = -1
-    iw[_IS, _NFREE] = n
+    iw[_IS, _NFREE] = classes_clear(iw, _ROWS, _table(iw), n)
     iw[_MTL, :k] = -1
     bw[1, :] = False
     keyheap_init(np.full(n, _NEG_INF), fw[_UKEY, :n + 1], iw[_UHARM, :n + 1], iw[_UWHERE, :n])

@@ -41,17 +41,17 @@ import numpy as np
 from numba import njit
 
 from purebandits.algorithms import _lucb_round_incremental as _rdi
+from purebandits.algorithms._classes import classes_clear
 from purebandits.algorithms._lucb_round_incremental import (
     _CEXV,
     _CLS,
-    _CSIZE,
-    _FREE,
     _LHARM,
     _LKEY,
     _LOWER,
     _LWHERE,
     _N_FW,
     _N_IW,
+    _ROWS,
     _UHARM,
     _UKEY,
     _UPPER,
@@ -176,16 +176,12 @@ def _init(IW, FW, counts, pending):  # pragma: no cover - compiled
      means, keyT, keyB, zkey) = _views(IW, FW)
     none = np.full(n, -math.inf)
     for iw, fw, tab, sc in ((iws, fws, tabs, scs), (iwp, fwp, tabp, scp)):
-        iw[:] = -1
-        iw[_CSIZE] = 0
-        for j in range(n):
-            iw[_FREE, j] = n - 1 - j
+        iw[:] = -1  # the kernel's own rows (epochs, tightness, heaps) at -1
+        sc[0] = classes_clear(iw, _ROWS, tab, n)
+        sc[1] = 0
         fw[:] = -math.inf
         keyheap_init(none, fw[_UKEY], iw[_UHARM], iw[_UWHERE])
         keyheap_init(none, fw[_LKEY], iw[_LHARM], iw[_LWHERE])
-        tab[:] = -1
-        sc[0] = n
-        sc[1] = 0
     keyT[:] = -math.inf
     keyB[:] = -math.inf
     heap_init(keyT, ht, wt)

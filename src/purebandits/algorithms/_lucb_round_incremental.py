@@ -46,7 +46,15 @@ import math
 import numpy as np
 from numba import njit
 
-from purebandits.algorithms._classes import ClassRows, class_find, class_link, class_open, class_release, class_unlink
+from purebandits.algorithms._classes import (
+    ClassRows,
+    class_find,
+    class_link,
+    class_open,
+    class_release,
+    class_unlink,
+    classes_clear,
+)
 from purebandits.algorithms._lucb_rules import (
     _SIDE_LOWER,
     _SIDE_UPPER,
@@ -539,19 +547,16 @@ def round_incremental_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, 
     keyB = np.full(n, -math.inf)
     ht, wt = heap_build(keyT)
     hb, wb = heap_build(keyB)
-    iw = np.full((_N_IW, n + 1), -1, dtype=np.int64)
-    iw[_CSIZE] = 0
-    for j in range(n):
-        iw[_FREE, j] = n - 1 - j
+    iw = np.full((_N_IW, n + 1), -1, dtype=np.int64)  # the kernel's own rows (epochs, tightness, heaps) at -1
     fw = np.full((_N_FW, n + 1), -math.inf)
     keyheap_init(np.full(n, -math.inf), fw[_UKEY], iw[_UHARM], iw[_UWHERE])
     keyheap_init(np.full(n, -math.inf), fw[_LKEY], iw[_LHARM], iw[_LWHERE])
     sc = np.zeros(2, dtype=np.int64)  # free classes, exact-list length
-    sc[0] = n
     size = 4
     while size < 2 * n:
         size *= 2
-    tab = np.full(size, -1, dtype=np.int64)
+    tab = np.empty(size, dtype=np.int64)
+    sc[0] = classes_clear(iw, _ROWS, tab, n)
     exl = np.empty(2 * n + 64, dtype=np.int64)  # classes made exact this round (< n + 6 per round)
     out = _run(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls, lrng, kind, a, b,
                cdf, values, block, pos, srng, means, in_top, keyT, keyB, ht, wt, hb, wb, iw, fw, sc, tab, exl)

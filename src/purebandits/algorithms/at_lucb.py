@@ -7,12 +7,12 @@ import math
 import numpy as np
 from numba import njit
 
+from purebandits.algorithms._classes import classes_clear
 from purebandits.algorithms._lucb_round_incremental import (
     _CLS,
-    _CSIZE,
-    _FREE,
     _N_FW,
     _N_IW,
+    _ROWS,
     _SCR_U,
     _UHARM,
     _UKEY,
@@ -211,13 +211,9 @@ def _classes_build(iw, fw, tab, sc, mu, mbits, counts, top, c1):  # pragma: no c
     Top arms belong to no class.
     """
     n = mu.shape[0]
-    iw[:, :] = -1
-    iw[_CSIZE, :] = 0
-    for j in range(n):
-        iw[_FREE, j] = n - 1 - j
-    sc[0] = n
+    iw[:, :] = -1  # the kernel's own rows (epochs, tightness, heap) at -1
+    sc[0] = classes_clear(iw, _ROWS, tab, n)
     sc[1] = 0
-    tab[:] = -1
     fw[:, :] = -math.inf
     keyheap_init(fw[_SCR_U, :n], fw[_UKEY], iw[_UHARM], iw[_UWHERE])
     for i in range(n):
