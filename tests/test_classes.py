@@ -182,12 +182,8 @@ def test_release_wraps_round_the_table(layout):
     w.check()
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("seed", range(6))
-def test_random_adds_and_removes_match_the_model(layout, seed):
-    """Many arms on few keys in a small table (collisions, wrap-round), checked after every operation."""
-    rows = LAYOUTS[layout]
-    rng = np.random.default_rng(seed)
+def _random_classes(rows: ClassRows, rng: np.random.Generator) -> tuple[Classes, list[tuple]]:
+    """An empty workspace of 3 to 39 arms in the smallest table of at least 2n slots, and 1 to n keys."""
     n = int(rng.integers(3, 40))
     size = 4
     while size < 2 * n:
@@ -196,13 +192,27 @@ def test_random_adds_and_removes_match_the_model(layout, seed):
     nkeys = int(rng.integers(1, n + 1))
     keys = [(int(rng.integers(-4, 4)), int(rng.integers(1, 4)), int(rng.integers(0, 2)) if rows.side >= 0 else 0)
             for _ in range(nkeys)]
-    for _ in range(1500):
-        i = int(rng.integers(n))
+    return w, keys
+
+
+def _churn(w: Classes, keys: list[tuple], rng: np.random.Generator, steps: int) -> None:
+    """``steps`` random moves (a random arm out of its class, then into a random key's 7 times in 10), checked."""
+    for _ in range(steps):
+        i = int(rng.integers(w.n))
         if i in w.key_of:
             w.remove(i)
         if rng.random() < 0.7:
-            w.add(i, keys[int(rng.integers(nkeys))])
+            w.add(i, keys[int(rng.integers(len(keys)))])
         w.check()
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("seed", range(6))
+def test_random_adds_and_removes_match_the_model(layout, seed):
+    """Many arms on few keys in a small table (collisions, wrap-round), checked after every operation."""
+    rng = np.random.default_rng(seed)
+    w, keys = _random_classes(LAYOUTS[layout], rng)
+    _churn(w, keys, rng, 1500)
 
 
 def _assert_cleared(w: Classes, before: np.ndarray) -> None:
@@ -224,29 +234,17 @@ def test_clear_leaves_every_class_free(layout, seed):
     """:func:`classes_clear` on garbage and after random operations: every class free, the table empty, the
     other rows and the column past the arms untouched (the kernels reset those themselves, or never read them);
     then the structure works again from there (adds and removes against the model)."""
-    rows = LAYOUTS[layout]
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(3, 40))
-    size = 4
-    while size < 2 * n:
-        size *= 2
-    w = Classes(rows, n, size)
-    w.iw[:] = rng.integers(-5, 2 * n, size=w.iw.shape)  # a free class's other rows are never read
-    w.tab[:] = rng.integers(-1, n, size=size)
-    nkeys = int(rng.integers(1, n + 1))
-    keys = [(int(rng.integers(-4, 4)), int(rng.integers(1, 4)), int(rng.integers(0, 2)) if rows.side >= 0 else 0)
-            for _ in range(nkeys)]
+    w, keys = _random_classes(LAYOUTS[layout], rng)
+    w.iw[:] = rng.integers(-5, 2 * w.n, size=w.iw.shape)  # a free class's other rows are never read
+    w.tab[:] = rng.integers(-1, w.n, size=w.tab.size)
     for _ in range(4):
+        # the free list past nfree is dead (ids handed out since): any value there, not only the start's
+        w.iw[w.rows.free, w.nfree:w.n] = rng.integers(-1, w.n, size=w.n - w.nfree)
         before = w.iw.copy()
         w.clear()
         _assert_cleared(w, before)
-        for _ in range(int(rng.integers(1, 400))):
-            i = int(rng.integers(n))
-            if i in w.key_of:
-                w.remove(i)
-            if rng.random() < 0.7:
-                w.add(i, keys[int(rng.integers(nkeys))])
-            w.check()
+        _churn(w, keys, rng, int(rng.integers(1, 400)))
 
 
 def _linked(rows: ClassRows, members: list[int], n: int = 10) -> Classes:
