@@ -6,8 +6,9 @@ A dashboard asks for the activity (answers over time, per item, per participant,
 the results with their timeline every few seconds while the results change. Each code, in a fresh
 process on its own copy of the database: the first call (nothing counted yet in the process), then
 ``--rounds`` times: ``--answers`` more answers through the service's own calls (new and returning
-participants), then one activity call and one results call with the timeline (timed; the activity cache's
-few seconds are let pass between them). CPU seconds of the calling process, SQLite, one core. Then the
+participants), then one activity call, one results call with the timeline and one comparison of the learners (which
+a dashboard of several learners asks for every second) (timed; the activity cache's few seconds are let
+pass between them). CPU seconds of the calling process, SQLite, one core. Then the
 downloads ``answers.csv`` and ``participants.csv`` as the routes build them (every byte consumed): wall
 seconds and the process's peak resident memory above what it held before.
 
@@ -53,7 +54,7 @@ def timed(f):
 out = {"first_activity": timed(lambda: study.activity(eid))}
 out["first_results"] = timed(lambda: study.results(eid, limit=30))
 rng = np.random.default_rng(0)
-pool, acts, ress = [], [], []
+pool, acts, ress, cmps = [], [], [], []
 for r in range(rounds):
     done = 0
     while done < per_round:
@@ -68,7 +69,8 @@ for r in range(rounds):
     clock_ms[0] += 10_000  # past the activity cache
     acts.append(timed(lambda: study.activity(eid)))
     ress.append(timed(lambda: study.results(eid, limit=30)))
-out["activity"], out["results"] = acts, ress
+    cmps.append(timed(lambda: study.comparison(eid)))
+out["activity"], out["results"], out["comparison"] = acts, ress, cmps
 
 import asyncio, resource
 from purebandits.service.routes import experiments as routes
@@ -119,11 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     codes = [("new", ROOT / "src")] + ([("previous", a.src)] if a.src else [])
     rows = {name: measure(src, db, a.rounds, a.per_round) for name, src in codes}
     print(f"{'code':<10} {'first activity':>15} {'first results':>14} {'activity (median)':>18} "
-          f"{'results (median)':>17}   CPU seconds")
+          f"{'results (median)':>17} {'comparison (median)':>20}   CPU seconds")
     for name, r in rows.items():
         med = sorted(r["activity"])[len(r["activity"]) // 2]
         medr = sorted(r["results"])[len(r["results"]) // 2]
-        print(f"{name:<10} {r['first_activity']:>15.3f} {r['first_results']:>14.3f} {med:>18.4f} {medr:>17.4f}")
+        medc = sorted(r["comparison"])[len(r["comparison"]) // 2]
+        print(f"{name:<10} {r['first_activity']:>15.3f} {r['first_results']:>14.3f} {med:>18.4f} {medr:>17.4f} "
+              f"{medc:>20.4f}")
     print(f"{'code':<10} {'download':<18} {'seconds':>8} {'bytes':>12} {'peak memory added (MB)':>23}")
     for name, r in rows.items():
         for what in ("answers_csv", "participants_csv"):

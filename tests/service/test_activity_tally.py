@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 from study_support import Clock, open_study
 
 from purebandits.service import history
 from purebandits.service.errors import Gone
 from purebandits.service.history import ActivityTally, activity
+from purebandits.service.models import queries
 
 ZERO_RATES = {"ask_rate_per_second": 0, "participant_rate_per_second": 0, "create_rate_per_second": 0}
 LEARNERS = [{"label": "A", "algorithm": "lucb1", "params": {"delta": 0.1}},
@@ -90,6 +92,12 @@ def test_tally_equals_the_full_recount_as_the_crowd_answers(db_url, window, monk
     assert tallies[0].n_answers + tallies[1].n_answers == study.results(eid, timeline=False)["n_answers"] + \
         study.results(eid, timeline=False, learner="B")["n_answers"]
     assert checks == 2 * 41
+    # the comparison's participants per learner come from the service's tallies: the distinct count
+    with study.engine.connect() as conn:
+        distinct = [conn.execute(sa.select(sa.func.count(sa.distinct(queries.c.participant_id))).where(
+            queries.c.experiment_id == eid, queries.c.learner == idx, queries.c.status == "answered")).scalar_one()
+            for idx in range(2)]
+    assert [a["n_participants"] for a in study.comparison(eid)["algorithms"]] == distinct and min(distinct) > 10
 
 
 def test_tally_recounts_after_a_long_gap_and_a_clock_set_back(db_url, monkeypatch):

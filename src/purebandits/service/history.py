@@ -293,6 +293,11 @@ class ActivityTally:
                 .group_by(queries.c.participant_id)).all())
         return out
 
+    @property
+    def n_participants(self) -> int:
+        """Participants with at least one answer counted."""
+        return int(self.by_answers[1:].sum())
+
     def timeline(self) -> dict[str, Any]:
         """What :func:`purebandits.service.reports.timeline` gives for this learner at the last refresh."""
         w = self.width
@@ -304,6 +309,6 @@ class ActivityTally:
         return {
             "timeline": self.timeline(),
             "answers_per_item": learner.counts_[order].astype(int).tolist(),
-            "participants": {"n": int(self.by_answers[1:].sum()), "answers": _histogram_of_tally(self.by_answers)},
+            "participants": {"n": self.n_participants, "answers": _histogram_of_tally(self.by_answers)},
             "response_seconds": {**_seconds_histogram(self.waits), "window": RESPONSE_WINDOW},
         }
