@@ -235,7 +235,7 @@ class ActivityTally:
             .select_from(events.join(queries, queries.c.id == events.c.query_id)).where(*new)
             .order_by(events.c.seq)).all()
         created, pids, waits = zip(*rows, strict=True)
-        self.buckets.update(c // width for c in created)
+        self.buckets.update(int(c) // width for c in created)
         fresh = Counter(pids)
         total = self._answers_of(conn, list(fresh), upto)
         self._move([(total[p] - m, total[p]) for p, m in fresh.items()])
@@ -256,10 +256,10 @@ class ActivityTally:
             sa.select(queries.c.answered_ms - queries.c.created_ms).where(*answered)
             .order_by(queries.c.end_seq.desc()).limit(RESPONSE_WINDOW)).scalars().all(), dtype=float)[::-1] / 1000.0
         bucket = (events.c.created_ms // width).label("b")
-        self.buckets = Counter(dict(conn.execute(
+        self.buckets = Counter({int(b): int(c) for b, c in conn.execute(
             sa.select(bucket, sa.func.count()).where(events.c.experiment_id == self.eid, events.c.learner == self.idx,
                                                      events.c.kind == "answer", events.c.seq <= upto)
-            .group_by(bucket)).all()))
+            .group_by(bucket))})
         self.width = width
         self.seq = int(upto)
         self.n_answers = int(per.sum())
