@@ -2,15 +2,16 @@
 1,000,000 answers (built by ``benchmarks/restart.py``'s builder and cached), for this checkout and for the
 previous code (``--src``), one after the other in the same invocation.
 
-A dashboard asks for the activity (answers over time, per item, per participant, response times) and for
-the results with their timeline every few seconds while the results change. Each code, in a fresh
-process on its own copy of the database: the first call (nothing counted yet in the process), then
-``--rounds`` times: ``--answers`` more answers through the service's own calls (new and returning
-participants), then one activity call, one results call with the timeline and one comparison of the learners (which
-a dashboard of several learners asks for every second) (timed; the activity cache's few seconds are let
-pass between them). CPU seconds of the calling process, SQLite, one core. Then the
-downloads ``answers.csv`` and ``participants.csv`` as the routes build them (every byte consumed): wall
-seconds and the process's peak resident memory above what it held before.
+A dashboard asks for the activity (answers over time, per item, per participant, response times), the
+history of the results and the results with their timeline every few seconds while the results change,
+and a dashboard of several learners asks for their comparison every second. Each code, in a fresh
+process on its own copy of the database: the first call (nothing read yet in the process), then
+``--rounds`` times: ``--per-round`` more answers through the service's own calls (new and returning
+participants), then one call of each (timed; the activity cache's few seconds are let pass between
+them). The builder writes no history points; each copy gets the 10,000 the service would have written
+(one every 100 answers, five leaders each). CPU seconds of the calling process, SQLite, one core. Then
+the downloads ``answers.csv`` and ``participants.csv`` as the routes build them (every byte consumed):
+wall seconds and the process's peak resident memory above what it held before.
 
     PYTHONPATH=src python benchmarks/owner_reports.py --src /tmp/prev/src
     PYTHONPATH=src python benchmarks/owner_reports.py --answers 200000 --src /tmp/prev/src   # quicker build
@@ -51,10 +52,26 @@ def timed(f):
     f()
     return time.process_time() - t
 
+# a contest of this size that ran in the service has a history point every 100 answers (10,000 here): the
+# builder writes none, so they are added as the service would have written them (5 leaders each)
+import sqlalchemy as sa
+from purebandits.service.models import history
+have = study.engine.connect().execute(sa.select(sa.func.count()).select_from(history)).scalar_one()
+if have == 0:
+    n_answers = study.results(eid, timeline=False, limit=1)["n_answers"]
+    prng = np.random.default_rng(1)
+    rows = [{"experiment_id": eid, "learner": 0, "n_answers": 100 * j, "created_ms": clock_ms[0] - 10**8 + 10**4 * j,
+             "done": False, "fraction": j / 1e4, "margin": -1 + j / 1e4,
+             "leaders": [{"rank": r + 1, "arm": int(prng.integers(1000)), "mean": 0.8 - 0.01 * r, "lower": 0.7,
+                          "upper": 0.9, "count": j} for r in range(5)]} for j in range(1, n_answers // 100 + 1)]
+    with study.engine.begin() as conn:
+        conn.execute(history.insert(), rows)
+
 out = {"first_activity": timed(lambda: study.activity(eid))}
+out["first_history"] = timed(lambda: study.history(eid, max_points=500))
 out["first_results"] = timed(lambda: study.results(eid, limit=30))
 rng = np.random.default_rng(0)
-pool, acts, ress, cmps = [], [], [], []
+pool, acts, ress, cmps, hists = [], [], [], [], []
 for r in range(rounds):
     done = 0
     while done < per_round:
@@ -70,7 +87,8 @@ for r in range(rounds):
     acts.append(timed(lambda: study.activity(eid)))
     ress.append(timed(lambda: study.results(eid, limit=30)))
     cmps.append(timed(lambda: study.comparison(eid)))
-out["activity"], out["results"], out["comparison"] = acts, ress, cmps
+    hists.append(timed(lambda: study.history(eid, max_points=500)))
+out["activity"], out["results"], out["comparison"], out["history"] = acts, ress, cmps, hists
 
 import asyncio, resource
 from purebandits.service.routes import experiments as routes
@@ -120,14 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {info['items']} items, {info['answers']:,} answers; load average {os.getloadavg()}")
     codes = [("new", ROOT / "src")] + ([("previous", a.src)] if a.src else [])
     rows = {name: measure(src, db, a.rounds, a.per_round) for name, src in codes}
-    print(f"{'code':<10} {'first activity':>15} {'first results':>14} {'activity (median)':>18} "
-          f"{'results (median)':>17} {'comparison (median)':>20}   CPU seconds")
+    print(f"{'code':<10} {'first activity':>15} {'first history':>14} {'first results':>14} "
+          f"{'activity (median)':>18} {'results (median)':>17} {'comparison (median)':>20} "
+          f"{'history (median)':>17}   CPU seconds")
     for name, r in rows.items():
         med = sorted(r["activity"])[len(r["activity"]) // 2]
         medr = sorted(r["results"])[len(r["results"]) // 2]
         medc = sorted(r["comparison"])[len(r["comparison"]) // 2]
-        print(f"{name:<10} {r['first_activity']:>15.3f} {r['first_results']:>14.3f} {med:>18.4f} {medr:>17.4f} "
-              f"{medc:>20.4f}")
+        medh = sorted(r["history"])[len(r["history"]) // 2]
+        print(f"{name:<10} {r['first_activity']:>15.3f} {r['first_history']:>14.3f} {r['first_results']:>14.3f} "
+              f"{med:>18.4f} {medr:>17.4f} {medc:>20.4f} {medh:>17.4f}")
     print(f"{'code':<10} {'download':<18} {'seconds':>8} {'bytes':>12} {'peak memory added (MB)':>23}")
     for name, r in rows.items():
         for what in ("answers_csv", "participants_csv"):

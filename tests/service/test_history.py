@@ -308,3 +308,20 @@ def _http_checks(client):
         assert f"/api/experiments/{{eid}}/{p}" in paths
     schema = paths["/api/experiments/{eid}/history"]["get"]["responses"]["200"]["content"]["application/json"]
     assert schema["schema"]["$ref"].endswith("HistoryOut")
+
+
+def test_history_read_incrementally_equals_a_fresh_read(db_url):
+    """A server process keeps the points it has read and reads only newer ones: after each batch of answers
+    its history equals that of a process reading every point afresh, thinned or not."""
+    clock = Clock()
+    study = open_study(db_url, clock=clock, history_every=5)
+    eid, _ = study.create_experiment({**_spec("uniform_allocation", {"budget": 600}), "items": _items(len(MEANS))})
+    rng = np.random.default_rng(1)
+    for batch in range(4):
+        _run(study, eid, clock, MEANS, rng, 37)
+        fresh = open_study(db_url, clock=clock, history_every=5)
+        for max_points in (100_000, 7):
+            got, want = study.history(eid, max_points=max_points), fresh.history(eid, max_points=max_points)
+            assert got == want, (batch, max_points)
+        fresh.engine.dispose()
+    assert len(study.history(eid, max_points=100_000)["series"][0]["points"]) == (4 * 37) // 5

@@ -74,11 +74,14 @@ def write_point(conn: Connection, eid: int, idx: int, point: dict[str, Any], now
             fraction=point["fraction"], margin=point["margin"], leaders=point["leaders"]))
 
 
-def read_points(conn: Connection, eid: int, idx: int | None = None) -> dict[int, list[dict[str, Any]]]:
-    """Every stored point of ``eid`` (of learner ``idx`` only if given), by learner, in answer order."""
+def read_points(conn: Connection, eid: int, idx: int | None = None, after: int = -1) -> dict[int, list[dict[str, Any]]]:
+    """Every stored point of ``eid`` (of learner ``idx`` only if given; at more than ``after`` answers), by
+    learner, in answer order."""
     where = [history.c.experiment_id == eid]
     if idx is not None:
         where.append(history.c.learner == idx)
+    if after >= 0:
+        where.append(history.c.n_answers > after)
     out: dict[int, list[dict[str, Any]]] = {}
     for r in conn.execute(sa.select(history).where(*where).order_by(history.c.learner, history.c.n_answers)):
         out.setdefault(int(r.learner), []).append({
