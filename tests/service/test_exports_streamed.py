@@ -61,3 +61,44 @@ def test_csv_chunks_keep_every_row_and_cell():
     chunks = list(routes.csv_chunks(iter(rows)))
     assert len(chunks) == 3 and b"".join(chunks).decode() == whole.getvalue()
     assert list(routes.csv_chunks(iter([]))) == []
+
+
+def test_at_most_max_exports_stream_at_once_and_slots_come_back(monkeypatch):
+    """Each streamed download holds a database connection until it is read, so a server streams at most
+    MAX_EXPORTS at once (429 with Retry-After beyond, its rows never opened); a slot comes back when its
+    download is read to the end or dropped unread (a client gone before the first byte)."""
+    import asyncio
+    import gc
+    import threading
+
+    from purebandits.service.errors import RateLimited
+
+    monkeypatch.setattr(routes, "_exports", threading.BoundedSemaphore(2))
+    opened = []
+
+    def rows():
+        opened.append(True)  # where an export takes its connection
+        yield ["a", "b"]
+        yield [1, 2]
+
+    def refused() -> bool:
+        gen = rows()
+        try:
+            routes._csv(gen, "x.csv")
+        except RateLimited as exc:
+            assert exc.retry_after > 0 and gen.gi_frame is None  # closed, never started
+            return True
+        return False
+
+    async def drain(it):
+        return b"".join([c async for c in it])
+
+    first, second = routes._csv(rows(), "1.csv"), routes._csv(rows(), "2.csv")
+    assert refused() and opened == []
+    assert asyncio.run(drain(first.body_iterator)) == b"a,b\n1,2\n"  # read to the end: its slot is back
+    third = routes._csv(rows(), "3.csv")
+    assert refused()
+    del second, third  # dropped unread
+    gc.collect()
+    kept = [routes._csv(rows(), f"{i}.csv") for i in range(2)]
+    assert refused() and len(kept) == 2
