@@ -907,3 +907,18 @@ def test_contest_size_counts_fit_a_phone_and_answers_per_item_is_on_a_log_scale(
         return v.model.y_scale.type; }""")
     assert scale == "LogScale"
     ctx.close()
+
+
+def test_a_refused_export_says_why(browser, contest):
+    """A download the server turns away (it streams at most a few at once) shows the server's reason."""
+    from playwright.sync_api import expect
+
+    eid, token = contest["one"]
+    ctx, page, errors = open_dashboard(browser, contest["url"], eid, token)
+    busy = {"detail": "3 downloads are already being streamed by this server; retry in a few seconds"}
+    page.route(f"**/api/experiments/{eid}/answers.csv", lambda route: route.fulfill(
+        status=429, json=busy, headers={"Retry-After": "5"}))
+    page.click("#export-answers")
+    expect(page.locator("#error")).to_have_text("export failed: " + busy["detail"])
+    assert errors == []
+    ctx.close()

@@ -93,7 +93,12 @@
   async function download(path, name) {
     const r = await send(`/api/experiments/${eid}/${path}`, {headers: auth()}, "the export");
     if (r === null) return;
-    if (!r.ok) { $("error").textContent = "export failed: " + r.status; return; }
+    if (!r.ok) {  // the server's reason when it gives one (a busy server: "retry in a few seconds")
+      let why = String(r.status);
+      try { why = (await r.json()).detail || why; } catch (e) { /* not JSON */ }
+      $("error").textContent = "export failed: " + why;
+      return;
+    }
     const url = URL.createObjectURL(await r.blob());
     const a = document.createElement("a");
     a.href = url; a.download = name; document.body.appendChild(a); a.click(); a.remove();
