@@ -122,3 +122,41 @@ class _ExpGapNoLSLowNoise(ExpGapElimination):
 @pytest.mark.parametrize("cls", [_SEEdmm, _ExpGapNoLSLowNoise])
 def test_kernel_matches_reference_other_settings(cls):
     check_kernel_matches_reference(cls)
+
+
+@pytest.mark.parametrize("use_ls", [True, False])
+def test_se_elimination_pass_equals_the_per_arm_rule(use_ls):
+    """``_se_eliminate`` computes each radius once per distinct count; the kept arms (and their order) are those
+    of the rule written per arm (EDMM02 Sec. 3: drop a when mu_best - rad(T_best) >= mu_a + rad(T_a)), on
+    equal counts (every SE round) and on mixed ones, with near-ties at the boundary."""
+    from purebandits.algorithms.elimination import _se_eliminate
+    from purebandits.bounds import edmm_radius_s, ls_radius_s
+    from purebandits.stopping import LS_EPSILON
+
+    rng = np.random.default_rng(3)
+    d_ls, delta, c, sigma = 0.01, 0.1, 4.0, 0.5
+    dropped = kept = 0
+    for trial in range(400):
+        n = int(rng.integers(2, 40))
+        n_act = int(rng.integers(1, n + 1))
+        act = np.sort(rng.choice(n, n_act, replace=False)).astype(np.int64)
+        counts = np.full(n, int(rng.integers(1, 50)), dtype=np.int64)
+        if trial % 3 == 0:  # mixed counts: the radius changes between arms
+            counts = rng.integers(1, 6, n).astype(np.int64) * (1 + trial % 7)
+        sums = np.round(rng.normal(0.5, 0.3, n) * counts, int(rng.integers(0, 3)))  # rounded: ties
+
+        def rad(a):
+            if use_ls:
+                return ls_radius_s(float(counts[a]), d_ls, float(n), LS_EPSILON, sigma)
+            return edmm_radius_s(float(counts[a]), float(n), delta, c, sigma)
+
+        means = {int(a): sums[a] / counts[a] for a in act}
+        best = max(act, key=lambda a: (means[int(a)], -a))
+        lcb = means[int(best)] - rad(best)
+        want = [int(a) for a in act if a == best or not lcb >= means[int(a)] + rad(a)]
+        got_act = act.copy()
+        keep = _se_eliminate(got_act, n_act, sums, counts, use_ls, c, delta, d_ls, sigma, n)
+        assert got_act[:keep].tolist() == want, trial
+        dropped += n_act - keep
+        kept += keep
+    assert dropped > 10 and kept > 100  # both outcomes exercised

@@ -146,6 +146,11 @@ def _se_eliminate(act, n_act, sums, counts, use_ls, c, delta, d_ls, sigma, n):  
     The best arm is the empirical best among the active arms (ties to the lower index); arm a
     is dropped when ``mu_best - rad(T_best) >= mu_a + rad(T_a)`` (= ``gap >= 2 alpha_t`` since
     active arms have equal counts). Returns the new number of active arms (compacted in place).
+
+    The radius is a function of the count alone, and the active arms share their count (each is
+    pulled once per round), so it is computed once per distinct count in the pass, not per arm: the
+    same doubles, without a logarithm and a square root per arm and round (which made SE run at
+    38 M pulls/s against 89 M for nonadaptive sampling in the paper-scale lil'UCB experiments).
     """
     best = act[0]
     best_m = -math.inf
@@ -155,18 +160,24 @@ def _se_eliminate(act, n_act, sums, counts, use_ls, c, delta, d_ls, sigma, n):  
         if m > best_m:
             best_m = m
             best = a
+    rad_count = float(counts[best])
     if use_ls:
-        lcb = best_m - ls_radius_s(float(counts[best]), d_ls, float(n), LS_EPSILON, sigma)
+        rad = ls_radius_s(rad_count, d_ls, float(n), LS_EPSILON, sigma)
     else:
-        lcb = best_m - edmm_radius_s(float(counts[best]), float(n), delta, c, sigma)
+        rad = edmm_radius_s(rad_count, float(n), delta, c, sigma)
+    lcb = best_m - rad
     keep = 0
     for j in range(n_act):
         a = act[j]
         if a != best:
-            if use_ls:
-                ucb = sums[a] / counts[a] + ls_radius_s(float(counts[a]), d_ls, float(n), LS_EPSILON, sigma)
-            else:
-                ucb = sums[a] / counts[a] + edmm_radius_s(float(counts[a]), float(n), delta, c, sigma)
+            ca = float(counts[a])
+            if ca != rad_count:
+                rad_count = ca
+                if use_ls:
+                    rad = ls_radius_s(ca, d_ls, float(n), LS_EPSILON, sigma)
+                else:
+                    rad = edmm_radius_s(ca, float(n), delta, c, sigma)
+            ucb = sums[a] / counts[a] + rad
             if lcb >= ucb:
                 continue
         act[keep] = a
