@@ -37,7 +37,7 @@ def test_compile_progress_speaks_only_when_numba_compiles():
         assert twice(21) == 42
     lines = out.getvalue().splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith("purebandits: testing: compiling its kernels (only at the first start")
+    assert lines[0].startswith("purebandits: testing: compiling its kernels (only at the first start of this version")
     assert re.fullmatch(r"purebandits: testing: compiled [1-9][0-9]* kernels in [0-9]+ s", lines[1])
 
     quiet = io.StringIO()

@@ -85,7 +85,7 @@ def compile_progress(what: str, *, file: IO[str] | None = None) -> Iterator[None
             with guard:
                 if state["bar"] is not None:
                     return
-                print(f"purebandits: {what}: compiling its kernels (only at the first start of this installation, "
+                print(f"purebandits: {what}: compiling its kernels (only at the first start of this version, "
                       "about half a minute; later starts load them from numba's cache)", file=out, flush=True)
                 state["bar"] = tqdm(desc="compiling", unit=" kernels", file=out, disable=None, leave=False)
                 if not state["bar"].disable:
