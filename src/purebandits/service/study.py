@@ -145,6 +145,8 @@ CANDIDATES_BEYOND_SEEN = MAX_CANDIDATES = 16
 MAX_CANDIDATES_NEVER = 256
 #: participant ids a process remembers as registered (others are looked up in the database)
 MAX_KNOWN_PARTICIPANTS = 100_000
+#: learners whose activity tally and history points one server process keeps (the ones asked for last)
+MAX_REPORT_CACHES = 64
 
 
 def hash_token(token: str) -> str:
@@ -340,10 +342,12 @@ class Study:
         self._known_participants: LRU = LRU(MAX_KNOWN_PARTICIPANTS)
         self._last_expire: dict[tuple[int, int], int] = {}
         self._activity: dict[tuple[int, int], tuple[int, dict[str, Any]]] = {}  # (eid, idx) -> (when, activity)
-        self._tallies: dict[tuple[int, int], ActivityTally] = {}  # (eid, idx) -> its activity, kept incrementally
-        # (eid, idx) -> (the experiment's created_ms, its history points read so far, the lock of that list)
-        self._points: dict[tuple[int, int], tuple[int, list[dict[str, Any]], threading.Lock]] = {}
-        self._points_lock = threading.Lock()
+        # what the owners' reports keep per learner, for the MAX_REPORT_CACHES learners asked for last (a
+        # contest of a million answers: ~1 MB of tally and ~30 MB of history points): (eid, idx) -> its
+        # activity tally, and -> (the experiment's created_ms, its history points read so far, their lock)
+        self._tallies: LRU = LRU(MAX_REPORT_CACHES)
+        self._points: LRU = LRU(MAX_REPORT_CACHES)
+        self._reports_lock = threading.Lock()
         # (eid, idx) -> (version, answers per (arm, label) at that version): the owners' polls add the
         # answers logged since instead of counting every answer again
         self._counts: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
@@ -605,14 +609,17 @@ class Study:
     def _forget(self, eid: int) -> None:
         """Drop what this process cached of ``eid`` (it was deleted)."""
         self._meta.pop(eid, None)
-        for key in [k for k in (*self._cache, *self._last_expire, *self._activity, *self._counts, *self._tallies,
-                                *self._points) if k[0] == eid]:
+        with self._reports_lock:
+            reports = [*self._tallies, *self._points]
+        for key in [k for k in (*self._cache, *self._last_expire, *self._activity, *self._counts, *reports)
+                    if k[0] == eid]:
             self._cache.pop(key, None)
             self._last_expire.pop(key, None)
             self._activity.pop(key, None)
             self._counts.pop(key, None)
-            self._tallies.pop(key, None)
-            self._points.pop(key, None)
+            with self._reports_lock:
+                self._tallies.pop(key, None)
+                self._points.pop(key, None)
 
     # ------------------------------------------------------------------ learner state
     def meta(self, eid: int) -> _Meta:
@@ -1575,7 +1582,7 @@ class Study:
         reads only the newer ones: a dashboard asks every few seconds, and a contest of a million answers has
         10,000 points per learner (decoding them all took 0.14-0.38 s per request)."""
         key = (meta.id, idx)
-        with self._points_lock:
+        with self._reports_lock:
             known = self._points.get(key)
             if known is None or known[0] != meta.created_ms:  # new, or an id reused by a later experiment
                 known = self._points[key] = (meta.created_ms, [], threading.Lock())
@@ -1618,10 +1625,9 @@ class Study:
     def _tally(self, eid: int, idx: int, created_ms: int) -> ActivityTally:
         """The activity tally of learner ``idx`` of ``eid`` in this process (made on first use)."""
         key = (eid, idx)
-        tally = self._tallies.get(key)
-        if tally is None or tally.created_ms != created_ms:  # new, or an id reused by a later experiment
-            tally = self._tallies.setdefault(key, ActivityTally(eid, idx, created_ms))
-            if tally.created_ms != created_ms:
+        with self._reports_lock:
+            tally = self._tallies.get(key)
+            if tally is None or tally.created_ms != created_ms:  # new, or an id reused by a later experiment
                 tally = self._tallies[key] = ActivityTally(eid, idx, created_ms)
         return tally
 
