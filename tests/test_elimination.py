@@ -145,15 +145,12 @@ def test_se_elimination_pass_equals_the_per_arm_rule(use_ls):
             counts = rng.integers(1, 6, n).astype(np.int64) * (1 + trial % 7)
         sums = np.round(rng.normal(0.5, 0.3, n) * counts, int(rng.integers(0, 3)))  # rounded: ties
 
-        def rad(a):
-            if use_ls:
-                return ls_radius_s(float(counts[a]), d_ls, float(n), LS_EPSILON, sigma)
-            return edmm_radius_s(float(counts[a]), float(n), delta, c, sigma)
-
+        rad = {int(a): ls_radius_s(float(counts[a]), d_ls, float(n), LS_EPSILON, sigma) if use_ls
+               else edmm_radius_s(float(counts[a]), float(n), delta, c, sigma) for a in act}  # per arm
         means = {int(a): sums[a] / counts[a] for a in act}
-        best = max(act, key=lambda a: (means[int(a)], -a))
-        lcb = means[int(best)] - rad(best)
-        want = [int(a) for a in act if a == best or not lcb >= means[int(a)] + rad(a)]
+        best = int(max(act, key=lambda a: (means[int(a)], -a)))
+        lcb = means[best] - rad[best]
+        want = [int(a) for a in act if a == best or not lcb >= means[int(a)] + rad[int(a)]]
         got_act = act.copy()
         keep = _se_eliminate(got_act, n_act, sums, counts, use_ls, c, delta, d_ls, sigma, n)
         assert got_act[:keep].tolist() == want, trial
