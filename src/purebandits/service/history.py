@@ -28,6 +28,8 @@ from purebandits.service.reports import (
     rank_order,
     stopping_progress,
     timeline,
+    timeline_buckets,
+    timeline_of,
     timeline_width,
 )
 
@@ -121,14 +123,11 @@ def _blank(x: float | None) -> Any:
     return "" if x is None else x
 
 
-def _integer_histogram(values: np.ndarray) -> dict[str, Any]:
-    """Counts of positive integers: one bin per value up to 40, else about 30 bins of growing width."""
-    return _histogram_of_tally(np.bincount(values) if values.size else np.zeros(1, dtype=np.int64))
-
-
 def _histogram_of_tally(tally: np.ndarray) -> dict[str, Any]:
-    """:func:`_integer_histogram` of the values ``v`` that ``tally[v]`` counts (the same numbers: the sums,
-    the mean's division and the median's two middle values are exact in doubles)."""
+    """Counts of the positive integers ``v`` that ``tally[v]`` counts: one bin per value up to 40, else about
+    30 bins of growing width, with their mean, median and largest (the numbers ``np.histogram``, ``mean`` and
+    ``median`` give on the values themselves: the sums, the mean's division and the median's two middle values
+    are exact in doubles)."""
     size = int(tally.sum())
     if size == 0:
         return {"edges": [], "counts": [], "mean": None, "median": None, "max": 0}
@@ -158,24 +157,45 @@ def _seconds_histogram(seconds: np.ndarray) -> dict[str, Any]:
             "p90": float(np.quantile(seconds, 0.9)), "above": int((seconds > top).sum()), "n": int(seconds.size)}
 
 
+def _answered(eid: int, idx: int, upto: int | None) -> list[Any]:
+    where = [queries.c.experiment_id == eid, queries.c.learner == idx, queries.c.status == "answered"]
+    if upto is not None:
+        where.append(queries.c.end_seq <= upto)
+    return where
+
+
+def _participants_by_answers(conn: Connection, eid: int, idx: int, upto: int | None = None) -> np.ndarray:
+    """How many participants gave each number of answers to learner ``idx`` (index = answers), counting the
+    answers logged up to sequence number ``upto`` if given."""
+    per = np.array(conn.execute(sa.select(sa.func.count()).where(*_answered(eid, idx, upto))
+                                .group_by(queries.c.participant_id)).scalars().all(), dtype=np.int64)
+    return np.bincount(per) if per.size else np.zeros(1, dtype=np.int64)
+
+
+def _latest_waits(conn: Connection, eid: int, idx: int, upto: int | None = None) -> np.ndarray:
+    """Seconds from query to answer of the latest ``RESPONSE_WINDOW`` answers (up to ``upto``), in log order."""
+    return np.array(conn.execute(
+        sa.select(queries.c.answered_ms - queries.c.created_ms).where(*_answered(eid, idx, upto))
+        .order_by(queries.c.end_seq.desc()).limit(RESPONSE_WINDOW)).scalars().all(), dtype=float)[::-1] / 1000.0
+
+
+def _activity_of(learner: Learner, timeline: dict[str, Any], by_answers: np.ndarray, waits: np.ndarray
+                 ) -> dict[str, Any]:
+    order = rank_order(learner, list(learner.recommend()))
+    return {
+        "timeline": timeline,
+        "answers_per_item": learner.counts_[order].astype(int).tolist(),
+        "participants": {"n": int(by_answers[1:].sum()), "answers": _histogram_of_tally(by_answers)},
+        "response_seconds": {**_seconds_histogram(waits), "window": RESPONSE_WINDOW},
+    }
+
+
 def activity(conn: Connection, eid: int, idx: int, learner: Learner, created_ms: int, now: int) -> dict[str, Any]:
     """Answers over time, answers per item (in rank order), answers per participant and response times (of
     the latest ``RESPONSE_WINDOW`` answers in the log's order) of learner ``idx``, from every answer: the
     reference of :class:`ActivityTally`, which the service uses."""
-    answered = [queries.c.experiment_id == eid, queries.c.learner == idx, queries.c.status == "answered"]
-    per_participant = np.array(conn.execute(
-        sa.select(sa.func.count()).where(*answered).group_by(queries.c.participant_id)).scalars().all(),
-        dtype=np.int64)
-    waits = np.array(conn.execute(
-        sa.select(queries.c.answered_ms - queries.c.created_ms).where(*answered)
-        .order_by(queries.c.end_seq.desc()).limit(RESPONSE_WINDOW)).scalars().all(), dtype=float) / 1000.0
-    order = rank_order(learner, list(learner.recommend()))
-    return {
-        "timeline": timeline(conn, eid, idx, created_ms, now),
-        "answers_per_item": learner.counts_[order].astype(int).tolist(),
-        "participants": {"n": int(per_participant.size), "answers": _integer_histogram(per_participant)},
-        "response_seconds": {**_seconds_histogram(waits), "window": RESPONSE_WINDOW},
-    }
+    return _activity_of(learner, timeline(conn, eid, idx, created_ms, now),
+                        _participants_by_answers(conn, eid, idx), _latest_waits(conn, eid, idx))
 
 
 class ActivityTally:
@@ -248,24 +268,15 @@ class ActivityTally:
         self.n_answers += len(rows)
 
     def _count_all(self, conn: Connection, upto: int, width: int) -> None:
-        """Everything up to sequence number ``upto`` by aggregates in the database (the first refresh)."""
+        """Everything up to sequence number ``upto`` by aggregates in the database (the first refresh), with
+        the queries of :func:`activity`."""
         self._clear()
-        answered = [queries.c.experiment_id == self.eid, queries.c.learner == self.idx,
-                    queries.c.status == "answered", queries.c.end_seq <= upto]
-        per = np.array(conn.execute(sa.select(sa.func.count()).where(*answered)
-                                    .group_by(queries.c.participant_id)).scalars().all(), dtype=np.int64)
-        self.by_answers = np.bincount(per) if per.size else np.zeros(1, dtype=np.int64)
-        self.waits = np.array(conn.execute(
-            sa.select(queries.c.answered_ms - queries.c.created_ms).where(*answered)
-            .order_by(queries.c.end_seq.desc()).limit(RESPONSE_WINDOW)).scalars().all(), dtype=float)[::-1] / 1000.0
-        bucket = (events.c.created_ms // width).label("b")
-        self.buckets = Counter({int(b): int(c) for b, c in conn.execute(
-            sa.select(bucket, sa.func.count()).where(events.c.experiment_id == self.eid, events.c.learner == self.idx,
-                                                     events.c.kind == "answer", events.c.seq <= upto)
-            .group_by(bucket))})
+        self.by_answers = _participants_by_answers(conn, self.eid, self.idx, upto)
+        self.waits = _latest_waits(conn, self.eid, self.idx, upto)
+        self.buckets = Counter(timeline_buckets(conn, self.eid, self.idx, width, upto))
         self.width = width
         self.seq = int(upto)
-        self.n_answers = int(per.sum())
+        self.n_answers = int(np.dot(np.arange(self.by_answers.size), self.by_answers))
 
     def _widen(self, width: int) -> None:
         if self.width and width > self.width:
@@ -303,15 +314,8 @@ class ActivityTally:
 
     def timeline(self) -> dict[str, Any]:
         """What :func:`purebandits.service.reports.timeline` gives for this learner at the last refresh."""
-        w = self.width
-        return {"bucket_seconds": w / 1000.0, "buckets": [[b * w / 1000.0, c] for b, c in sorted(self.buckets.items())]}
+        return timeline_of(self.buckets, self.width)
 
     def activity(self, learner: Learner) -> dict[str, Any]:
         """What :func:`activity` gives at the last refresh (``learner``: the state the answers per item are of)."""
-        order = rank_order(learner, list(learner.recommend()))
-        return {
-            "timeline": self.timeline(),
-            "answers_per_item": learner.counts_[order].astype(int).tolist(),
-            "participants": {"n": self.n_participants, "answers": _histogram_of_tally(self.by_answers)},
-            "response_seconds": {**_seconds_histogram(self.waits), "window": RESPONSE_WINDOW},
-        }
+        return _activity_of(learner, self.timeline(), self.by_answers, self.waits)

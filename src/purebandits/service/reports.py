@@ -22,8 +22,8 @@ from purebandits.service.validation import DEFAULT_LABELS
 
 __all__ = ["PUBLIC_SUMMARY_COLUMNS", "SUMMARY_COLUMNS", "summary_columns", "stopping_progress", "summary_rows",
            "label_counts", "logged_label_counts", "rank_order", "ranking_page", "RANKING_SORTS",
-           "ranking_rows", "timeline", "timeline_width", "TIMELINE_WIDTHS", "answers_rows", "participants_rows",
-           "agreement", "iso_time", "learner_intervals"]
+           "ranking_rows", "timeline", "timeline_buckets", "timeline_of", "timeline_width", "TIMELINE_WIDTHS",
+           "answers_rows", "participants_rows", "agreement", "iso_time", "learner_intervals"]
 
 #: columns of the public caption-contest summaries (nextml/caption-contest-data)
 PUBLIC_SUMMARY_COLUMNS = ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest",
@@ -244,15 +244,29 @@ def timeline_width(created_ms: int, now: int) -> int:
     return width
 
 
-def timeline(conn: Connection, eid: int, idx: int | None, created_ms: int, now: int) -> dict[str, Any]:
-    """Answers per time bucket (at most ~120 buckets since the experiment began)."""
-    width = timeline_width(created_ms, now)
+def timeline_buckets(conn: Connection, eid: int, idx: int | None, width: int, upto: int | None = None
+                     ) -> dict[int, int]:
+    """Answers per bucket of ``width`` ms (``created_ms // width`` -> answers), of learner ``idx`` (every
+    learner if None), of the answer events up to sequence number ``upto`` if given."""
     bucket = (events.c.created_ms // width).label("b")
     where = [events.c.experiment_id == eid, events.c.kind == "answer"]
     if idx is not None:
         where.append(events.c.learner == idx)
-    rows = conn.execute(sa.select(bucket, sa.func.count()).where(*where).group_by(bucket).order_by(bucket)).all()
-    return {"bucket_seconds": width / 1000.0, "buckets": [[int(b) * width / 1000.0, int(c)] for b, c in rows]}
+    if upto is not None:
+        where.append(events.c.seq <= upto)
+    rows = conn.execute(sa.select(bucket, sa.func.count()).where(*where).group_by(bucket).order_by(bucket))
+    return {int(b): int(c) for b, c in rows}
+
+
+def timeline_of(buckets: dict[int, int], width: int) -> dict[str, Any]:
+    """The timeline as the API gives it: bucket width in seconds, and [start in seconds, answers] in time order."""
+    return {"bucket_seconds": width / 1000.0, "buckets": [[b * width / 1000.0, c] for b, c in sorted(buckets.items())]}
+
+
+def timeline(conn: Connection, eid: int, idx: int | None, created_ms: int, now: int) -> dict[str, Any]:
+    """Answers per time bucket (at most ~120 buckets since the experiment began)."""
+    width = timeline_width(created_ms, now)
+    return timeline_of(timeline_buckets(conn, eid, idx, width), width)
 
 
 #: rows fetched at a time by the CSV exports
