@@ -56,7 +56,8 @@ def timed(f):
 # builder writes none, so they are added as the service would have written them (5 leaders each)
 import sqlalchemy as sa
 from purebandits.service.models import history
-have = study.engine.connect().execute(sa.select(sa.func.count()).select_from(history)).scalar_one()
+with study.engine.connect() as conn:
+    have = conn.execute(sa.select(sa.func.count()).select_from(history)).scalar_one()
 if have == 0:
     n_answers = study.results(eid, timeline=False, limit=1)["n_answers"]
     prng = np.random.default_rng(1)
