@@ -102,3 +102,73 @@ def test_at_most_max_exports_stream_at_once_and_slots_come_back(monkeypatch):
     gc.collect()
     kept = [routes._csv(rows(), f"{i}.csv") for i in range(2)]
     assert refused() and len(kept) == 2
+
+
+def _open_transactions(study) -> int:
+    """Read transactions other connections hold on the study's database: on SQLite, whether a reader keeps
+    the write-ahead log from being checkpointed whole (``PRAGMA wal_checkpoint(TRUNCATE)`` is busy), on
+    PostgreSQL the sessions with a transaction open."""
+    import sqlite3
+
+    import sqlalchemy as sa
+
+    url = study.engine.url
+    if url.get_backend_name() == "sqlite":
+        con = sqlite3.connect(url.database, timeout=0.05)
+        try:
+            busy, _, _ = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            con.close()
+        return int(busy)
+    with sa.create_engine(url, poolclass=sa.pool.NullPool).connect() as conn:
+        return int(conn.execute(sa.text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND xact_start IS NOT NULL")).scalar())
+
+
+def test_a_slow_download_does_not_hold_its_transaction(db_url, monkeypatch):
+    """A client that reads one chunk and then waits (a phone on a slow link) no longer keeps the export's
+    read transaction open: once the server has read the rows, SQLite's log can be checkpointed whole and
+    PostgreSQL has no transaction open, while the client still gets exactly the rows of the moment its
+    download started (an answer given meanwhile is in the next download, not this one)."""
+    import asyncio
+    import time
+
+    from purebandits.service import spool
+
+    monkeypatch.setattr(routes, "CSV_CHUNK_ROWS", 3)
+    monkeypatch.setattr(spool, "READ_SIZE", 64)  # the client takes a small piece at a time
+    clock = Clock()
+    with TestClient(create_app(Settings(database_url=db_url, **ZERO_RATES), clock=clock)) as c:
+        eid = c.post("/api/experiments", json={"name": "slow", "items": [f"c{i}" for i in range(5)],
+                                               "seed": 3}).json()["id"]
+
+        def answer() -> None:
+            pid = c.post("/api/participants", json={}).json()["participant_id"]
+            q = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+            clock.ms += 900
+            r = c.post(f"/api/queries/{q['query_id']}/answer", json={"participant_id": pid, "label": "funny"})
+            assert r.status_code == 200, r.text
+
+        for _ in range(30):
+            answer()
+        study = c.app.state.study
+        expected = b"".join(routes.csv_chunks(study.export_answers(eid)))
+        loop = asyncio.new_event_loop()
+        try:
+            body = routes._csv(study.export_answers(eid), "answers.csv").body_iterator
+            got = [loop.run_until_complete(body.__anext__())]  # the first piece, then the client waits
+            deadline = time.monotonic() + 20
+            answer()  # the contest goes on: the log gains frames the download's snapshot does not have
+            while _open_transactions(study) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _open_transactions(study) == 0, "the slow download still holds its read transaction"
+
+            async def rest() -> list[bytes]:
+                return [piece async for piece in body]
+
+            got += loop.run_until_complete(rest())
+        finally:
+            loop.close()
+        assert len(got) > 10 and b"".join(got) == expected  # the rows of its start, none given meanwhile
+        assert len(list(study.export_answers(eid))) == 1 + 31

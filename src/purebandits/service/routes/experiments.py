@@ -31,6 +31,7 @@ from purebandits.service.schemas import (
     StatusOut,
     error_responses,
 )
+from purebandits.service.spool import Spool
 
 router = APIRouter(prefix="/api/experiments", tags=["owners"], responses=error_responses(400, 401, 404, 413, 422, 503))
 
@@ -216,8 +217,9 @@ def csv_chunks(rows: Iterable[list[Any]]) -> Iterator[bytes]:
         yield buf.getvalue().encode()
 
 
-#: CSV downloads one server process streams at once: each holds a database connection until its last row
-#: is read (as long as a slow client takes), so more at once would take the connections participants need
+#: CSV downloads one server process serves at once: each holds a database connection and most of a core
+#: while its rows are read (about 11 s for a million answers), then its temporary file (165 MB for them)
+#: until the client has read it, so more at once would take what participants need
 MAX_EXPORTS = 3
 _exports = threading.BoundedSemaphore(MAX_EXPORTS)
 
@@ -254,14 +256,16 @@ class _Slot:
 
 def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
     """A CSV download streamed as it is read: a contest's million answers (165 MB) were built whole in memory,
-    1.1 GB of a server's memory per download. At most :data:`MAX_EXPORTS` at once per process (429 beyond)."""
+    1.1 GB of a server's memory per download. Its rows go through a :class:`Spool`, so their transaction ends
+    when the server has read them, however slowly the client downloads. At most :data:`MAX_EXPORTS` at once
+    per process (429 beyond)."""
     if not _exports.acquire(blocking=False):
         close = getattr(rows, "close", None)
         if close is not None:
             close()
         raise RateLimited(f"{MAX_EXPORTS} downloads are already being streamed by this server; retry in a few "
                           "seconds", retry_after=5.0)
-    return StreamingResponse(_Slot(csv_chunks(rows)), media_type="text/csv; charset=utf-8",
+    return StreamingResponse(_Slot(Spool(csv_chunks(rows))), media_type="text/csv; charset=utf-8",
                              headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 

@@ -1,0 +1,127 @@
+"""A download written to a temporary file by a thread of its own and read back as fast as the client reads it.
+
+A CSV export reads its rows in one database transaction, which is what makes it consistent. Streamed
+straight to the client, that transaction stays open for as long as the client takes: an organiser on a
+phone over a slow link holds it for an hour while the contest goes on. On SQLite an open reader keeps
+the write-ahead log from being checkpointed, so the log grows with every answer of the hour; on
+PostgreSQL it holds back vacuum. :class:`Spool` decouples the two: the transaction lasts as long as the
+server needs to read and format the rows (about 11 s for a million answers), the client gets the first
+bytes as soon as they are written, and the rest comes from the file at the client's pace.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+
+#: bytes handed to the server per read of the file
+READ_SIZE = 256 * 1024
+
+
+class Spool:
+    """Iterator over the bytes of ``chunks``, produced into a temporary file by a thread started at the first
+    read and handed out at most :data:`READ_SIZE` bytes at a time. ``close()`` (the client gone) stops the
+    producer at its next chunk and closes ``chunks`` (ending its transaction); the file is removed once both
+    sides are done with it. An error raised by ``chunks`` reaches the reader after the bytes written before
+    it."""
+
+    def __init__(self, chunks: Iterator[bytes], read_size: int | None = None) -> None:
+        self._chunks = chunks
+        self._read_size = READ_SIZE if read_size is None else read_size
+        self._cond = threading.Condition()
+        self._fd: int | None = None
+        self._thread: threading.Thread | None = None
+        self._written = 0  # bytes in the file
+        self._offset = 0  # bytes handed to the reader
+        self._produced = False  # the producer has finished (all chunks, an error, or cancelled)
+        self._error: BaseException | None = None
+        self._closed = False  # the reader is done
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def _start(self) -> None:
+        self._fd, path = tempfile.mkstemp(prefix="purebandits-download-")
+        os.unlink(path)  # anonymous: gone with its last descriptor, even if the process dies
+        self._thread = threading.Thread(target=self._produce, name="purebandits-download", daemon=True)
+        self._thread.start()
+
+    def _produce(self) -> None:
+        assert self._fd is not None
+        try:
+            for chunk in self._chunks:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(self._fd, view):]
+                with self._cond:
+                    self._written += len(chunk)
+                    self._cond.notify_all()
+                    if self._closed:
+                        break
+        except BaseException as exc:  # handed to the reader
+            self._error = exc
+        finally:
+            close = getattr(self._chunks, "close", None)
+            if close is not None:
+                close()  # a generator's ``with`` blocks (its connection and transaction) end here
+            with self._cond:
+                self._produced = True
+                self._cond.notify_all()
+                if self._closed:
+                    self._release()
+
+    def __next__(self) -> bytes:
+        with self._cond:
+            if self._closed:
+                raise StopIteration
+            if self._thread is None:
+                self._start()
+            while self._written == self._offset and not self._produced:
+                self._cond.wait()
+            if self._written == self._offset:  # everything handed over
+                error = self._error
+                self._close_locked()
+                if error is not None:
+                    raise error
+                raise StopIteration
+            size = min(self._written - self._offset, self._read_size)
+            fd = self._fd
+        assert fd is not None
+        data = os.pread(fd, size, self._offset)  # bytes below ``_written`` are never rewritten
+        self._offset += len(data)
+        return data
+
+    @property
+    def produced(self) -> bool:
+        """Whether the producer has finished, so the rows' transaction is over."""
+        return self._produced
+
+    def wait_produced(self, timeout: float | None = None) -> bool:
+        """Block until the producer has finished (or ``timeout`` seconds); whether it has."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._produced, timeout)
+
+    def close(self) -> None:
+        """The reader is done: stop the producer at its next chunk and remove the file once it has stopped."""
+        with self._cond:
+            never_read = self._thread is None
+            self._close_locked()
+        if never_read:  # ``chunks`` never started: close it here (once closed, no read starts the producer)
+            close = getattr(self._chunks, "close", None)
+            if close is not None:
+                close()
+
+    def _close_locked(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._cond.notify_all()
+        if self._thread is None or self._produced:
+            self._release()
+
+    def _release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

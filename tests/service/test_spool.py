@@ -1,0 +1,75 @@
+"""The download spool: every byte in order, errors after the bytes before them, and a client gone early
+stops the producer and closes its rows (their transaction)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from purebandits.service.spool import Spool
+
+
+def _file_gone(spool: Spool) -> bool:
+    return spool._fd is None  # its descriptor closed (the file was unlinked at creation)
+
+
+def test_every_byte_in_order_in_pieces_of_at_most_read_size():
+    chunks = [bytes([i % 251]) * (1 + 37 * i % 500) for i in range(300)]
+    spool = Spool(iter(chunks), read_size=256)
+    pieces = list(spool)
+    assert b"".join(pieces) == b"".join(chunks) and max(map(len, pieces)) <= 256
+    assert spool.produced and _file_gone(spool)  # the file is gone with the last byte
+    assert next(spool, None) is None
+
+
+def test_an_error_reaches_the_reader_after_the_bytes_before_it():
+    def chunks():
+        yield b"abc"
+        yield b"def"
+        raise RuntimeError("the database went away")
+
+    spool = Spool(chunks())
+    got = b""
+    with pytest.raises(RuntimeError, match="went away"):
+        for piece in spool:
+            got += piece
+    assert got == b"abcdef"
+
+
+def test_a_reader_gone_early_stops_the_producer_and_closes_the_rows():
+    closed = threading.Event()
+    release = threading.Event()
+    produced = []
+
+    def chunks():
+        try:
+            for i in range(1_000_000):
+                if i == 2:
+                    release.wait(10)  # the rows are still being read when the client goes
+                produced.append(i)
+                yield b"x" * 100
+        finally:
+            closed.set()  # where an export's connection and transaction end
+
+    spool = Spool(chunks())
+    assert next(spool).startswith(b"x")
+    spool.close()
+    release.set()
+    assert spool.wait_produced(10) and closed.is_set()
+    assert len(produced) <= 4  # stopped at the chunk after the close, not at the millionth
+    assert _file_gone(spool) and next(spool, None) is None
+
+
+def test_a_spool_never_read_never_starts_its_rows():
+    started = []
+
+    def chunks():
+        started.append(True)
+        yield b"x"
+
+    gen = chunks()
+    spool = Spool(gen)
+    spool.close()
+    assert started == [] and gen.gi_frame is None  # closed without running
+    assert next(spool, None) is None and started == []
