@@ -277,14 +277,17 @@ def answers_rows(conn: Connection, eid: int, items: list[dict[str, Any]], labels
     """CSV rows (with header) of every answer, in the order they were applied."""
     yield ["seq", "query_id", "participant_id", "algorithm", "arm", "item_id", "label", "reward", "asked_at",
            "answered_at"]
+    q = queries.c
     rows = conn.execute(
-        sa.select(queries).where(queries.c.experiment_id == eid, queries.c.status == "answered")
-        .order_by(queries.c.answered_ms, queries.c.learner, queries.c.end_seq)
+        sa.select(q.end_seq, q.id, q.participant_id, q.learner, q.arm, q.label, q.reward, q.created_ms,
+                  q.answered_ms).where(q.experiment_id == eid, q.status == "answered")
+        .order_by(q.answered_ms, q.learner, q.end_seq)
         .execution_options(yield_per=EXPORT_BATCH)  # a server-side cursor on PostgreSQL: rows as they are read
     )
-    for q in rows:
-        yield [q.end_seq, q.id, q.participant_id, labels_of.get(q.learner, str(q.learner)), q.arm,
-               items[q.arm]["id"], q.label, q.reward, iso_time(q.created_ms), iso_time(q.answered_ms)]
+    ids = [item["id"] for item in items]
+    for seq, qid, pid, idx, arm, label, reward, created, answered in rows.tuples():  # a million rows: no names
+        yield [seq, qid, pid, labels_of.get(idx, str(idx)), arm, ids[arm], label, reward, iso_time(created),
+               iso_time(answered)]
 
 
 def participants_rows(conn: Connection, eid: int, labels_of: dict[int, str], quota: int | None,
