@@ -4,6 +4,7 @@ stops the producer and closes its rows (their transaction)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -73,3 +74,49 @@ def test_a_spool_never_read_never_starts_its_rows():
     spool.close()
     assert started == [] and gen.gi_frame is None  # closed without running
     assert next(spool, None) is None and started == []
+
+
+def _burn(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_the_producer_uses_at_most_its_share_of_a_core():
+    """With ``cpu_share`` s, every CPU second of producing is followed by (1/s - 1) seconds of pause, so the
+    production takes at least 1/s times its CPU time (a lower bound: a loaded machine only adds to it)."""
+    def chunks():
+        for _ in range(10):
+            _burn(0.01)
+            yield b"y" * 10
+
+    spool = Spool(chunks(), cpu_share=0.25)
+    t = time.monotonic()
+    assert b"".join(spool) == b"y" * 100
+    assert time.monotonic() - t >= 0.9 * 10 * 0.01 / 0.25
+    with pytest.raises(ValueError, match="cpu_share"):
+        Spool(iter([]), cpu_share=0.0)
+
+
+def test_a_close_cuts_the_producers_pause_short():
+    def chunks():
+        _burn(0.2)  # then a pause of 0.2 * 99 s
+        yield b"z"
+        yield b"never"
+
+    spool = Spool(chunks(), cpu_share=0.01)
+    assert next(spool) == b"z"
+    t = time.monotonic()
+    spool.close()
+    assert spool.wait_produced(10) and time.monotonic() - t < 10  # not the 20 s pause
+    assert next(spool, None) is None
+
+
+def test_sqlite_truncates_its_log_back_once_checkpointed(tmp_path):
+    from purebandits.service.storage import WAL_SIZE_LIMIT, make_engine
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'x.sqlite'}")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_size_limit").scalar() == WAL_SIZE_LIMIT > 0
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    engine.dispose()

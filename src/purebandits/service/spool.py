@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 
 #: bytes handed to the server per read of the file
@@ -22,13 +23,18 @@ READ_SIZE = 256 * 1024
 
 class Spool:
     """Iterator over the bytes of ``chunks``, produced into a temporary file by a thread started at the first
-    read and handed out at most :data:`READ_SIZE` bytes at a time. ``close()`` (the client gone) stops the
+    read and handed out at most :data:`READ_SIZE` bytes at a time. The producer pauses between chunks so as to
+    use at most ``cpu_share`` of a core: its thread shares the interpreter with the requests the server is
+    serving meanwhile. ``close()`` (the client gone) stops the
     producer at its next chunk and closes ``chunks`` (ending its transaction); the file is removed once both
     sides are done with it. An error raised by ``chunks`` reaches the reader after the bytes written before
     it."""
 
-    def __init__(self, chunks: Iterator[bytes], read_size: int | None = None) -> None:
+    def __init__(self, chunks: Iterator[bytes], read_size: int | None = None, cpu_share: float = 1.0) -> None:
+        if not 0.0 < cpu_share <= 1.0:
+            raise ValueError(f"cpu_share must be in (0, 1], got {cpu_share!r}")
         self._chunks = chunks
+        self._cpu_share = cpu_share
         self._read_size = READ_SIZE if read_size is None else read_size
         self._cond = threading.Condition()
         self._fd: int | None = None
@@ -50,7 +56,9 @@ class Spool:
 
     def _produce(self) -> None:
         assert self._fd is not None
+        rest = 1.0 / self._cpu_share - 1.0  # seconds of pause per CPU second of producing
         try:
+            cpu = time.thread_time()
             for chunk in self._chunks:
                 view = memoryview(chunk)
                 while view:
@@ -58,8 +66,11 @@ class Spool:
                 with self._cond:
                     self._written += len(chunk)
                     self._cond.notify_all()
+                    if rest and not self._closed:  # leave the interpreter to the requests served meanwhile
+                        self._cond.wait((time.thread_time() - cpu) * rest)  # woken early by a close only
                     if self._closed:
                         break
+                cpu = time.thread_time()
         except BaseException as exc:  # handed to the reader
             self._error = exc
         finally:

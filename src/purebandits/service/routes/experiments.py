@@ -222,6 +222,9 @@ def csv_chunks(rows: Iterable[list[Any]]) -> Iterator[bytes]:
 #: while its rows are read (about 11 s for a million answers), then its temporary file (165 MB for them)
 #: until the client has read it, so more at once would take what participants need
 MAX_EXPORTS = 3
+#: share of a core a download's rows may take while they are read (:class:`Spool` pauses between chunks): the
+#: rest is left to the participants' requests, which share the interpreter with it
+EXPORT_CPU_SHARE = 0.5
 _exports = threading.BoundedSemaphore(MAX_EXPORTS)
 
 
@@ -266,7 +269,8 @@ def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
             close()
         raise RateLimited(f"{MAX_EXPORTS} downloads are already being streamed by this server; retry in a few "
                           "seconds", retry_after=5.0)
-    return StreamingResponse(_Slot(Spool(csv_chunks(rows))), media_type="text/csv; charset=utf-8",
+    return StreamingResponse(_Slot(Spool(csv_chunks(rows), cpu_share=EXPORT_CPU_SHARE)),
+                             media_type="text/csv; charset=utf-8",
                              headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
