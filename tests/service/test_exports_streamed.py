@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 
+import pytest
 from fastapi.testclient import TestClient
 from study_support import Clock
 
@@ -172,3 +173,57 @@ def test_a_slow_download_does_not_hold_its_transaction(db_url, monkeypatch):
             loop.close()
         assert len(got) > 10 and b"".join(got) == expected  # the rows of its start, none given meanwhile
         assert len(list(study.export_answers(eid))) == 1 + 31
+
+
+def test_a_download_being_sent_holds_no_slot_and_what_downloads_hold_on_disk_is_capped(monkeypatch):
+    """The MAX_EXPORTS slots guard the reading of rows (a connection and CPU), not the sending: a client that
+    reads a byte a minute holds none once its rows are read. What the downloads being sent hold in their
+    files is capped per process (MAX_SPOOLED_BYTES): beyond it, 429 until some are read or dropped."""
+    import asyncio
+    import gc
+    import threading
+    import time
+
+    from purebandits.service import spool
+    from purebandits.service.errors import RateLimited
+
+    monkeypatch.setattr(routes, "_exports", threading.BoundedSemaphore(1))
+    monkeypatch.setattr(spool, "READ_SIZE", 16)
+    rows = [["row", i] for i in range(200)]
+    whole = b"".join(routes.csv_chunks(iter(rows)))
+    base = spool.spooled_bytes()  # spools other tests of this process may still hold
+    loop = asyncio.new_event_loop()
+
+    async def rest(it) -> bytes:
+        return b"".join([c async for c in it])
+
+    try:
+        slow = routes._csv(iter(rows), "slow.csv").body_iterator
+        got = loop.run_until_complete(slow.__anext__())  # one piece, then the client waits
+        deadline = time.monotonic() + 10
+        while not routes._exports.acquire(blocking=False):  # its rows are read into the file meanwhile
+            assert time.monotonic() < deadline, "the slot never came back"
+            time.sleep(0.01)
+        routes._exports.release()
+        assert spool.spooled_bytes() == base + len(whole)
+        other = routes._csv(iter(rows), "other.csv")  # the one slot is free again although slow is being sent
+        assert loop.run_until_complete(rest(other.body_iterator)) == whole
+        monkeypatch.setattr(routes, "MAX_SPOOLED_BYTES", base + 10)
+        opened = []
+
+        def refused_rows():
+            opened.append(True)
+            yield ["x"]
+
+        with pytest.raises(RateLimited, match="MB") as exc:
+            routes._csv(refused_rows(), "refused.csv")
+        assert exc.value.retry_after > 0 and opened == []
+        got += loop.run_until_complete(rest(slow))  # read to its end: its file is removed
+        assert got == whole and spool.spooled_bytes() == base
+        kept = routes._csv(iter(rows), "kept.csv")  # accepted again
+        del kept  # dropped unread: its slot comes back
+        gc.collect()
+        assert routes._exports.acquire(blocking=False)
+        routes._exports.release()
+    finally:
+        loop.close()

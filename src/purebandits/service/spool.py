@@ -15,10 +15,24 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 #: bytes handed to the server per read of the file
 READ_SIZE = 256 * 1024
+
+_held_lock = threading.Lock()
+_held = 0  # bytes in the files of this process's spools not yet removed
+
+
+def spooled_bytes() -> int:
+    """Bytes this process's spools hold on disk now (files written and not yet removed)."""
+    return _held
+
+
+def _hold(n: int) -> None:
+    global _held
+    with _held_lock:
+        _held += n
 
 
 class Spool:
@@ -28,12 +42,15 @@ class Spool:
     serving meanwhile. ``close()`` (the client gone) stops the
     producer at its next chunk and closes ``chunks`` (ending its transaction); the file is removed once both
     sides are done with it. An error raised by ``chunks`` reaches the reader after the bytes written before
-    it."""
+    it. ``on_produced`` is called once, when ``chunks`` is done with (read to its end, failed, cut short by a
+    close, or closed unread): a server limits the downloads being read at once, not those being sent."""
 
-    def __init__(self, chunks: Iterator[bytes], read_size: int | None = None, cpu_share: float = 1.0) -> None:
+    def __init__(self, chunks: Iterator[bytes], read_size: int | None = None, cpu_share: float = 1.0,
+                 on_produced: Callable[[], None] | None = None) -> None:
         if not 0.0 < cpu_share <= 1.0:
             raise ValueError(f"cpu_share must be in (0, 1], got {cpu_share!r}")
         self._chunks = chunks
+        self._on_produced = on_produced
         self._cpu_share = cpu_share
         self._read_size = READ_SIZE if read_size is None else read_size
         self._cond = threading.Condition()
@@ -44,6 +61,7 @@ class Spool:
         self._produced = False  # the producer has finished (all chunks, an error, or cancelled)
         self._error: BaseException | None = None
         self._closed = False  # the reader is done
+        self._size = 0  # bytes counted in :func:`spooled_bytes`
 
     def __iter__(self) -> Iterator[bytes]:
         return self
@@ -63,7 +81,9 @@ class Spool:
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(self._fd, view):]
+                _hold(len(chunk))
                 with self._cond:
+                    self._size += len(chunk)
                     self._written += len(chunk)
                     self._cond.notify_all()
                     if rest and not self._closed:  # leave the interpreter to the requests served meanwhile
@@ -82,6 +102,7 @@ class Spool:
                 self._cond.notify_all()
                 if self._closed:
                     self._release()
+            self._done_producing()
 
     def __next__(self) -> bytes:
         with self._cond:
@@ -123,6 +144,16 @@ class Spool:
             close = getattr(self._chunks, "close", None)
             if close is not None:
                 close()
+            self._done_producing()
+
+    def _done_producing(self) -> None:
+        with self._cond:
+            call, self._on_produced = self._on_produced, None
+        if call is not None:
+            call()
+
+    def __del__(self) -> None:  # dropped unread: no producer holds a reference, so it never started or ended
+        self.close()
 
     def _close_locked(self) -> None:
         if self._closed:
@@ -136,3 +167,4 @@ class Spool:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+            _hold(-self._size)

@@ -31,7 +31,7 @@ from purebandits.service.schemas import (
     StatusOut,
     error_responses,
 )
-from purebandits.service.spool import Spool
+from purebandits.service.spool import Spool, spooled_bytes
 
 router = APIRouter(prefix="/api/experiments", tags=["owners"], responses=error_responses(400, 401, 404, 413, 422, 503))
 
@@ -218,58 +218,37 @@ def csv_chunks(rows: Iterable[list[Any]]) -> Iterator[bytes]:
         yield buf.getvalue().encode()
 
 
-#: CSV downloads one server process serves at once: each holds a database connection and most of a core
-#: while its rows are read (about 11 s for a million answers), then its temporary file (165 MB for them)
-#: until the client has read it, so more at once would take what participants need
+#: CSV downloads one server process reads at once: each holds a database connection and up to
+#: :data:`EXPORT_CPU_SHARE` of a core while its rows are read (about 15 s for a million answers), so more at
+#: once would take what participants need. A download whose rows are read is sent from its :class:`Spool`'s
+#: file without a slot, so slow clients (or a hostile one, reading a byte a minute) hold none.
 MAX_EXPORTS = 3
 #: share of a core a download's rows may take while they are read (:class:`Spool` pauses between chunks): the
 #: rest is left to the participants' requests, which share the interpreter with it
 EXPORT_CPU_SHARE = 0.5
+#: bytes the downloads being sent may hold in temporary files per process (a million answers are 167 MB);
+#: beyond it a new download gets 429 until some are read or dropped
+MAX_SPOOLED_BYTES = 2 * 1024**3
 _exports = threading.BoundedSemaphore(MAX_EXPORTS)
-
-
-class _Slot:
-    """Chunks of one download holding one of the :data:`MAX_EXPORTS` slots, given back once: at the last
-    chunk, when the server closes the iterator (a client gone), or when it is dropped unread."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._held = True
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self
-
-    def __next__(self) -> bytes:
-        try:
-            return next(self._chunks)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        if self._held:
-            self._held = False
-            _exports.release()
-            close = getattr(self._chunks, "close", None)
-            if close is not None:
-                close()
-
-    def __del__(self) -> None:
-        self.close()
 
 
 def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
     """A CSV download streamed as it is read: a contest's million answers (165 MB) were built whole in memory,
     1.1 GB of a server's memory per download. Its rows go through a :class:`Spool`, so their transaction ends
-    when the server has read them, however slowly the client downloads. At most :data:`MAX_EXPORTS` at once
-    per process (429 beyond)."""
-    if not _exports.acquire(blocking=False):
+    when the server has read them, however slowly the client downloads. At most :data:`MAX_EXPORTS` being
+    read at once per process, and :data:`MAX_SPOOLED_BYTES` being sent (429 beyond, the rows never opened)."""
+    busy = None
+    if spooled_bytes() > MAX_SPOOLED_BYTES:
+        busy = (f"the downloads this server is sending hold {spooled_bytes() / 2**20:,.0f} MB; retry once "
+                "some have been read")
+    elif not _exports.acquire(blocking=False):
+        busy = f"{MAX_EXPORTS} downloads are already being read by this server; retry in a few seconds"
+    if busy is not None:
         close = getattr(rows, "close", None)
         if close is not None:
             close()
-        raise RateLimited(f"{MAX_EXPORTS} downloads are already being streamed by this server; retry in a few "
-                          "seconds", retry_after=5.0)
-    return StreamingResponse(_Slot(Spool(csv_chunks(rows), cpu_share=EXPORT_CPU_SHARE)),
+        raise RateLimited(busy, retry_after=5.0)
+    return StreamingResponse(Spool(csv_chunks(rows), cpu_share=EXPORT_CPU_SHARE, on_produced=_exports.release),
                              media_type="text/csv; charset=utf-8",
                              headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
