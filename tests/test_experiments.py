@@ -94,3 +94,45 @@ def test_each_experiment_depends_only_on_shared_code():
         imported = {n.module for n in froms} | {f"{n.module}.{a.name}" for n in froms for a in n.names}
         siblings = {m for m in imported if m.startswith(f"{pkg.__name__}.") and m.rsplit(".", 1)[1] in experiments}
         assert not siblings, f"{name} imports {sorted(siblings)}"
+
+
+def test_runs_report_the_pulls_and_cpu_seconds_they_simulated(tmp_path, monkeypatch):
+    """Each run records the pulls it simulated (the simulator's and the fixed-budget exact-sums path's) and
+    the CPU seconds they took; the report lists both per experiment and the total in process-hours, and a
+    record written before they were counted shows n/a."""
+    import purebandits.experiments.st17 as st17
+    import purebandits.simulate as sim
+
+    seen = {"pulls": 0}
+    real_sim, real_fb = sim.simulate, st17.fixed_budget_runs
+
+    def counted_sim(*args, **kwargs):
+        res = real_sim(*args, **kwargs)
+        seen["pulls"] += int(res.pulls.sum())
+        return res
+
+    def counted_fb(*args, **kwargs):
+        out = real_fb(*args, **kwargs)
+        seen["pulls"] += int(out["pulls"].sum())
+        return out
+
+    monkeypatch.setattr(sim, "simulate", counted_sim)
+    monkeypatch.setattr(st17, "fixed_budget_runs", counted_fb)
+    records = {}
+    for name, sets in (("st17_fig2", ["--set", "reps=4", "--set", "setups=[1]"]), ("zcl14_fig2", ["--set", "reps=2"])):
+        seen["pulls"] = 0
+        assert main(["reproduce", name, "--out", str(tmp_path), "--no-progress", "--jobs", "1", *sets]) == 0
+        records[name] = json.loads((tmp_path / f"{name}.json").read_text())
+        assert records[name]["pulls"] == seen["pulls"] > 0 and records[name]["cpu_seconds"] > 0
+        assert f"{seen['pulls']:,} pulls simulated in" in (tmp_path / f"{name}.md").read_text()
+    assert main(["reproduce", "--report", "--out", str(tmp_path)]) == 0
+    report = (tmp_path / "REPORT.md").read_text()
+    assert f"| {records['zcl14_fig2']['pulls']:.3g} | {records['zcl14_fig2']['cpu_seconds']:,.1f} |" in report
+    total = sum(r["pulls"] for r in records.values())
+    assert f"{total:.3g} pulls simulated in" in report and "process-hours." in report
+    old = records["st17_fig2"]
+    del old["pulls"], old["cpu_seconds"]
+    (tmp_path / "st17_fig2.json").write_text(json.dumps(old))
+    assert main(["reproduce", "--report", "--out", str(tmp_path)]) == 0
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "| n/a | n/a |" in report and "(the 1 run that counted them)" in report

@@ -57,6 +57,10 @@ class Context:
     #: repetitions loaded from the journal instead of run, and the worker seconds they took then
     resumed_reps: int = 0
     resumed_seconds: float = 0.0
+    #: pulls simulated (resumed repetitions included) and CPU seconds of simulation run here, summed over
+    #: every call: what a reproduction reports per experiment next to its wall time
+    pulls: int = 0
+    cpu_seconds: float = 0.0
     #: the directory this run writes to (set by the runner), where an experiment that reads other
     #: experiments' results (``lower_bound``) finds them
     out_dir: str | None = None
@@ -88,7 +92,13 @@ class Context:
                        executor=self.executor, progress=self.progress, journal=self.journal, **kwargs)
         self.resumed_reps += int(res.extra.get("resumed_reps", 0))
         self.resumed_seconds += float(res.extra.get("resumed_seconds", 0.0))
+        self.count_work(int(res.pulls.sum()), float(res.extra.get("cpu_seconds", 0.0)))
         return res
+
+    def count_work(self, pulls: int, cpu_seconds: float) -> None:
+        """Add simulation done outside :meth:`simulate` (e.g. the exact-sums path of the fixed-budget runs)."""
+        self.pulls += int(pulls)
+        self.cpu_seconds += float(cpu_seconds)
 
 
 @dataclass(frozen=True)

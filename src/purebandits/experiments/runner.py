@@ -7,6 +7,7 @@ import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -21,7 +22,8 @@ __all__ = ["run_experiment", "ExperimentOutput", "write_report", "collect_output
 
 @dataclass
 class ExperimentOutput:
-    """What one run of an experiment wrote: its verdict, the three files and its wall seconds."""
+    """What one run of an experiment wrote: its verdict, the three files, its wall seconds, and the pulls and
+    CPU seconds it simulated (None for a record written before they were counted)."""
 
     experiment: Experiment
     verdict: Verdict
@@ -29,6 +31,8 @@ class ExperimentOutput:
     png: Path
     markdown: Path
     seconds: float
+    pulls: int | None = None
+    cpu_seconds: float | None = None
 
 
 def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> ExperimentOutput:
@@ -38,10 +42,11 @@ def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> Experi
     out.mkdir(parents=True, exist_ok=True)
     ctx.out_dir = str(out)
     start = time.perf_counter()
-    reps0, secs0 = ctx.resumed_reps, ctx.resumed_seconds
+    reps0, secs0, pulls0, cpu0 = ctx.resumed_reps, ctx.resumed_seconds, ctx.pulls, ctx.cpu_seconds
     df = exp.compute(ctx, settings)
     seconds = time.perf_counter() - start
     resumed = {"reps": ctx.resumed_reps - reps0, "seconds": ctx.resumed_seconds - secs0}
+    work = {"pulls": ctx.pulls - pulls0, "cpu_seconds": ctx.cpu_seconds - cpu0}
     csv = out / f"{exp.name}.csv"
     df.to_csv(csv, index=False, float_format="%.10g")
     fig = exp.plot(df)
@@ -50,15 +55,20 @@ def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> Experi
     plt.close(fig)
     verdict = exp.assess(df)
     md = out / f"{exp.name}.md"
-    md.write_text(section_markdown(exp, verdict, ctx, seconds, png.name, resumed))
+    md.write_text(section_markdown(exp, verdict, ctx, seconds, png.name, resumed, work))
     # what the report needs to list this run later, when experiments ran as separate commands
     (out / f"{exp.name}.json").write_text(json.dumps({
         "name": exp.name, "status": verdict.status, "summary": verdict.summary, "seconds": seconds,
         "scale": ctx.scale, "seed": ctx.seed, "overrides": ctx.overrides, "cores": ctx.cores,
-        "resumed_reps": resumed["reps"], "resumed_seconds": resumed["seconds"],
+        "resumed_reps": resumed["reps"], "resumed_seconds": resumed["seconds"], **work,
         "machine": platform.machine(), "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }, indent=1) + "\n")
-    return ExperimentOutput(exp, verdict, csv, png, md, seconds)
+    return ExperimentOutput(exp, verdict, csv, png, md, seconds, work["pulls"], work["cpu_seconds"])
+
+
+def _work(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The pulls and CPU seconds of a run's record, or None if it predates them."""
+    return {"pulls": int(rec["pulls"]), "cpu_seconds": float(rec["cpu_seconds"])} if "pulls" in rec else None
 
 
 def rejudge_experiment(exp: Experiment, out_dir: str | Path) -> ExperimentOutput:
@@ -77,20 +87,25 @@ def rejudge_experiment(exp: Experiment, out_dir: str | Path) -> ExperimentOutput
     verdict = exp.assess(pd.read_csv(csv))
     resumed = {"reps": rec.get("resumed_reps", 0), "seconds": rec.get("resumed_seconds", 0.0)}
     md = out / f"{exp.name}.md"
-    md.write_text(section_markdown(exp, verdict, ctx, float(rec["seconds"]), f"{exp.name}.png", resumed))
+    work = _work(rec)
+    md.write_text(section_markdown(exp, verdict, ctx, float(rec["seconds"]), f"{exp.name}.png", resumed, work))
     if (rec["status"], rec["summary"]) != (verdict.status, verdict.summary):
         rec["replaced"] = {"status": rec["status"], "summary": rec["summary"]}
     rec.update(status=verdict.status, summary=verdict.summary, rejudged=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     rec_path.write_text(json.dumps(rec, indent=1) + "\n")
-    return ExperimentOutput(exp, verdict, csv, out / f"{exp.name}.png", md, float(rec["seconds"]))
+    return ExperimentOutput(exp, verdict, csv, out / f"{exp.name}.png", md, float(rec["seconds"]),
+                            *((work["pulls"], work["cpu_seconds"]) if work else ()))
 
 
 def section_markdown(exp: Experiment, verdict: Verdict, ctx: Context, seconds: float, png_name: str,
-                     resumed: dict[str, float] | None = None) -> str:
-    """The experiment's Markdown section: command, time, reductions, claim, measurement, verdict."""
+                     resumed: dict[str, float] | None = None, work: dict[str, Any] | None = None) -> str:
+    """The experiment's Markdown section: command, time (wall, and the pulls and CPU seconds simulated),
+    reductions, claim, measurement, verdict."""
     cores = ctx.cores
     sets = "".join(f" --set {k}={json.dumps(v, separators=(',', ':'))}" for k, v in ctx.overrides.items())
     took = f"{seconds:.1f} s on {cores} core(s)"
+    if work is not None:
+        took += f": {work['pulls']:,} pulls simulated in {work['cpu_seconds']:.1f} CPU-seconds"
     if resumed and resumed["reps"]:
         took += (f", plus {int(resumed['reps'])} repetitions resumed from the journal that took "
                  f"{resumed['seconds']:.1f} worker-seconds when they ran")
@@ -139,8 +154,10 @@ def collect_outputs(out_dir: str | Path) -> tuple[list[ExperimentOutput], Contex
             continue
         rec = json.loads(rec_path.read_text())
         settings.add((rec["scale"], rec["seed"]))
+        work = _work(rec)
         outputs.append(ExperimentOutput(exp, Verdict(rec["status"], rec["summary"]), out / f"{name}.csv",
-                                        out / f"{name}.png", out / f"{name}.md", float(rec["seconds"])))
+                                        out / f"{name}.png", out / f"{name}.md", float(rec["seconds"]),
+                                        *((work["pulls"], work["cpu_seconds"]) if work else ())))
     if not outputs:
         raise ValueError(f"no experiment records (NAME.json) in {out}")
     if len(settings) > 1:
@@ -152,13 +169,24 @@ def collect_outputs(out_dir: str | Path) -> tuple[list[ExperimentOutput], Contex
 def write_report(outputs: list[ExperimentOutput], out_dir: str | Path, ctx: Context) -> Path:
     """Concatenate the sections into ``REPORT.md`` with a summary table of verdicts."""
     out = Path(out_dir)
-    rows = ["| experiment | paper | verdict | seconds |", "|---|---|---|---|"]
+    rows = ["| experiment | paper | verdict | seconds | pulls simulated | CPU-seconds simulating |",
+            "|---|---|---|---:|---:|---:|"]
     for o in outputs:
+        pulls = "n/a" if o.pulls is None else f"{o.pulls:.3g}"
+        cpu = "n/a" if o.cpu_seconds is None else f"{o.cpu_seconds:,.1f}"
         rows.append(f"| `{o.experiment.name}` | {o.experiment.paper} {o.experiment.artefact} | "
-                    f"{o.verdict.status} | {o.seconds:.1f} |")
+                    f"{o.verdict.status} | {o.seconds:.1f} | {pulls} | {cpu} |")
     total = sum(o.seconds for o in outputs)
+    counted = [o for o in outputs if o.pulls is not None and o.cpu_seconds is not None]
+    work = ""
+    if counted:
+        work = (f" {sum(o.pulls for o in counted):.3g} pulls simulated in "
+                f"{sum(o.cpu_seconds for o in counted) / 3600:.2f} process-hours")
+        if len(counted) < len(outputs):
+            work += f" (the {len(counted)} run{'s' * (len(counted) != 1)} that counted them)"
+        work += "."
     body = [f"# Reproduction report (scale `{ctx.scale}`, seed {ctx.seed})", "", *rows, "",
-            f"Total compute: {total / 60:.1f} min.", ""]
+            f"Total compute: {total / 60:.1f} min of wall time.{work}", ""]
     body += [o.markdown.read_text() for o in outputs]
     path = out / "REPORT.md"
     path.write_text("\n".join(body))

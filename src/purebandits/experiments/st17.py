@@ -4,6 +4,7 @@ paired test that compares algorithms run on common random numbers."""
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -132,7 +133,9 @@ def run_config(ctx: Context, instance: Instance, m: int, budget: int, reps: int,
             wrong = ~res.correct
             note = f"capped at T: {int((~res.stopped).sum())}/{at_reps}"
         else:
+            cpu = time.thread_time()
             out = fixed_budget_runs(make_learner(name, k=m, budget=budget, **params), instance, reps, s)
+            ctx.count_work(int(out["pulls"].sum()), time.thread_time() - cpu)
             wrong = misidentified(out["recommended"], instance.means)
             note = "exact sums"
         rows.append({**row, **error_row(wrong), "note": note,

@@ -267,8 +267,8 @@ def _correct(means: np.ndarray, rec: np.ndarray, k: int, kth_mean: float) -> np.
 
 def run_chunk(task: _Task, reps: list[int]) -> dict[str, Any]:
     """Run repetitions ``reps`` of ``task``; return their arrays (rows in ``reps`` order) and
-    the seconds the chunk took."""
-    started = time.perf_counter()
+    the seconds the chunk took (wall, and CPU of the thread that ran it)."""
+    started, cpu = time.perf_counter(), time.thread_time()
     n, k, C = task.model.n_arms, task.k, task.checkpoints.shape[0]
     m = len(reps)
     pulls = np.zeros(m, dtype=np.int64)
@@ -315,7 +315,7 @@ def run_chunk(task: _Task, reps: list[int]) -> dict[str, Any]:
         "reps": np.asarray(reps, dtype=np.int64), "pulls": pulls, "stopped": stopped, "recommended": rec,
         "correct": _correct(means, rec, k, task.kth_mean), "counts": counts, "ckpt_recommended": c_rec,
         "ckpt_correct": _correct(means, c_rec.astype(np.int64), k, task.kth_mean), "ckpt_best_rank": c_best,
-        "ckpt_topk_rank": c_topk, "seconds": time.perf_counter() - started,
+        "ckpt_topk_rank": c_topk, "seconds": time.perf_counter() - started, "cpu_seconds": time.thread_time() - cpu,
     }
 
 
@@ -386,6 +386,8 @@ def simulate(
     Returns
     -------
     SimResult
+        ``result.extra["cpu_seconds"]`` is the CPU time the repetitions run by this call took, summed over
+        the workers (the process-seconds a reproduction reports; resumed ones are in ``resumed_seconds``).
     """
     if isinstance(learner, str):
         from purebandits.registry import make_learner
@@ -457,6 +459,7 @@ def simulate(
     chunks = [todo[i:i + chunk_size].tolist() for i in range(0, m, chunk_size)]
     t0 = time.perf_counter()
     total = 0
+    cpu_seconds = 0.0
     bar = None
     try:
         results = ex.map_unordered(run_chunk, [(task, c) for c in chunks])
@@ -465,6 +468,7 @@ def simulate(
             bar.update(reps - m)
         for _, out in results:
             idx = out["reps"]
+            cpu_seconds += float(out["cpu_seconds"])
             for name in JOURNAL_FIELDS:
                 getattr(res, name)[idx] = out[name]
             if book is not None:
@@ -482,4 +486,5 @@ def simulate(
         if ex is not executor:
             ex.close()
     res.elapsed = time.perf_counter() - t0
+    res.extra["cpu_seconds"] = cpu_seconds
     return res
