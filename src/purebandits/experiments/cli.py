@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"== {exp.name} ({exp.paper} {exp.artefact}), scale {args.scale}", flush=True)
         o = run_experiment(exp, args.out, ctx)
         outputs.append(o)
-        print(f"   {o.verdict.status}: {o.verdict.summary}  [{o.seconds:.1f} s] -> {o.markdown}", flush=True)
+        print(f"   {o.verdict.status}: {o.verdict.summary}  [{o.seconds:.1f} s; {o.pulls:.3g} pulls in "
+              f"{o.cpu_seconds:.1f} CPU-s] -> {o.markdown}", flush=True)
     if len(outputs) > 1:
         print(f"report: {write_report(outputs, args.out, ctx)}")
     return 0
