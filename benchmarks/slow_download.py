@@ -194,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
                    / "purebandits-bench")
     a = p.parse_args(argv)
+    t0 = time.perf_counter()
     build_args = argparse.Namespace(items=7_500, answers=a.answers, seed=559, lag=400, per_participant=10)
     db, info = cached_build(a.cache, build_args)
     print(f"# {info['items']} items, {info['answers']:,} answers; {a.seconds:.0f} s, slow client at {a.rate:.0f} "
@@ -208,11 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in rows.items():
         print(f"{name:<10} the log every 10 s (MB): {r['wal_mb_every_10s']}")
     print(json.dumps(rows))
+    print(f"# {time.perf_counter() - t0:.0f} s")
     return 0
 
 
 if __name__ == "__main__":
-    t0 = time.perf_counter()
-    code = main()
-    print(f"# {time.perf_counter() - t0:.0f} s")
-    raise SystemExit(code)
+    raise SystemExit(main())

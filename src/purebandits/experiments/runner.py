@@ -63,7 +63,7 @@ def run_experiment(exp: Experiment, out_dir: str | Path, ctx: Context) -> Experi
         "resumed_reps": resumed["reps"], "resumed_seconds": resumed["seconds"], **work,
         "machine": platform.machine(), "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }, indent=1) + "\n")
-    return ExperimentOutput(exp, verdict, csv, png, md, seconds, work["pulls"], work["cpu_seconds"])
+    return ExperimentOutput(exp, verdict, csv, png, md, seconds, **work)
 
 
 def _work(rec: dict[str, Any]) -> dict[str, Any] | None:
@@ -93,8 +93,7 @@ def rejudge_experiment(exp: Experiment, out_dir: str | Path) -> ExperimentOutput
         rec["replaced"] = {"status": rec["status"], "summary": rec["summary"]}
     rec.update(status=verdict.status, summary=verdict.summary, rejudged=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     rec_path.write_text(json.dumps(rec, indent=1) + "\n")
-    return ExperimentOutput(exp, verdict, csv, out / f"{exp.name}.png", md, float(rec["seconds"]),
-                            *((work["pulls"], work["cpu_seconds"]) if work else ()))
+    return ExperimentOutput(exp, verdict, csv, out / f"{exp.name}.png", md, float(rec["seconds"]), **(work or {}))
 
 
 def section_markdown(exp: Experiment, verdict: Verdict, ctx: Context, seconds: float, png_name: str,
@@ -157,7 +156,7 @@ def collect_outputs(out_dir: str | Path) -> tuple[list[ExperimentOutput], Contex
         work = _work(rec)
         outputs.append(ExperimentOutput(exp, Verdict(rec["status"], rec["summary"]), out / f"{name}.csv",
                                         out / f"{name}.png", out / f"{name}.md", float(rec["seconds"]),
-                                        *((work["pulls"], work["cpu_seconds"]) if work else ())))
+                                        **(work or {})))
     if not outputs:
         raise ValueError(f"no experiment records (NAME.json) in {out}")
     if len(settings) > 1:
