@@ -129,7 +129,7 @@ def test_runs_report_the_pulls_and_cpu_seconds_they_simulated(tmp_path, monkeypa
     report = (tmp_path / "REPORT.md").read_text()
     assert f"| {records['zcl14_fig2']['pulls']:.3g} | {records['zcl14_fig2']['cpu_seconds']:,.1f} |" in report
     total = sum(r["pulls"] for r in records.values())
-    assert f"{total:.3g} pulls simulated in" in report and "process-hours." in report
+    assert f"{total:.3g} pulls simulated in" in report and "process-hours (" in report and "CPU-seconds)." in report
     old = records["st17_fig2"]
     del old["pulls"], old["cpu_seconds"]
     (tmp_path / "st17_fig2.json").write_text(json.dumps(old))

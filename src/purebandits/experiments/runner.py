@@ -179,8 +179,9 @@ def write_report(outputs: list[ExperimentOutput], out_dir: str | Path, ctx: Cont
     counted = [o for o in outputs if o.pulls is not None and o.cpu_seconds is not None]
     work = ""
     if counted:
-        work = (f" {sum(o.pulls for o in counted):.3g} pulls simulated in "
-                f"{sum(o.cpu_seconds for o in counted) / 3600:.2f} process-hours")
+        cpu = sum(o.cpu_seconds for o in counted)
+        work = (f" {sum(o.pulls for o in counted):.3g} pulls simulated in {cpu / 3600:.2f} process-hours "
+                f"({cpu:,.0f} CPU-seconds)")
         if len(counted) < len(outputs):
             work += f" (the {len(counted)} run{'s' * (len(counted) != 1)} that counted them)"
         work += "."
