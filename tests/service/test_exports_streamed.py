@@ -227,3 +227,40 @@ def test_a_download_being_sent_holds_no_slot_and_what_downloads_hold_on_disk_is_
         routes._exports.release()
     finally:
         loop.close()
+
+
+def test_a_client_gone_mid_download_leaves_no_file_behind(sqlite_url, monkeypatch):
+    """Under uvicorn, a client that reads part of a download and hangs up: the download's spool is closed
+    when the response ends (Starlette leaves its iterator to the garbage collector, which on an idle server
+    kept a million answers' 167 MB file, and before the spool the transaction, for as long as it liked)."""
+    import socket
+    import time
+
+    import httpx
+    from study_support import LiveApp
+
+    from purebandits.service import spool
+    from purebandits.service.study import Study
+
+    real = Study.export_answers
+
+    def many_rows(self, eid):  # what is tested is how the response ends, not the rows: many, quickly
+        real(self, eid).close()  # an unknown experiment is still refused here
+        return iter([["seq", "text"]] + [[i, "y" * 60] for i in range(200_000)])
+
+    monkeypatch.setattr(Study, "export_answers", many_rows)
+    base = spool.spooled_bytes()
+    with LiveApp(Settings(database_url=sqlite_url, **ZERO_RATES)) as url:
+        r = httpx.post(f"{url}/api/experiments", json={"name": "gone", "items": ["a", "b"], "seed": 1})
+        eid, token = r.json()["id"], r.json()["owner_token"]
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as s:
+            s.sendall(f"GET /api/experiments/{eid}/answers.csv HTTP/1.1\r\nHost: x\r\n"
+                      f"Authorization: Bearer {token}\r\n\r\n".encode())
+            got = 0
+            while got < 100_000:
+                got += len(s.recv(65536))
+        deadline = time.monotonic() + 10
+        while spool.spooled_bytes() > base and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert spool.spooled_bytes() == base, "the spool of a download whose client hung up was not closed"

@@ -120,3 +120,26 @@ def test_sqlite_truncates_its_log_back_once_checkpointed(tmp_path):
         assert conn.exec_driver_sql("PRAGMA journal_size_limit").scalar() == WAL_SIZE_LIMIT > 0
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     engine.dispose()
+
+
+def test_a_close_from_another_thread_ends_a_waiting_read():
+    """The server closes a download's spool from the event loop when its client hangs up, while a worker
+    thread may be waiting in ``next`` for the producer: that read ends instead of waiting on."""
+    release = threading.Event()
+
+    def chunks():
+        yield b"a"
+        release.wait(10)  # the rows are slow to come
+        yield b"b"
+
+    spool = Spool(chunks())
+    assert next(spool) == b"a"
+    got = []
+    reader = threading.Thread(target=lambda: got.append(next(spool, None)))
+    reader.start()
+    time.sleep(0.1)  # the reader waits for the second chunk
+    spool.close()
+    reader.join(5)
+    assert not reader.is_alive() and got == [None]
+    release.set()
+    assert spool.wait_produced(10) and _file_gone(spool)

@@ -13,8 +13,6 @@ import hashlib
 import io
 import re
 import struct
-import threading
-import time
 import zlib
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
+from study_support import LiveApp
 
 from purebandits.service.app import create_app
 from purebandits.service.models import participants
@@ -277,31 +276,6 @@ def _is_number(text: str) -> bool:
 
 
 # ---------------------------------------------------------------- browser: the pages under the CSP, the dashboard
-class LiveApp:
-    """``create_app(settings)`` under uvicorn in a thread (public_url unset: root-relative links)."""
-
-    def __init__(self, settings: Settings) -> None:
-        import uvicorn
-
-        self.server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=0,
-                                                    log_level="warning", access_log=False))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("server did not start")
-            time.sleep(0.05)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
-
-
 @pytest.fixture
 def live_url(sqlite_url):
     with LiveApp(Settings(database_url=sqlite_url, ask_rate_per_second=0, participant_rate_per_second=0,

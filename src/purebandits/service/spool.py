@@ -113,20 +113,22 @@ class Spool:
                 raise StopIteration
             if self._thread is None:
                 self._start()
-            while self._written == self._offset and not self._produced:
+            while self._written == self._offset and not self._produced and not self._closed:
                 self._cond.wait()
+            if self._closed:  # closed from another thread meanwhile (the server, the client gone)
+                raise StopIteration
             if self._written == self._offset:  # everything handed over
                 error = self._error
                 self._close_locked()
                 if error is not None:
                     raise error
                 raise StopIteration
-            size = min(self._written - self._offset, self._read_size)
-            fd = self._fd
-        assert fd is not None
-        data = os.pread(fd, size, self._offset)  # bytes below ``_written`` are never rewritten
-        self._offset += len(data)
-        return data
+            assert self._fd is not None
+            # under the lock, so a close from another thread cannot close the file in the middle (a read
+            # from the page cache: the producer waits for it at most the time of one read)
+            data = os.pread(self._fd, min(self._written - self._offset, self._read_size), self._offset)
+            self._offset += len(data)
+            return data
 
     @property
     def produced(self) -> bool:
