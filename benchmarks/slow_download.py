@@ -155,7 +155,8 @@ def measure(name: str, src: Path, db: Path, a: argparse.Namespace) -> dict:
             done: list = []
             dl: dict = {}
             sizes: list[int] = []
-            reader = threading.Thread(target=slow_reader, args=(base, a.rate, stop, dl))
+            reader = threading.Thread(target=slow_reader if a.download else lambda *_: None,
+                                      args=(base, a.rate, stop, dl))
             crowd = threading.Thread(target=participants,
                                      args=(base, a.participants, a.answers_per_second, stop, lat, errors, done))
             reader.start()
@@ -188,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--answers", type=int, default=1_000_000, help="answers in the built experiment")
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--rate", type=float, default=256.0, help="the slow client's KB/s")
+    p.add_argument("--no-download", dest="download", action="store_false",
+                   help="no download at all: the log's size under the participants alone")
     p.add_argument("--participants", type=int, default=20)
     p.add_argument("--answers-per-second", type=float, default=100.0)
     p.add_argument("--src", type=Path, default=None, help="the previous code's source tree")
