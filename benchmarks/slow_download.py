@@ -22,9 +22,7 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,35 +34,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from service_load import start_server  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "slow-download-benchmark"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def serve(src: Path, db: Path, port: int) -> subprocess.Popen:
-    """``purebandits serve`` of ``src`` on ``db``, once it answers."""
-    env = {**os.environ, "PYTHONPATH": str(src), "PUREBANDITS_ADMIN_TOKEN": TOKEN,
-           "PUREBANDITS_ASK_RATE_PER_SECOND": "0", "PUREBANDITS_PARTICIPANT_RATE_PER_SECOND": "0",
-           "PUREBANDITS_CREATE_RATE_PER_SECOND": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "purebandits.cli", "serve", "--db", f"sqlite:///{db}",
-                             "--port", str(port), "--no-access-log", "--log-level", "warning"], env=env)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the server did not start in 300 s")
 
 
 def slow_reader(base: str, rate_kb: float, stop: threading.Event, out: dict) -> None:
@@ -137,9 +110,7 @@ def measure(name: str, src: Path, db: Path, a: argparse.Namespace) -> dict:
         copy = Path(tmp) / "contest.sqlite"
         shutil.copy(db, copy)
         wal = Path(str(copy) + "-wal")
-        port = free_port()
-        proc = serve(src, copy, port)
-        base = f"http://127.0.0.1:{port}"
+        proc, base = start_server(f"sqlite:///{copy}", 1, src, env={"PUREBANDITS_ADMIN_TOKEN": TOKEN})
         try:
             with httpx.Client(base_url=base, timeout=30) as c:  # the learner's first ask, before timing
                 pid = c.post("/api/participants", json={}).json()["participant_id"]

@@ -191,9 +191,13 @@ def neutralize(cell: Any) -> Any:
     Item texts, labels and participant ids come from organizers and participants: opened in Excel or
     LibreOffice, ``=HYPERLINK(...)`` or ``@SUM(...)`` would be evaluated. Numbers stay numbers.
     """
-    if isinstance(cell, str) and cell.startswith(_FORMULA_START):
-        return "'" + cell
-    return cell
+    return neutralize_row([cell])[0]
+
+
+def neutralize_row(row: Iterable[Any]) -> list[Any]:
+    """Each cell of ``row`` as :func:`neutralize` gives it, in one pass (a million answers are ten million
+    cells: a call per cell cost a third of the download's CPU)."""
+    return [c if not isinstance(c, str) or not c.startswith(_FORMULA_START) else "'" + c for c in row]
 
 
 #: rows per chunk of a streamed CSV (~100 KB of answers)
@@ -206,8 +210,7 @@ def csv_chunks(rows: Iterable[list[Any]]) -> Iterator[bytes]:
     writer = csv.writer(buf, lineterminator="\n")
     n = 0
     for row in rows:
-        writer.writerow([c if not isinstance(c, str) or not c.startswith(_FORMULA_START) else "'" + c
-                         for c in row])  # neutralize(), inline: a million answers are ten million cells
+        writer.writerow(neutralize_row(row))
         n += 1
         if n == CSV_CHUNK_ROWS:
             yield buf.getvalue().encode()
