@@ -195,6 +195,19 @@ def test_kernel_digests_match_reference_kernel(cls, k, model):
 
 
 @pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize("model", ["sparse_bernoulli", "gaussian"])
+def test_kernel_digests_match_reference_kernel_at_half(cls, model):
+    """K = N/2 (JLQ17 Fig. 1's second column), where the walk finds hundreds of classes a round and M~ is
+    selected from ~2K candidates: the incremental kernel leaves the reference kernel's states."""
+    m = MODELS[model](400)
+    checkpoints = (400, 20_000, 120_000)
+    for seed in (0, 1):
+        new = _digest(cls, {"k": 200, "delta": 0.1}, m, seed, checkpoints, True)
+        ref = _digest(cls, {"k": 200, "delta": 0.1}, m, seed, checkpoints, False)
+        assert new == ref
+
+
+@pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("k", [1, 3])
 def test_kernel_matches_incremental_ask_tell_at_size(cls, k):
     """The ask(1)/tell loop on the incremental workspace ends where the compiled kernel does (1,000 graded arms)."""
@@ -280,7 +293,7 @@ def test_other_decision_classes_keep_the_reference_rule():
 
 
 @pytest.mark.parametrize("cls", CLASSES)
-@pytest.mark.parametrize(("k", "n"), [(1, 12), (2, 12), (3, 40), (4, 9)])
+@pytest.mark.parametrize(("k", "n"), [(1, 12), (2, 12), (3, 40), (4, 9), (_SMALL + 9, 60), (30, 41)])
 @pytest.mark.parametrize("best", ["first", "last"])
 def test_ties_between_classes_match_reference(cls, k, n, best):
     """Arms of different counts with the same tilde (different classes that tie).
@@ -290,6 +303,7 @@ def test_ties_between_classes_match_reference(cls, k, n, best):
     to the same value, so outside classes of many counts tie, and the walk must take every tied
     class (lowest indices). With the best arms last, outside arms that tie with an arm of M replace it
     in M~, and CLUCB's stop test compares sums of the same values added in different arm orders.
+    K above ``_SMALL`` takes M~ by selection, not insertion, with tied values among its candidates.
     """
     x = 2.0**54
     top = range(k) if best == "first" else range(n - k, n)

@@ -241,13 +241,35 @@ def _sum_in_arm_order(arms, vals, m, sa, sv):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def _select(ca, cv, nc, k, sa, sv):  # pragma: no cover - compiled
-    """The k best of the nc candidates (arms ``ca``, values ``cv``) into ``sa``/``sv``, best first."""
+    """The k best of the nc candidates (arms ``ca``, values ``cv``) into ``sa``/``sv``: best first up to K =
+    ``_SMALL``, in no order above (a quickselect; M~ is a set: its mask, the symmetric difference and the
+    sums in arm order do not depend on the order)."""
     if k > _SMALL:
-        by_arm = np.argsort(ca[:nc])
-        order = by_arm[np.argsort(-cv[by_arm], kind="mergesort")]  # stable: equal values stay in arm order
-        for q in range(k):
-            sa[q] = ca[order[q]]
-            sv[q] = cv[order[q]]
+        for j in range(nc):
+            sa[j] = ca[j]
+            sv[j] = cv[j]
+        lo = 0
+        hi = nc - 1
+        while lo < hi:  # Hoare's selection: the ranks are a strict order (the arms differ)
+            mid = (lo + hi) // 2
+            pa, pv = sa[mid], sv[mid]
+            i, j = lo, hi
+            while i <= j:
+                while _ranks_above(sv[i], sa[i], pv, pa):
+                    i += 1
+                while _ranks_above(pv, pa, sv[j], sa[j]):
+                    j -= 1
+                if i <= j:
+                    sa[i], sa[j] = sa[j], sa[i]
+                    sv[i], sv[j] = sv[j], sv[i]
+                    i += 1
+                    j -= 1
+            if k - 1 <= j:
+                hi = j
+            elif k - 1 >= i:
+                lo = i
+            else:
+                break
         return
     m = 0
     for j in range(nc):
@@ -266,6 +288,105 @@ def _select(ca, cv, nc, k, sa, sv):  # pragma: no cover - compiled
             p -= 1
         sa[p] = a
         sv[p] = v
+
+
+@njit(cache=True, inline="always")
+def _worse(va, a, vb, b):  # pragma: no cover - compiled
+    """(va, a) after (vb, b) in topk_fill's order (smaller value, ties to the higher index)."""
+    return va < vb or (va == vb and a > b)
+
+
+@njit(cache=True, inline="always")
+def _class_size(iw, a):  # pragma: no cover - compiled
+    """The number of arms in the class whose representative is ``a``."""
+    return iw[_CSIZE, iw[_CLS, a]]
+
+
+@njit(cache=True)
+def _found_sift_down(ba, bv, nb, p):  # pragma: no cover - compiled
+    """Restore the worst-first heap ``ba``/``bv`` (``nb`` entries) below position ``p``."""
+    a = ba[p]
+    v = bv[p]
+    while True:
+        c = 2 * p + 1
+        if c >= nb:
+            break
+        if c + 1 < nb and _worse(bv[c + 1], ba[c + 1], bv[c], ba[c]):
+            c += 1
+        if not _worse(bv[c], ba[c], v, a):
+            break
+        ba[p] = ba[c]
+        bv[p] = bv[c]
+        p = c
+    ba[p] = a
+    bv[p] = v
+
+
+@njit(cache=True)
+def _found_push(iw, ba, bv, nb, cover, a, v):  # pragma: no cover - compiled
+    """Add the class of representative ``a`` (tilde ``v``) to the found classes; returns (nb, cover)."""
+    p = nb
+    while p > 0:
+        q = (p - 1) // 2
+        if not _worse(v, a, bv[q], ba[q]):
+            break
+        ba[p] = ba[q]
+        bv[p] = bv[q]
+        p = q
+    ba[p] = a
+    bv[p] = v
+    return nb + 1, cover + _class_size(iw, a)
+
+
+@njit(cache=True)
+def _found_pop(ba, bv, nb):  # pragma: no cover - compiled
+    """Remove the worst found class (the heap's top); returns the new count."""
+    nb -= 1
+    if nb > 0:
+        ba[0] = ba[nb]
+        bv[0] = bv[nb]
+        _found_sift_down(ba, bv, nb, 0)
+    return nb
+
+
+@njit(cache=True)
+def _found_trim(iw, ba, bv, nb, cover, k, ta, tv):  # pragma: no cover - compiled
+    """Drop the classes below the tilde where ``k`` arms are covered (``cover >= k``); returns (nb, cover).
+
+    Sorted best first, the covering class is the first where the running count of arms reaches k, and
+    every class with a smaller tilde goes (those with its tilde stay). So the worst classes, taken as a
+    group of equal tilde, go while the others still cover k: then the covering class is in the worst group
+    and the heap's top holds its tilde. A group of one is checked without leaving the heap; a larger
+    one (a tie of tildes) is taken out into ``ta``/``tv`` and put back if it must stay. O(log) per class
+    dropped, where the buffer kept sorted cost O(classes found) per class found (K = N/2: 160 us a pull
+    at N = 1,000).
+    """
+    while nb > 0:
+        w = ba[0]
+        v = bv[0]
+        tied = (nb > 1 and bv[1] == v) or (nb > 2 and bv[2] == v)
+        if not tied:
+            s = _class_size(iw, w)
+            if cover - s < k:
+                break
+            cover -= s
+            nb = _found_pop(ba, bv, nb)
+            continue
+        g = 0
+        size = 0
+        while nb > 0 and bv[0] == v:
+            ta[g] = ba[0]
+            tv[g] = v
+            size += _class_size(iw, ba[0])
+            g += 1
+            nb = _found_pop(ba, bv, nb)
+        if cover - size >= k:
+            cover -= size
+            continue
+        for j in range(g):
+            nb, _ = _found_push(iw, ba, bv, nb, 0, ta[j], tv[j])
+        break
+    return nb, cover
 
 
 @njit(cache=True)
@@ -287,10 +408,11 @@ def _decide(counts, fw, iw, bw, n):  # pragma: no cover - compiled
         cv[nc] = mu[i] - (fw[_RAD, i] if lil else sigma * math.sqrt(lev / float(counts[i])))
         nc += 1
     # the best outside classes: walk the heap, skipping subtrees keyed below thr, the tilde of the
-    # class where k arms are covered (buffer ba/bv: the classes found with tilde >= thr, best first)
+    # class where k arms are covered (ba/bv: the classes found with tilde >= thr, a heap worst first)
     ba = iw[_BA]
     bv = fw[_BV]
     nb = 0
+    cover = 0
     thr = _NEG_INF
     stack = iw[_STK]
     stack[0] = 0
@@ -304,22 +426,10 @@ def _decide(counts, fw, iw, bw, n):  # pragma: no cover - compiled
         a = uharm[p]
         v = key if lil else mu[a] + sigma * math.sqrt(lev / float(counts[a]))
         if v >= thr:
-            q = nb  # insert (v, a) in order: larger tilde first, ties to the lower representative
-            while q > 0 and _ranks_above(v, a, bv[q - 1], ba[q - 1]):
-                ba[q] = ba[q - 1]
-                bv[q] = bv[q - 1]
-                q -= 1
-            ba[q] = a
-            bv[q] = v
-            nb += 1
-            cover = 0
-            for q in range(nb):
-                cover += iw[_CSIZE, iw[_CLS, ba[q]]]
-                if cover >= k:
-                    thr = bv[q]
-                    break
-            while bv[nb - 1] < thr:  # classes below thr cannot enter M~
-                nb -= 1
+            nb, cover = _found_push(iw, ba, bv, nb, cover, a, v)
+            if cover >= k:
+                nb, cover = _found_trim(iw, ba, bv, nb, cover, k, iw[_SRA], fw[_SRV])
+                thr = bv[0]
         ch = 2 * p + 1
         if ch < n:
             d = ch + 1  # ukey[n] is the sentinel (-inf)
