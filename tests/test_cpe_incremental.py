@@ -22,7 +22,7 @@ import pickle
 import numpy as np
 import pytest
 
-from purebandits.algorithms import CLUCB, LilCLUCB
+from purebandits.algorithms import CLUCB, LilCLUCB, cpe
 from purebandits.algorithms import _cpe_incremental as ci
 from purebandits.algorithms._classes import check_classes
 from purebandits.algorithms._cpe_incremental import _SMALL
@@ -31,6 +31,13 @@ from purebandits.instances.rewards import Bernoulli, Categorical, Gaussian
 from purebandits.simulate.engine import _advance_reference
 
 CLASSES = [LilCLUCB, CLUCB]
+
+
+@pytest.fixture(autouse=True)
+def _incremental_kernel_at_every_k(monkeypatch):
+    """The compiled driver takes the incremental kernel at every K here (it is what these tests compare);
+    as shipped it leaves K above n / INCREMENTAL_SHARE to the reference kernel (tested below)."""
+    monkeypatch.setattr(cpe, "INCREMENTAL_SHARE", 0)
 
 
 def _reference(learner: Learner) -> Learner:
@@ -231,6 +238,19 @@ def test_small_stop_instances_kernel_match():
         new = _digest(cls, {"k": k, "delta": 0.3}, Bernoulli(means), trial, (50_000,), True)
         ref = _digest(cls, {"k": k, "delta": 0.3}, Bernoulli(means), trial, (50_000,), False)
         assert new == ref, (n, k, means)
+
+
+@pytest.mark.parametrize(("k", "n", "incremental"), [(4, 100, True), (5, 100, False), (40, 1000, True),
+                                                      (500, 1000, False)])
+def test_the_compiled_driver_leaves_large_k_to_the_reference_kernel(monkeypatch, k, n, incremental):
+    monkeypatch.setattr(cpe, "INCREMENTAL_SHARE", 25)
+    calls = []
+    real = cpe.cpe_inc_kernel
+    monkeypatch.setattr(cpe, "cpe_inc_kernel", lambda *a: calls.append(1) or real(*a))
+    model = Gaussian(np.linspace(1.0, 0.0, n), 0.25)
+    learner = LilCLUCB(k=k, delta=0.1).start(n, seed=0)
+    learner.run_compiled(model.stream(0), 2 * n)
+    assert bool(calls) == incremental and learner.t_ == 2 * n
 
 
 def _set_state(learner: Learner, counts: np.ndarray, sums: np.ndarray, pending: np.ndarray) -> Learner:
