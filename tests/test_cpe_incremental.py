@@ -36,7 +36,7 @@ CLASSES = [LilCLUCB, CLUCB]
 @pytest.fixture(autouse=True)
 def _incremental_kernel_at_every_k(monkeypatch):
     """The compiled driver takes the incremental kernel at every K here (it is what these tests compare);
-    as shipped it leaves K above n / INCREMENTAL_SHARE to the reference kernel (tested below)."""
+    as shipped it leaves K above 16 and above n / INCREMENTAL_SHARE to the reference kernel (tested below)."""
     monkeypatch.setattr(cpe, "INCREMENTAL_SHARE", 0)
 
 
@@ -240,10 +240,10 @@ def test_small_stop_instances_kernel_match():
         assert new == ref, (n, k, means)
 
 
-@pytest.mark.parametrize(("k", "n", "incremental"), [(4, 100, True), (5, 100, False), (40, 1000, True),
-                                                      (500, 1000, False)])
+@pytest.mark.parametrize(("k", "n", "incremental"), [(4, 100, True), (_SMALL, 100, True), (_SMALL + 1, 100, False),
+                                                      (25, 1000, True), (26, 1000, False), (500, 1000, False)])
 def test_the_compiled_driver_leaves_large_k_to_the_reference_kernel(monkeypatch, k, n, incremental):
-    monkeypatch.setattr(cpe, "INCREMENTAL_SHARE", 25)
+    monkeypatch.setattr(cpe, "INCREMENTAL_SHARE", 40)
     calls = []
     real = cpe.cpe_inc_kernel
     monkeypatch.setattr(cpe, "cpe_inc_kernel", lambda *a: calls.append(1) or real(*a))

@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit
 
 from purebandits.algorithms._cpe_incremental import (
+    _SMALL,
     IS_BUILT,
     IS_ROW,
     IS_STOP,
@@ -258,8 +259,8 @@ def make_decision_class(spec: dict | None, n_arms: int, k: int = 1) -> DecisionC
 
 
 # ----------------------------------------------------------------------------- learners
-#: the compiled driver takes the incremental kernel while ``INCREMENTAL_SHARE * K <= n`` (see run_compiled)
-INCREMENTAL_SHARE = 25
+#: the compiled driver takes the incremental kernel while K <= 16 or ``INCREMENTAL_SHARE * K <= n`` (see run_compiled)
+INCREMENTAL_SHARE = 40
 
 
 class _CPELearner(Learner):
@@ -470,11 +471,12 @@ class _CPELearner(Learner):
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         """Compiled driver (top-K decision class only; other classes use SciPy oracles).
 
-        The incremental kernel when ``INCREMENTAL_SHARE * K <= n``, else the O(n) reference kernel: the
-        same decisions either way (tests/test_cpe_incremental.py), but the incremental round finds at least
-        K classes and selects M~ from about 2K candidates, so once K is a sizeable share of the arms the two
-        plain O(n) oracle calls are cheaper (measured crossovers: K ~ 8-30 at n = 200, 40-50 at n = 1,000,
-        150-250 at n = 5,000; docs/BENCHMARKS.md, "CLUCB and lil'CLUCB at K = N/2").
+        The incremental kernel when K <= ``_SMALL`` (16, its insertion paths) or ``INCREMENTAL_SHARE * K <=
+        n``, else the O(n) reference kernel: the same decisions either way (tests/test_cpe_incremental.py),
+        but above 16 the incremental round keeps a heap of at least K found classes and selects M~ from
+        about 2K candidates, so once K is a sizeable share of the arms the two plain O(n) oracle calls are
+        cheaper (measured with ``benchmarks/bench_top_k.py``: at n = 1,000 the reference is faster from
+        K ~ 30, at n = 5,000 from K ~ 150; docs/BENCHMARKS.md, "CLUCB and lil'CLUCB at K = N/2").
         """
         if not self._topk:
             raise NotImplementedError("the compiled CPE kernel covers the top_k decision class only")
@@ -483,7 +485,8 @@ class _CPELearner(Learner):
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
         self._inc = None  # the kernel changes the state arrays in place
-        if self._incremental and INCREMENTAL_SHARE * int(self.k) <= self.n_arms_:
+        k = int(self.k)
+        if self._incremental and (k <= _SMALL or INCREMENTAL_SHARE * k <= self.n_arms_):
             fw, iw, bw = cpe_inc_new(self.n_arms_, int(self.k), self._mode, self._conf, self._eps, float(self.sigma),
                                      self._sets_equal)
             stop, t = cpe_inc_kernel(self.counts_, self.sums_, self.sumsq_, fw, iw, bw, int(max_pulls),
