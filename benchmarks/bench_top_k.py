@@ -7,7 +7,7 @@ estimate of ``jlq17_fig1`` went from 151 to 2,176 process-seconds unnoticed. Thi
 (learner, instance, N, K), on one repetition with a pull cap per N (best CPU rate of two; one for the
 previous code):
 
-- ``shipped``: ``run_compiled`` as shipped (the incremental kernel while 25 K <= N, else the reference);
+- ``shipped``: ``run_compiled`` as shipped (the incremental kernel while K <= 16 or 40 K <= N, else the reference);
 - ``incremental`` and ``reference``: each kernel forced, so the crossover the dispatch uses is visible;
 - with ``--src DIR``, the shipped driver of another source tree (the previous code) in a subprocess.
 
@@ -34,7 +34,7 @@ INSTANCES = ("1-sparse", "0.3-exponential")
 
 
 def grid(quick: bool) -> list[tuple[int, int, int]]:
-    """(N, K, pull cap) of every row: K = 2, N/25 (the dispatch's edge), N/10 and N/2 (N/10 at most at N = 5,000)."""
+    """(N, K, pull cap) of every row: K = 2, N/25, N/10 and N/2 (N/10 at most at N = 5,000)."""
     rows = []
     for n, cap in ((200, 1_000_000), (1000, 500_000), (5000, 100_000)):
         if quick and n == 5000:

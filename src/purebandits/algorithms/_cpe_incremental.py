@@ -26,9 +26,16 @@ top-K outside values, so only those are needed.
   subtree whose key is below the tilde of the class where K arms are covered so far (no class in
   it can enter M~ or tie); each class visited gets its exact tilde this round (the same arithmetic
   as :func:`~purebandits.algorithms._cpe_rules.cpe_radii`, so the same bits). The heap is not
-  changed by the walk, so nothing is undone at the next round.
-- The inside values are K exact evaluations; M~, the symmetric difference and the stop test are
-  O(K) (O(K log K) for CLUCB's sums in arm order when M~ != M). lil'CLUCB's radii are cached per arm.
+  changed by the walk, so nothing is undone at the next round. The classes found are kept in a
+  buffer in rank order up to K = ``_SMALL``, and above it in a heap, worst first, trimmed as the
+  others cover K (O(log K) a class; the buffer's O(classes found) a class made a round O(K^2) at
+  K = N/2).
+- The inside values are K exact evaluations; M~ (by insertion up to K = ``_SMALL``, by a quickselect
+  above), the symmetric difference and the stop test are O(K) (O(K log K), or O(n) for a large K, for
+  CLUCB's sums in arm order when M~ != M). lil'CLUCB's radii are cached per arm.
+- A round still finds at least K classes, so where K is a sizeable share of the arms the two plain
+  O(n) oracle calls of the reference kernel are cheaper: the learners' ``run_compiled`` takes this
+  kernel only while K <= ``_SMALL`` or 40 K <= n (:data:`purebandits.algorithms.cpe.INCREMENTAL_SHARE`).
 
 Ask/tell (pending pulls): M, M~ and the stop test depend on the answered pulls only, so asks and
 cancels change nothing but the pick, which takes the radii of the <= 2K arms of the symmetric
@@ -310,8 +317,8 @@ def _select(ca, cv, nc, k, sa, sv):  # pragma: no cover - compiled
 
 @njit(cache=True, inline="always")
 def _worse(va, a, vb, b):  # pragma: no cover - compiled
-    """(va, a) after (vb, b) in topk_fill's order (smaller value, ties to the higher index)."""
-    return va < vb or (va == vb and a > b)
+    """(va, a) after (vb, b) in topk_fill's order (the order is strict: the arms differ)."""
+    return _ranks_above(vb, b, va, a)
 
 
 @njit(cache=True, inline="always")
