@@ -487,12 +487,12 @@ class _CPELearner(Learner):
         self._inc = None  # the kernel changes the state arrays in place
         k = int(self.k)
         if self._incremental and (k <= _SMALL or INCREMENTAL_SHARE * k <= self.n_arms_):
-            fw, iw, bw = cpe_inc_new(self.n_arms_, int(self.k), self._mode, self._conf, self._eps, float(self.sigma),
+            fw, iw, bw = cpe_inc_new(self.n_arms_, k, self._mode, self._conf, self._eps, float(self.sigma),
                                      self._sets_equal)
             stop, t = cpe_inc_kernel(self.counts_, self.sums_, self.sumsq_, fw, iw, bw, int(max_pulls),
                                      *stream.args())
         else:  # the O(n) reference kernel
-            stop, t = _cpe_topk_kernel(self.counts_, self.sums_, self.sumsq_, int(self.k), self._mode, self._conf,
+            stop, t = _cpe_topk_kernel(self.counts_, self.sums_, self.sumsq_, k, self._mode, self._conf,
                                        self._eps, float(self.sigma), self._sets_equal, int(max_pulls), *stream.args())
         self.t_ = int(t)
         self._restore()
