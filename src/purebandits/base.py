@@ -163,7 +163,8 @@ class Learner:
     """Base class of all pure-exploration learners (the ask/tell contract).
 
     Subclasses implement :meth:`_start` (allocate algorithm state), :meth:`_ask_one`
-    (choose one arm, or return ``-1`` when nothing is needed now), :meth:`_recommend`,
+    (choose one arm, or return ``-1`` when nothing is needed now), :meth:`_ask_allowed`
+    (the same among allowed arms), :meth:`_recommend`,
     and optionally :meth:`_on_tell`, :meth:`_on_cancel`, :meth:`_check_stop`,
     :meth:`_stopping_progress`, :meth:`_validate`, :meth:`_restore` and :meth:`intervals`.
 
@@ -299,8 +300,58 @@ class Learner:
         self._mv = (arrays, views)
         return views
 
-    def ask(self, n: int = 1) -> list[int]:
-        """Return up to ``n`` arms to pull next; ``[]`` when done or waiting for answers."""
+    def ask(self, n: int = 1, allowed: ArrayLike | None = None) -> list[int]:
+        """Return up to ``n`` arms to pull next; ``[]`` when done or waiting for answers.
+
+        ``allowed`` restricts the choice to some arms (a boolean mask over the arms, or the
+        allowed arms' indices): a crowd participant may rate each item once, so the service asks
+        for the learner's most useful arm among those the participant has not rated. Each
+        learner answers in the terms of its own rule (:meth:`_ask_allowed`; its docstring says
+        which arm and why the guarantee holds under the restriction). The contract: every arm
+        returned is allowed; ``[]`` only when the learner is done, when the mask is empty, or
+        when the learner would return ``[]`` without the restriction (it waits for answers).
+        """
+        if allowed is None:
+            return self._ask_free(n)
+        self._require_started()
+        if n.__class__ is not int or n < 1:
+            check_param("n", n, low=1, integer=True)
+        mask = self.allowed_mask(allowed)
+        out: list[int] = []
+        if self.done_:
+            return out
+        pending = self._views()[0]
+        for _ in range(n):
+            if not mask.any():
+                break
+            arm = int(self._ask_allowed(mask))
+            if arm < 0:
+                break
+            if not mask[arm]:
+                raise AssertionError(f"{type(self).__name__}._ask_allowed returned arm {arm}, which is not allowed")
+            pending[arm] += 1
+            out.append(arm)
+        return out
+
+    def allowed_mask(self, allowed: ArrayLike) -> np.ndarray:
+        """``allowed`` (a boolean mask of length ``n_arms_`` or arm indices) as a boolean mask; ValueError otherwise."""
+        arr = np.asarray(allowed)
+        if arr.dtype == np.bool_:
+            if arr.shape != (self.n_arms_,):
+                raise ValueError(f"allowed as a mask must have shape ({self.n_arms_},), got {arr.shape}")
+            return arr
+        if arr.size == 0:
+            return np.zeros(self.n_arms_, dtype=np.bool_)
+        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError("allowed must be a boolean mask over the arms or a list of arm indices")
+        if arr.min() < 0 or arr.max() >= self.n_arms_:
+            raise ValueError(f"allowed arms must be in [0, {self.n_arms_}), got {arr.min()}..{arr.max()}")
+        mask = np.zeros(self.n_arms_, dtype=np.bool_)
+        mask[arr] = True
+        return mask
+
+    def _ask_free(self, n: int) -> list[int]:
+        """:meth:`ask` without a restriction (the path the papers' rules were written for)."""
         try:
             pending = self._views()[0]
         except AttributeError:
@@ -364,6 +415,15 @@ class Learner:
 
     def _ask_one(self) -> int:
         raise NotImplementedError
+
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        """The arm the rule would pull next among ``mask``'s True arms (not empty), or -1.
+
+        -1 only when the learner waits for answers (it would return -1 without the
+        restriction). Called once per arm by :meth:`ask` with ``allowed``, which then counts
+        the pull as pending. Every registered learner overrides it in the terms of its rule.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot choose among allowed arms")
 
     def _on_tell(self, arm: int, reward: float) -> None:
         """Algorithm-specific bookkeeping after an answer (counts are already updated)."""

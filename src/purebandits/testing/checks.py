@@ -30,7 +30,7 @@ from purebandits.instances.rewards import Bernoulli, Gaussian, RewardModel
 if TYPE_CHECKING:
     from pytest import MarkDecorator
 
-__all__ = ["CHECKS", "parametrize_with_checks", "run_learner", "binomial_tolerance", "make_test_learner"]
+__all__ = ["CHECKS", "parametrize_with_checks", "run_learner", "run_learner_allowed", "binomial_tolerance", "make_test_learner"]
 
 #: cap on pulls for checks that must terminate
 MAX_PULLS = 200_000
@@ -411,6 +411,145 @@ def check_error_rate(cls: type[Learner]) -> None:
     assert errors <= tol, f"{errors}/{runs} errors > tolerance {tol} for error rate {target}"
 
 
+def _random_allowed(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A random non-empty set of allowed arms: each arm with probability 1/2 (a participant who rated the rest)."""
+    mask = rng.random(n) < 0.5
+    if not mask.any():
+        mask[int(rng.integers(n))] = True
+    return mask
+
+
+def run_learner_allowed(learner: Learner, model: RewardModel, seed: int, *, max_pulls: int = MAX_PULLS,
+                        record: list | None = None) -> Learner:
+    """:func:`run_learner` with every ask restricted to a random non-empty set of arms (:func:`_random_allowed`).
+
+    The restriction's randomness comes from ``seed`` too (its own stream); ``record`` receives
+    ("ask", mask, arms) and ("tell", arm, reward) events for replay checks.
+    """
+    stream = model.stream(seed)
+    rng = np.random.default_rng([seed, 99])
+    n = learner.n_arms_
+    while not learner.done and learner.n_pulls < max_pulls:
+        mask = _random_allowed(rng, n)
+        arms = learner.ask(1, allowed=mask)
+        if record is not None:
+            record.append(("ask", mask, arms))
+        if not arms:
+            raise AssertionError(f"{type(learner).__name__}.ask(1, allowed=...) returned [] with nothing pending "
+                                 "and the learner not done")
+        for a in arms:
+            r = stream.draw(a)
+            if record is not None:
+                record.append(("tell", a, r))
+            learner.tell(a, r)
+    return learner
+
+
+def check_allowed_ask(cls: type[Learner]) -> None:
+    """``ask(n, allowed=...)`` returns allowed arms only, ``[]`` only where the unrestricted ask would too (on a copy),
+    accepts a mask or indices, rejects bad ones, and a learner so driven still stops right on an easy instance."""
+    import copy
+
+    n = 6
+    learner = make_test_learner(cls, **_k_for(cls, n)).start(n, seed=81)
+    for bad in (np.ones(n + 1, dtype=bool), [n], [-1], [0.5]):
+        try:
+            learner.ask(1, allowed=bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"ask(allowed={bad!r}) did not raise ValueError")
+    assert learner.ask(1, allowed=[]) == [] and learner.ask(1, allowed=np.zeros(n, dtype=bool)) == []
+    assert int(learner.pending_.sum()) == 0
+    stream = _easy_model(n, learner.k_).stream(82)
+    rng = np.random.default_rng(83)
+    out: list[int] = []
+    steps = 0
+    while not learner.done and learner.n_pulls < _pull_cap(cls) and steps < 200_000:
+        steps += 1
+        mask = _random_allowed(rng, n)
+        allowed = mask if rng.random() < 0.5 else np.flatnonzero(mask).tolist()
+        before = copy.deepcopy(learner)
+        got = learner.ask(int(rng.integers(1, 4)), allowed=allowed)
+        assert all(isinstance(a, int) and mask[a] for a in got), (got, mask)
+        if not got and not learner.done:
+            assert before.ask(1) == [], "ask(allowed=...) returned [] where the unrestricted ask gives an arm"
+        out += got
+        assert int(learner.pending_.sum()) == len(out)
+        if not out:
+            break
+        rng.shuffle(out)
+        for a in out[: int(rng.integers(1, len(out) + 1))]:
+            learner.tell(a, stream.draw(a))
+            out.remove(a)
+    for a in out:
+        learner.tell(a, stream.draw(a))
+    if cls.tags.get("never_stops"):
+        _assert_stopped_right(cls, learner, list(range(learner.k_)), "")
+    else:
+        _assert_stopped_right(cls, learner, list(range(learner.k_)), "did not stop under allowed-set asks")
+
+
+def check_replay_allowed(cls: type[Learner]) -> None:
+    """Replaying asks with the same allowed sets, tells and cancels into a fresh learner gives the same state."""
+    n = 6
+    params = _k_for(cls, n)
+    a = make_test_learner(cls, **params).start(n, seed=91)
+    stream = _easy_model(n, a.k_).stream(92)
+    rng = np.random.default_rng(93)
+    events: list[tuple] = []
+    out: list[int] = []
+    for _ in range(150):
+        m = int(rng.integers(1, 3))
+        mask = _random_allowed(rng, n) if rng.random() < 0.7 else None
+        got = a.ask(m, allowed=mask)
+        events.append(("ask", m, mask, got))
+        out += got
+        if out:
+            arm = out.pop(int(rng.integers(len(out))))
+            if rng.random() < 0.1:
+                a.cancel(arm)
+                events.append(("cancel", arm))
+            else:
+                r = stream.draw(arm)
+                a.tell(arm, r)
+                events.append(("tell", arm, r))
+    b = make_test_learner(cls, **params).start(n, seed=91)
+    for ev in events:
+        if ev[0] == "ask":
+            assert b.ask(ev[1], allowed=ev[2]) == ev[3], "replayed ask(allowed=...) chose other arms"
+        elif ev[0] == "tell":
+            b.tell(ev[1], ev[2])
+        else:
+            b.cancel(ev[1])
+    assert a.state_json() == b.state_json()
+
+
+def check_error_rate_allowed(cls: type[Learner]) -> None:
+    """:func:`check_error_rate` with every ask restricted to a random half of the arms (a crowd that rates each item
+    once): errors <= delta plus a binomial tolerance over 200 seeded runs."""
+    runs = 200
+    n = 4
+    means = np.array([0.7, 0.5, 0.45, 0.4])
+    if cls.tags.get("top_k"):
+        means = np.array([0.75, 0.7, 0.5, 0.45])
+    params = _k_for(cls, n)
+    if cls.kind == "fixed_budget":
+        params["budget"] = 3000
+    else:
+        params["delta"] = 0.1
+    target = 0.1
+    k = make_test_learner(cls, **params).k_
+    errors = 0
+    for r in range(runs):
+        learner = make_test_learner(cls, **params).start(n, seed=2000 + r)
+        run_learner_allowed(learner, Bernoulli(means), 6000 + r,
+                            max_pulls=5000 if cls.tags.get("never_stops") else MAX_PULLS)
+        if sorted(learner.recommend()) != list(range(k)):
+            errors += 1
+    tol = binomial_tolerance(runs, target)
+    assert errors <= tol, f"{errors}/{runs} errors under allowed-set asks > tolerance {tol} for error rate {target}"
+
+
 CHECKS: list[Callable[[type[Learner]], None]] = [
     check_init_stores_params_only,
     check_ask_before_start_raises,
@@ -427,9 +566,12 @@ CHECKS: list[Callable[[type[Learner]], None]] = [
     check_gaussian_rewards,
     check_kernel_matches_reference,
     check_error_rate,
+    check_allowed_ask,
+    check_replay_allowed,
+    check_error_rate_allowed,
 ]
 
-SLOW_CHECKS = {"check_error_rate"}
+SLOW_CHECKS = {"check_error_rate", "check_error_rate_allowed"}
 
 
 def parametrize_with_checks(learners: Iterable[type[Learner]]) -> MarkDecorator:
