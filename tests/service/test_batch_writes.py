@@ -181,7 +181,7 @@ def test_postgres_connection_lost_mid_batch_is_a_database_error(pg_admin_url, mo
     (Unwinding must not touch the invalidated connection: SQLAlchemy then refuses even ``Connection.info``.)"""
     import psycopg
 
-    from purebandits.service import study as study_module
+    from purebandits.service import crowd as study_module
     from purebandits.testing.postgres import create_database, drop_database
 
     url = create_database(pg_admin_url)

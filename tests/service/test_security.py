@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-import purebandits.service.study as study_mod
+import purebandits.service.owners as study_mod
 from purebandits.service.app import create_app
 from purebandits.service.errors import BadRequest
 from purebandits.service.settings import Settings, normalize_url

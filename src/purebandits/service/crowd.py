@@ -1,0 +1,435 @@
+"""The participants' side: registration and rate limits, asks and answers in group-committed batches,
+expiry of abandoned queries (:class:`CrowdOperations`, a part of :class:`~purebandits.service.study.Study`)."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import uuid
+from contextlib import suppress
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from purebandits.service.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    Gone,
+    NotFound,
+    RateLimited,
+    ServiceError,
+)
+from purebandits.service.eventlog import (
+    HotStatements,
+    LogTx,
+    Rows,
+)
+from purebandits.service.experiment_meta import ExperimentMeta, origin_hash
+from purebandits.service.models import (
+    participants,
+    queries,
+)
+from purebandits.service.validation import (
+    check_participant_id,
+    has_control,
+)
+
+log = logging.getLogger("purebandits.service")
+
+#: lazy expiry on ask runs at most this often per learner and process (the sweep also runs)
+LAZY_EXPIRE_EVERY_MS = 1000
+#: how many of the learner's candidates an ask looks through for one the participant may see:
+#: with ``repeats="never"`` as many as the participant has seen plus this many (a learner may
+#: want every seen item again first, as lil'UCB does in its first sweeps), else this many
+CANDIDATES_BEYOND_SEEN = MAX_CANDIDATES = 16
+#: the bound on candidates per ask with ``repeats="never"`` (each is one ``ask`` of the learner, under its lock)
+MAX_CANDIDATES_NEVER = 256
+#: participant ids a process remembers as registered (others are looked up in the database)
+MAX_KNOWN_PARTICIPANTS = 100_000
+
+
+class _Query:
+    """One ``queries`` row as a batch sees it (kept current as the batch's ops change it)."""
+
+    __slots__ = ("id", "arm", "status", "expires_ms", "label", "reward")
+
+    def __init__(self, id: str, arm: int, status: str, expires_ms: int, label: str | None = None,
+                 reward: float | None = None) -> None:
+        self.id, self.arm, self.status, self.expires_ms, self.label, self.reward = \
+            id, arm, status, expires_ms, label, reward
+
+
+class _BatchQueries:
+    """The ``queries`` rows a batch of asks and answers reads: per op (SQLite, where a read costs no round
+    trip), or, with ``prefetch`` (PostgreSQL), the rows of every participant and query in the batch in two
+    statements sent with the learners' locks (:meth:`reads`, rows given to :meth:`load`), then kept current by
+    the batch's own writes (its asks, answers and cancels), so each op costs no round trip and reads exactly
+    what it would have read from the database at its turn."""
+
+    def __init__(self, hot: HotStatements, eid: int, ops: list[tuple[str, ...]], prefetch: bool) -> None:
+        self.hot, self.eid, self.prefetch = hot, eid, prefetch
+        self.conn: Connection | None = None  # the batch's connection, set once it is locked
+        self._seen: dict[str, list[_Query]] = {}
+        self._by_id: dict[str, _Query] = {}
+        self._pids = sorted({op[1] for op in ops if op[0] == "ask"}) if prefetch else []
+        self._qids = sorted({op[2] for op in ops if op[0] == "answer"}) if prefetch else []
+
+    def reads(self) -> list[tuple[str, tuple[Any, ...]]]:
+        """The hot statements that prefetch the batch's rows (none without ``prefetch``)."""
+        return [*([("sel_seen_many", (self.eid, self._pids))] if self._pids else []),
+                *([("sel_query_many", (self._qids,))] if self._qids else [])]
+
+    def load(self, conn: Connection, fetched: list[Rows]) -> None:
+        """Bind the batch's connection and take the rows of :meth:`reads`, in its order."""
+        self.conn = conn
+        it = iter(fetched)
+        if self._pids:
+            self._seen = {pid: [] for pid in self._pids}
+            for r in next(it).rows:
+                q = _Query(r.id, r.arm, r.status, r.expires_ms)
+                self._seen[r.participant_id].append(q)
+                self._by_id[q.id] = q
+        if self._qids:
+            for r in next(it).rows:
+                q = self._by_id.get(r.id)
+                if q is None:
+                    self._by_id[r.id] = _Query(r.id, r.arm, r.status, r.expires_ms, r.label, r.reward)
+                else:
+                    q.label, q.reward = r.label, r.reward
+
+    def seen(self, pid: str) -> list[Any]:
+        """The participant's queries in this experiment, oldest first."""
+        if not self.prefetch:
+            return self.hot(self.conn, "sel_seen", self.eid, pid).rows
+        return self._seen[pid]
+
+    def query(self, qid: str) -> Any:
+        """The query ``qid`` (it exists: :meth:`Study.prepare_answer` found it)."""
+        if not self.prefetch:
+            return self.hot(self.conn, "sel_query", qid).one()
+        q = self._by_id.get(qid)
+        if q is None:
+            raise sa.exc.NoResultFound("expected exactly one row")
+        return q
+
+    def asked(self, pid: str, qid: str, arm: int, expires_ms: int) -> None:
+        if self.prefetch:
+            q = self._by_id[qid] = _Query(qid, arm, "pending", expires_ms)
+            self._seen.setdefault(pid, []).append(q)
+
+    def answered(self, qid: str, label: str, reward: float) -> None:
+        q = self._by_id.get(qid)
+        if q is not None:
+            q.status, q.label, q.reward = "answered", label, reward
+
+    def expired(self, qid: str) -> None:
+        q = self._by_id.get(qid)
+        if q is not None:
+            q.status = "expired"
+
+
+
+def _raise_or_return(result: Any) -> Any:
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+
+def _answer_response(query_id: str, label: str, reward: float) -> dict[str, Any]:
+    return {"query_id": query_id, "status": "answered", "label": label, "reward": float(reward)}
+
+
+
+class CrowdOperations:
+    """Participants, asks, answers and expiry of :class:`~purebandits.service.study.Study`."""
+
+    def new_participant(self, pid: str | None = None, origin: str | None = None) -> str:
+        """Register a participant and return its id: a random UUID, or ``pid`` (a crowd platform's worker id).
+
+        Registering an id that exists already is fine (the same worker coming back). A new id from
+        client address ``origin`` counts against that address's limit
+        (``participant_rate_per_second`` / ``participant_burst``), kept in the database so every
+        worker process enforces the same one: :class:`RateLimited` when it is spent.
+        """
+        if pid is None:
+            pid = str(uuid.uuid4())
+        else:
+            pid = check_participant_id(pid)
+            if pid in self._known_participants:
+                return pid
+            with self._connect(False) as conn:
+                if self._x(conn, "sel_participant", pid).first() is not None:
+                    self._known_participants.add(pid)
+                    return pid
+        now, source = self.clock(), origin_hash(origin)
+        try:
+            with self._connect(True) as conn:
+                if source is not None:
+                    self._admit(conn, participants, source, now, self.settings.participant_rate_per_second,
+                                self.settings.participant_burst, "new participant ids from this address")
+                conn.execute(participants.insert().values(id=pid, created_ms=now, origin=source))
+        except sa.exc.IntegrityError:  # registered by a concurrent request
+            pass
+        self._known_participants.add(pid)
+        return pid
+
+    @staticmethod
+    def _admit(conn: Connection, table: sa.Table, source: str, now: int, rate: float, burst: float, what: str) -> None:
+        """Refuse (:class:`RateLimited`) a new row of ``table`` from ``source`` if ``burst`` rows from it arrived
+        in the last ``burst / rate`` seconds: a sliding window every process reads from the same table."""
+        if rate <= 0 or burst <= 0:
+            return
+        window = int(1000 * burst / rate)
+        recent = conn.execute(sa.select(table.c.created_ms).where(table.c.origin == source,
+                                                                 table.c.created_ms > now - window)
+                              .order_by(table.c.created_ms.desc()).limit(int(burst))).scalars().all()
+        if len(recent) >= int(burst):
+            raise RateLimited(f"too many {what}; slow down", retry_after=max(0.001, (recent[-1] + window - now) / 1000))
+
+    def _check_participant(self, conn: Connection, pid: str) -> None:
+        if pid in self._known_participants:
+            return
+        if not pid or has_control(pid) or self._x(conn, "sel_participant", pid).first() is None:
+            raise Forbidden("unknown participant id: get one from POST /api/participants")
+        self._known_participants.add(pid)
+
+    def next_query(self, eid: int, pid: str) -> dict[str, Any]:
+        """Ask the participant's learner for an item they may see and record a pending query.
+
+        Returns ``{"state": "ok", "query_id", "item", "labels", "expires_at", "n_answered"}``,
+        or a ``state`` without a query: ``"paused"``, ``"stopped"``, ``"archived"``,
+        ``"done"`` (the learner stopped), ``"waiting"`` (the learner needs answers to come
+        back first), ``"exhausted"`` (every candidate is one this participant may not see
+        again) or ``"complete"`` (``answers_per_participant`` reached, with its
+        ``completion_code``).
+        """
+        eid, idx = self.prepare_ask(eid, pid)
+        return _raise_or_return(self.run_ops(eid, idx, [("ask", pid)])[0])
+
+    def answer(self, query_id: str, pid: str, label: str) -> dict[str, Any]:
+        """Record ``label`` for a pending query, ``tell`` the learner, commit, then acknowledge.
+
+        Idempotent: answering an answered query with the same label returns the same
+        response and changes nothing. Unknown query -> NotFound; other participant's query
+        -> Forbidden; expired -> Gone; a different label the second time, or an archived
+        experiment -> Conflict; a label outside the set -> BadRequest.
+        """
+        eid, idx = self.prepare_answer(query_id, pid, label)
+        return _raise_or_return(self.run_ops(eid, idx, [("answer", pid, query_id, label)])[0])
+
+    def prepare_ask(self, eid: int, pid: str) -> tuple[int, int]:
+        """Check an ask before it takes the learner's lock; returns (experiment, learner index) to run it on."""
+        meta = self.meta(eid)
+        if pid not in self._known_participants:
+            try:
+                pid.encode("utf-8")
+            except UnicodeEncodeError:
+                raise Forbidden("unknown participant id: get one from POST /api/participants") from None
+            with self._connect(False) as conn:
+                self._check_participant(conn, pid)
+        return eid, meta.assign(pid)
+
+    def prepare_answer(self, query_id: str, pid: str, label: str) -> tuple[int, int]:
+        """Check an answer before it takes the learner's lock; returns (experiment, learner index) to run it on."""
+        owner = self._query_owner.get(query_id)
+        if owner is None:
+            try:
+                query_id.encode("utf-8")
+            except UnicodeEncodeError:
+                raise NotFound("unknown query") from None
+            if has_control(query_id):
+                raise NotFound(f"unknown query {query_id!r}")
+            with self._connect(False) as conn:
+                found = self._x(conn, "sel_query_owner", query_id).first()
+            if found is None:
+                raise NotFound(f"unknown query {query_id!r}")
+            owner = (int(found.experiment_id), found.participant_id, int(found.learner))
+        eid, owner_pid, idx = owner
+        if not hmac.compare_digest(owner_pid.encode(), (pid or "").encode("utf-8", "replace")):
+            raise Forbidden("this query was issued to another participant")
+        rewards = self.meta(eid).rewards
+        if label not in rewards:
+            raise BadRequest(f"label {label!r} is not in this experiment's label set {list(rewards)}")
+        return eid, idx
+
+    def run_ops(self, eid: int, idx: int, ops: list[tuple[str, ...]]) -> list[Any]:
+        """Run asks ``("ask", pid)`` and answers ``("answer", pid, query_id, label)`` on learner ``idx``:
+        :meth:`run_batch` for one learner."""
+        return self.run_batch(eid, [(idx, op) for op in ops])
+
+    def run_batch(self, eid: int, ops: list[tuple[int, tuple[str, ...]]]) -> list[Any]:
+        """Run ``(learner index, op)`` pairs of experiment ``eid`` -- asks ``("ask", pid)`` and answers
+        ``("answer", pid, query_id, label)``, each checked first by :meth:`prepare_ask` /
+        :meth:`prepare_answer` -- in order, in ONE transaction that locks every learner involved
+        (one commit: group commit of concurrent requests, whichever learner they go to).
+
+        Returns one entry per op: its response, or the :class:`ServiceError` it ends in (a refusal
+        changes nothing, so the others go on). Any other error fails them all and commits nothing.
+        """
+        meta = self.meta(eid)
+        out: list[Any] = []
+        now = self.clock()
+        idxs = sorted({idx for idx, _ in ops})
+        due = [idx for idx in idxs if now - self._last_expire.get((eid, idx), -LAZY_EXPIRE_EVERY_MS)
+               >= LAZY_EXPIRE_EVERY_MS]
+        view = _BatchQueries(self._x, eid, [op for _, op in ops], prefetch=not self._sqlite and len(ops) > 1)
+        # lazy expiry's reads and the view's go out with the locks (one round trip on PostgreSQL)
+        reads = [("sel_stale", (eid, idx, now)) for idx in due] + view.reads()
+        with self._locked_many(eid, idxs, reads=reads) as (conn, parts, fetched):
+            view.load(conn, fetched[len(due):])
+            for idx, stale in zip(due, fetched, strict=False):
+                self._cancel_queries(conn, parts[idx][1], stale.rows, now, view)
+                self._last_expire[(eid, idx)] = now
+            for idx, op in ops:
+                row, tx = parts[idx]
+                try:
+                    if op[0] == "ask":
+                        out.append(self._ask_locked(meta, conn, row, tx, op[1], view))
+                    else:
+                        out.append(self._answer_locked(meta, conn, row, tx, op[2], op[3], view))
+                except ServiceError as exc:
+                    out.append(exc)
+        # committed: remember the new pending queries' owners; answered or expired ones leave the map
+        if len(self._query_owner) > 100_000:  # pending queries of other processes' lifetimes: a bound
+            self._query_owner.clear()
+        for (idx, op), res in zip(ops, out, strict=True):
+            if op[0] == "ask":
+                if isinstance(res, dict) and res.get("query_id"):
+                    self._query_owner[res["query_id"]] = (eid, op[1], idx)
+            elif not isinstance(res, ServiceError) or isinstance(res, Gone):
+                self._query_owner.pop(op[2], None)
+        return out
+
+    def _ask_locked(self, meta: ExperimentMeta, conn: Connection, row: Any, tx: LogTx, pid: str,
+                    view: _BatchQueries) -> dict[str, Any]:
+        now = self.clock()
+        if row.status != "active":
+            return {"state": row.status, "retry_after": 5.0}
+        eid, idx = meta.id, tx.idx
+        seen: set[int] = set()
+        last, n_answered, pending = -1, 0, None
+        for q in view.seen(pid):
+            seen.add(q.arm)
+            last = q.arm
+            if q.status == "answered":
+                n_answered += 1
+            elif q.status == "pending" and q.expires_ms > now:
+                pending = q
+        quota = meta.answers_per_participant
+        if quota is not None and n_answered >= quota:
+            return {"state": "complete", "completion_code": meta.completion_code(pid), "n_answered": n_answered,
+                    "retry_after": 3600.0}
+        if pending is not None:  # a reload or a retried ask: the same query again, not a second one
+            return self._query_response(meta, pending.id, pending.arm, pending.expires_ms, n_answered)
+        strict = meta.repeats == "never" and len(seen) < meta.n_arms
+        arm, passed = self._pick(tx, seen, last, strict)
+        if arm < 0 and not passed and not tx.learner.done and self._reissue_oldest(conn, tx, now, view):
+            # the learner waits for pulls that are out; the oldest of them was abandoned: ask again
+            arm, passed = self._pick(tx, seen, last, strict)
+        if arm < 0 and passed:
+            # nothing served: the candidates go back to the learner, logged as one "pass" event
+            # (replay asks and cancels them too; cheaper than rebuilding the learner)
+            tx.append("pass", str(uuid.uuid4()), passed[0], None, None, now, passed=passed)
+        if arm < 0:
+            if tx.learner.done:
+                return {"state": "done", "retry_after": 5.0, "n_answered": n_answered}
+            if passed:
+                return {"state": "exhausted", "retry_after": 30.0, "n_answered": n_answered}
+            return {"state": "waiting", "retry_after": 1.0, "n_answered": n_answered}
+        qid = str(uuid.uuid4())
+        expires = now + int(meta.expiry_s * 1000)
+        # one event: the passed-over candidates go back to the learner (cancelled) right after
+        seq = tx.append("ask", qid, arm, None, None, now, passed=passed)
+        self._x(conn, "ins_query", qid, eid, pid, idx, arm, now, expires, seq)
+        view.asked(pid, qid, arm, expires)
+        return self._query_response(meta, qid, arm, expires, n_answered)
+
+    @staticmethod
+    def _pick(tx: LogTx, seen: set[int], last: int, strict: bool) -> tuple[int, list[int]]:
+        """The first of the learner's candidates this participant may see (-1 if none) and those passed over."""
+        passed: list[int] = []
+        tries = min(len(seen) + CANDIDATES_BEYOND_SEEN, MAX_CANDIDATES_NEVER) if strict else MAX_CANDIDATES
+        for _ in range(tries):
+            got = tx.learner.ask(1)
+            if not got:
+                break
+            if got[0] != last and not (strict and got[0] in seen):
+                return got[0], passed
+            passed.append(got[0])
+        return -1, passed
+
+    def _reissue_oldest(self, conn: Connection, tx: LogTx, now: int, view: _BatchQueries | None = None) -> bool:
+        """Cancel this learner's oldest pending query if it is older than ``reissue_after_seconds``.
+
+        Called when the learner has nothing to hand out until pulls come back (a round-based
+        rule such as successive elimination or sequential halving): a query left unanswered that
+        long is treated as abandoned (its late answer gets 410, as after expiry), so a few
+        participants who ask and walk away cannot hold the round up for ``query_expiry_seconds``.
+        """
+        cutoff = now - int(max(0.0, float(self.settings.reissue_after_seconds)) * 1000)
+        oldest = self._x(conn, "sel_oldest_pending", tx.eid, tx.idx, cutoff).rows
+        self._cancel_queries(conn, tx, oldest, now, view)
+        return bool(oldest)
+
+    @staticmethod
+    def _query_response(meta: ExperimentMeta, qid: str, arm: int, expires_ms: int, n_answered: int) -> dict[str, Any]:
+        item = meta.items[arm]
+        return {
+            "state": "ok", "query_id": qid, "experiment_id": meta.id,
+            "item": {"id": item["id"], "text": item["text"], "image_url": item["image_url"]},
+            "labels": [lab["name"] for lab in meta.labels], "expires_at": expires_ms / 1000.0,
+            "n_answered": n_answered,
+        }
+
+    def _answer_locked(self, meta: ExperimentMeta, conn: Connection, row: Any, tx: LogTx, query_id: str,
+                       label: str, view: _BatchQueries) -> dict[str, Any] | Gone:
+        rewards = meta.rewards
+        q = view.query(query_id)
+        if q.status == "answered":
+            if q.label != label:
+                raise Conflict(f"query already answered with label {q.label!r}")
+            return _answer_response(query_id, q.label, q.reward)
+        if q.status == "expired":
+            raise Gone("query expired; ask for a new one")
+        if row.status == "archived":
+            raise Conflict("experiment is archived (read-only); answers are no longer accepted")
+        now = self.clock()
+        if q.expires_ms <= now:
+            self._expire(conn, tx, now, view)
+            return Gone("query expired; ask for a new one")  # after the expiry commits
+        reward = rewards[label]
+        seq = tx.append("answer", query_id, int(q.arm), label, reward, now)
+        self._x(conn, "upd_answered", now, label, reward, seq, query_id)
+        view.answered(query_id, label, reward)
+        return _answer_response(query_id, label, reward)
+
+    def _expire(self, conn: Connection, tx: LogTx, now: int, view: _BatchQueries | None = None) -> int:
+        stale = self._x(conn, "sel_stale", tx.eid, tx.idx, now).rows
+        self._cancel_queries(conn, tx, stale, now, view)
+        return len(stale)
+
+    def _cancel_queries(self, conn: Connection, tx: LogTx, rows: list[Any], now: int,
+                        view: _BatchQueries | None = None) -> None:
+        for q in rows:
+            self._query_owner.pop(q.id, None)
+            seq = tx.append("cancel", q.id, int(q.arm), None, None, now)
+            self._x(conn, "upd_expired", seq, q.id)
+            if view is not None:
+                view.expired(q.id)
+
+    def expire_stale(self) -> int:
+        """Expire every pending query past its time, in every experiment; returns how many."""
+        now = self.clock()
+        with self._connect(False) as conn:
+            keys = [(r[0], r[1]) for r in conn.execute(
+                sa.select(queries.c.experiment_id, queries.c.learner).distinct()
+                .where(queries.c.status == "pending", queries.c.expires_ms <= now))]
+        n = 0
+        for eid, idx in keys:
+            with suppress(NotFound), self._locked(eid, idx) as (conn, _row, tx):
+                n += self._expire(conn, tx, self.clock())
+        return n
+

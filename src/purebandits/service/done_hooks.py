@@ -1,0 +1,131 @@
+"""What happens when every learner of an experiment has stopped: it stops too (``auto_stop``) and/or a
+webhook is called once (:class:`DoneHooks`, a part of :class:`~purebandits.service.study.Study`)."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import ExitStack
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from purebandits.service.errors import (
+    Forbidden,
+    NotFound,
+)
+from purebandits.service.models import (
+    experiments,
+    learners,
+)
+from purebandits.service.validation import (
+    check_webhook_url,
+)
+from purebandits.service.webhooks import post_json
+
+log = logging.getLogger("purebandits.service")
+
+
+
+class DoneHooks:
+    """Auto-stop and webhooks of :class:`~purebandits.service.study.Study`."""
+
+    @staticmethod
+    def _on_done(conn: Connection, eid: int) -> dict[str, Any]:
+        e = conn.execute(sa.select(experiments.c.auto_stop, experiments.c.webhook_url, experiments.c.webhook_ms,
+                                   experiments.c.webhook_status, experiments.c.webhook_error)
+                         .where(experiments.c.id == eid)).one()
+        called = None if e.webhook_ms is None else {"called_at": e.webhook_ms / 1000.0, "status": e.webhook_status,
+                                                     "error": e.webhook_error}
+        return {"auto_stop": bool(e.auto_stop), "webhook_url": e.webhook_url, "webhook": called}
+
+    def set_on_done(self, eid: int, auto_stop: bool, webhook_url: str | None) -> dict[str, Any]:
+        """What happens when every learner has stopped: the experiment stops (``auto_stop``) and/or
+        ``webhook_url`` gets one POST (see :meth:`call_webhooks`).
+
+        Set after the learners stopped, ``auto_stop`` stops the experiment now and a webhook is called
+        at the next sweep; a new URL is called once even if the previous one was.
+        """
+        if webhook_url is not None:
+            webhook_url = check_webhook_url(webhook_url)
+            if not self.settings.webhooks:
+                raise Forbidden("webhooks are turned off on this server (PUREBANDITS_WEBHOOKS=0)")
+        meta = self.meta(eid)
+        with ExitStack() as held:
+            # every learner locked, in index order as everywhere: a learner stopping now either sees the new
+            # auto_stop or has committed its stop before the check below
+            for lock in dict.fromkeys(self._lock(eid, i) for i in range(len(meta.learners))):
+                held.enter_context(self._hold(lock))
+            conn = held.enter_context(self._connect(True))
+            conn.execute(sa.select(learners.c.idx).where(learners.c.experiment_id == eid)
+                         .order_by(learners.c.idx).with_for_update())
+            current = conn.execute(sa.select(experiments.c.webhook_url).where(experiments.c.id == eid)).first()
+            if current is None:
+                self._forget(eid)
+                raise NotFound(f"experiment {eid} does not exist")
+            current = current[0]
+            values: dict[str, Any] = {"auto_stop": bool(auto_stop), "webhook_url": webhook_url}
+            if webhook_url != current:
+                values.update(webhook_ms=None, webhook_status=None, webhook_error=None)
+            conn.execute(experiments.update().where(experiments.c.id == eid).values(**values))
+            all_done = conn.execute(sa.select(sa.func.count()).select_from(learners).where(
+                learners.c.experiment_id == eid, learners.c.done_ms.is_(None))).scalar_one() == 0
+            if auto_stop and all_done:
+                conn.execute(experiments.update().where(
+                    experiments.c.id == eid, experiments.c.status.in_(("active", "paused"))).values(status="stopped"))
+            return self._on_done(conn, eid)
+
+    #: a claimed webhook call that recorded nothing for this long (its process died) is claimed again
+    WEBHOOK_RECLAIM_MS = 300_000
+
+    def call_webhooks(self) -> int:
+        """POST to the webhook of every experiment whose learners have all stopped, once; returns how many.
+
+        A process first claims the call (``webhook_ms``, set only where it is NULL: one process wins),
+        then POSTs JSON (experiment, learners, where each stopped, its recommendation) with up to 3
+        tries, and records the HTTP status or the error. A claim left without a result for
+        :attr:`WEBHOOK_RECLAIM_MS` (the process died mid-call) is claimed again.
+        """
+        if not self.settings.webhooks:
+            return 0
+        now = self.clock()
+        stale = now - self.WEBHOOK_RECLAIM_MS
+        undone = sa.select(learners.c.idx).where(learners.c.experiment_id == experiments.c.id,
+                                                 learners.c.done_ms.is_(None)).exists()
+        unclaimed = sa.or_(experiments.c.webhook_ms.is_(None), sa.and_(
+            experiments.c.webhook_ms < stale, experiments.c.webhook_status.is_(None),
+            experiments.c.webhook_error.is_(None)))
+        with self._connect(False) as conn:
+            due = [(r.id, r.webhook_url) for r in conn.execute(
+                sa.select(experiments.c.id, experiments.c.webhook_url)
+                .where(experiments.c.webhook_url.is_not(None), unclaimed, ~undone))]
+        n = 0
+        for eid, url in due:
+            with self._connect(True) as conn:
+                won = conn.execute(experiments.update().values(webhook_ms=now).where(
+                    experiments.c.id == eid, experiments.c.webhook_url == url, unclaimed)).rowcount
+            if won != 1:
+                continue
+            status, error = post_json(url, self._webhook_payload(eid), float(self.settings.webhook_timeout_seconds))
+            with self._connect(True) as conn:
+                conn.execute(experiments.update().where(experiments.c.id == eid, experiments.c.webhook_ms == now)
+                             .values(webhook_status=status, webhook_error=error))
+            log.info("webhook of experiment %d: %s", eid, error or f"HTTP {status}")
+            n += 1
+        return n
+
+    def _webhook_payload(self, eid: int) -> dict[str, Any]:
+        meta = self.meta(eid)
+        out = []
+        with self._connect(False) as conn:
+            status = conn.execute(sa.select(experiments.c.status).where(experiments.c.id == eid)).scalar_one()
+            rows = conn.execute(sa.select(learners.c.done_ms, learners.c.done_answers)
+                                .where(learners.c.experiment_id == eid).order_by(learners.c.idx)).all()
+        for idx, (spec, r) in enumerate(zip(meta.learners, rows, strict=True)):
+            lrn, _version, _status = self._learner_copy(eid, idx)
+            out.append({"label": spec.label, "algorithm": spec.algorithm, "stopped_at_answers": r.done_answers,
+                        "stopped_at": None if r.done_ms is None else r.done_ms / 1000.0,
+                        "recommendation": [{"id": meta.items[a]["id"], "text": meta.items[a]["text"]}
+                                           for a in lrn.recommend()]})
+        return {"event": "learners_stopped", "experiment_id": eid, "name": meta.name, "status": status,
+                "learners": out}

@@ -1,0 +1,118 @@
+"""What every part of :class:`~purebandits.service.study.Study` shares: an experiment's immutable settings
+(:class:`ExperimentMeta`), a cached learner, what a transaction still has to write, and owner tokens."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from purebandits.base import Learner
+from purebandits.service.errors import (
+    NotFound,
+)
+from purebandits.service.validation import (
+    LearnerSpec,
+)
+
+log = logging.getLogger("purebandits.service")
+
+def hash_token(token: str) -> str:
+    """Owner tokens are stored as their SHA-256 (hex); a database leak does not reveal them."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_token() -> str:
+    """A random owner token (32 URL-safe characters) that does not start with '-' (a command line would read
+    ``--token -x...`` as an option)."""
+    while True:
+        token = secrets.token_urlsafe(24)
+        if token[0].isalnum():
+            return token
+
+
+def now_ms() -> int:
+    """The time in epoch milliseconds (the clock a Study uses unless a test injects one)."""
+    return int(time.time() * 1000)
+
+
+@dataclass
+class ExperimentMeta:
+    """The immutable part of an experiment, cached per process."""
+
+    id: int
+    name: str
+    k: int
+    n_arms: int
+    labels: list[dict[str, Any]]
+    created_ms: int
+    expiry_s: float
+    learners: list[LearnerSpec]
+    instructions: str | None
+    repeats: str
+    answers_per_participant: int | None
+    code_secret: str
+    has_image: bool
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def rewards(self) -> dict[str, float]:
+        return {lab["name"]: float(lab["reward"]) for lab in self.labels}
+
+    def assign(self, pid: str) -> int:
+        """The learner participant ``pid`` is assigned to: by share, sticky (a hash, same in every process)."""
+        if len(self.learners) == 1:
+            return 0
+        h = hashlib.sha256(f"{self.id}:{pid}".encode()).digest()
+        u = int.from_bytes(h[:8], "big") / 2.0**64
+        acc = 0.0
+        for i, ls in enumerate(self.learners):
+            acc += ls.share
+            if u < acc:
+                return i
+        return len(self.learners) - 1
+
+    def learner_index(self, label: str | None) -> int:
+        """Index of the learner called ``label`` (the first one if None); NotFound otherwise."""
+        if label is None:
+            return 0
+        for i, ls in enumerate(self.learners):
+            if ls.label == label:
+                return i
+        raise NotFound(f"experiment {self.id} has no learner {label!r}; its learners: "
+                       f"{[ls.label for ls in self.learners]}")
+
+    def completion_code(self, pid: str) -> str:
+        """The code a participant who reached ``answers_per_participant`` is shown (an HMAC the owner can check)."""
+        mac = hmac.new(self.code_secret.encode(), f"{self.id}:{pid}".encode(), hashlib.sha256).digest()
+        return base64.b32encode(mac[:10]).decode()[:12]
+
+
+class Due(NamedTuple):
+    """What a learner's changes in a transaction still have to write: a snapshot (its version crossed a
+    multiple of ``snapshot_every``), a history point, and whether it stopped in this transaction."""
+
+    snapshot: bool
+    history: bool
+    stopped: bool
+
+
+@dataclass
+class CachedLearner:
+    """A learner cached by a process with the version of its log it reflects."""
+
+    version: int
+    learner: Learner
+
+
+def origin_hash(address: str | None) -> str | None:
+    """What the database keeps of a client address for the rate limits: a hash (pseudonymous only, as IPv4
+    addresses are few enough to try them all), the same in every process."""
+    if address is None:
+        return None
+    return hashlib.sha256(b"purebandits-origin:" + address.encode("utf-8", "replace")).hexdigest()[:32]
