@@ -9,6 +9,7 @@ import uuid
 from contextlib import suppress
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -40,12 +41,8 @@ log = logging.getLogger("purebandits.service")
 
 #: lazy expiry on ask runs at most this often per learner and process (the sweep also runs)
 LAZY_EXPIRE_EVERY_MS = 1000
-#: how many of the learner's candidates an ask looks through for one the participant may see:
-#: with ``repeats="never"`` as many as the participant has seen plus this many (a learner may
-#: want every seen item again first, as lil'UCB does in its first sweeps), else this many
-CANDIDATES_BEYOND_SEEN = MAX_CANDIDATES = 16
-#: the bound on candidates per ask with ``repeats="never"`` (each is one ``ask`` of the learner, under its lock)
-MAX_CANDIDATES_NEVER = 256
+#: the most items one ask may request (``n``): a page prefetches a few, not a session's worth
+MAX_ITEMS_PER_ASK = 10
 #: participant ids a process remembers as registered (others are looked up in the database)
 MAX_KNOWN_PARTICIPANTS = 100_000
 
@@ -196,18 +193,20 @@ class CrowdOperations:
             raise Forbidden("unknown participant id: get one from POST /api/participants")
         self._known_participants.add(pid)
 
-    def next_query(self, eid: int, pid: str) -> dict[str, Any]:
-        """Ask the participant's learner for an item they may see and record a pending query.
+    def next_query(self, eid: int, pid: str, n: int | None = None) -> dict[str, Any]:
+        """Ask the participant's learner for items they may rate and record each as a pending query.
 
-        Returns ``{"state": "ok", "query_id", "item", "labels", "expires_at", "n_answered"}``,
-        or a ``state`` without a query: ``"paused"``, ``"stopped"``, ``"archived"``,
-        ``"done"`` (the learner stopped), ``"waiting"`` (the learner needs answers to come
-        back first), ``"exhausted"`` (every candidate is one this participant may not see
-        again) or ``"complete"`` (``answers_per_participant`` reached, with its
-        ``completion_code``).
+        Without ``n``: ``{"state": "ok", "query_id", "item", "labels", "expires_at", "n_answered"}``.
+        With ``n`` (1..:data:`MAX_ITEMS_PER_ASK`): ``{"state": "ok", "queries": [...], "n_answered"}``
+        with up to ``n`` queries, each as above (its own id and expiry): the participant's pending
+        queries first (a reload or a retried request gets them again, not new ones), then new ones,
+        distinct items. Or a ``state`` without a query: ``"paused"``, ``"stopped"``, ``"archived"``,
+        ``"done"`` (the learner stopped), ``"waiting"`` (the learner needs answers to come back
+        first) or ``"complete"`` (``answers_per_participant`` reached, with its ``completion_code``).
         """
         eid, idx = self.prepare_ask(eid, pid)
-        return _raise_or_return(self.run_ops(eid, idx, [("ask", pid)])[0])
+        n = check_items_per_ask(n)
+        return _raise_or_return(self.run_ops(eid, idx, [("ask", pid) if n is None else ("ask", pid, n)])[0])
 
     def answer(self, query_id: str, pid: str, label: str) -> dict[str, Any]:
         """Record ``label`` for a pending query, ``tell`` the learner, commit, then acknowledge.
@@ -287,7 +286,7 @@ class CrowdOperations:
                 row, tx = parts[idx]
                 try:
                     if op[0] == "ask":
-                        out.append(self._ask_locked(meta, conn, row, tx, op[1], view))
+                        out.append(self._ask_locked(meta, conn, row, tx, op[1], view, op[2] if len(op) > 2 else None))
                     else:
                         out.append(self._answer_locked(meta, conn, row, tx, op[2], op[3], view))
                 except ServiceError as exc:
@@ -297,69 +296,74 @@ class CrowdOperations:
             self._query_owner.clear()
         for (idx, op), res in zip(ops, out, strict=True):
             if op[0] == "ask":
-                if isinstance(res, dict) and res.get("query_id"):
-                    self._query_owner[res["query_id"]] = (eid, op[1], idx)
+                if isinstance(res, dict):
+                    for q in res.get("queries") or ([res] if res.get("query_id") else []):
+                        self._query_owner[q["query_id"]] = (eid, op[1], idx)
             elif not isinstance(res, ServiceError) or isinstance(res, Gone):
                 self._query_owner.pop(op[2], None)
         return out
 
     def _ask_locked(self, meta: ExperimentMeta, conn: Connection, row: Any, tx: LogTx, pid: str,
-                    view: _BatchQueries) -> dict[str, Any]:
+                    view: _BatchQueries, n: int | None = None) -> dict[str, Any]:
+        """One participant's ask (``n`` items, or one in the single-query form) in the learner's transaction.
+
+        Every new item is the learner's own choice among the items this participant may rate
+        (:meth:`~purebandits.base.Learner.ask` with ``allowed``; see :func:`excluded_arms`), so a
+        participant is never turned away while they have items left to rate.
+        """
         now = self.clock()
         if row.status != "active":
             return {"state": row.status, "retry_after": 5.0}
         eid, idx = meta.id, tx.idx
-        seen: set[int] = set()
-        last, n_answered, pending = -1, 0, None
+        given: set[int] = set()  # items answered, or out to this participant now: not to be given again
+        last, n_answered = -1, 0
+        live: list[Any] = []
         for q in view.seen(pid):
-            seen.add(q.arm)
             last = q.arm
             if q.status == "answered":
                 n_answered += 1
+                given.add(q.arm)
             elif q.status == "pending" and q.expires_ms > now:
-                pending = q
+                live.append(q)
+                given.add(q.arm)
         quota = meta.answers_per_participant
         if quota is not None and n_answered >= quota:
             return {"state": "complete", "completion_code": meta.completion_code(pid), "n_answered": n_answered,
                     "retry_after": 3600.0}
-        if pending is not None:  # a reload or a retried ask: the same query again, not a second one
-            return self._query_response(meta, pending.id, pending.arm, pending.expires_ms, n_answered)
-        strict = meta.repeats == "never" and len(seen) < meta.n_arms
-        arm, passed = self._pick(tx, seen, last, strict)
-        if arm < 0 and not passed and not tx.learner.done and self._reissue_oldest(conn, tx, now, view):
-            # the learner waits for pulls that are out; the oldest of them was abandoned: ask again
-            arm, passed = self._pick(tx, seen, last, strict)
-        if arm < 0 and passed:
-            # nothing served: the candidates go back to the learner, logged as one "pass" event
-            # (replay asks and cancels them too; cheaper than rebuilding the learner)
-            tx.append("pass", str(uuid.uuid4()), passed[0], None, None, now, passed=passed)
-        if arm < 0:
+        want = 1 if n is None else n
+        if quota is not None:
+            want = max(1, min(want, quota - n_answered))
+        out = [self._query_response(meta, q.id, q.arm, q.expires_ms, n_answered) for q in live[:want]]
+        reissued = False
+        while len(out) < want:
+            excluded = excluded_arms(meta.repeats, meta.n_arms, given, last)
+            if excluded:
+                allowed = np.ones(meta.n_arms, dtype=np.bool_)
+                allowed[list(excluded)] = False
+                got = tx.learner.ask(1, allowed=allowed)
+            else:
+                got = tx.learner.ask(1)
+            if not got:
+                if out or reissued or tx.learner.done or not self._reissue_oldest(conn, tx, now, view):
+                    break
+                reissued = True  # the learner waits for pulls that are out; the oldest was abandoned: ask again
+                continue
+            arm = got[0]
+            qid = str(uuid.uuid4())
+            expires = now + int(meta.expiry_s * 1000)
+            seq = tx.append("ask", qid, arm, None, None, now, excluded=sorted(excluded) if excluded else None)
+            self._x(conn, "ins_query", qid, eid, pid, idx, arm, now, expires, seq)
+            view.asked(pid, qid, arm, expires)
+            given.add(arm)
+            last = arm
+            out.append(self._query_response(meta, qid, arm, expires, n_answered))
+        if not out:
             if tx.learner.done:
                 return {"state": "done", "retry_after": 5.0, "n_answered": n_answered}
-            if passed:
-                return {"state": "exhausted", "retry_after": 30.0, "n_answered": n_answered}
             return {"state": "waiting", "retry_after": 1.0, "n_answered": n_answered}
-        qid = str(uuid.uuid4())
-        expires = now + int(meta.expiry_s * 1000)
-        # one event: the passed-over candidates go back to the learner (cancelled) right after
-        seq = tx.append("ask", qid, arm, None, None, now, passed=passed)
-        self._x(conn, "ins_query", qid, eid, pid, idx, arm, now, expires, seq)
-        view.asked(pid, qid, arm, expires)
-        return self._query_response(meta, qid, arm, expires, n_answered)
-
-    @staticmethod
-    def _pick(tx: LogTx, seen: set[int], last: int, strict: bool) -> tuple[int, list[int]]:
-        """The first of the learner's candidates this participant may see (-1 if none) and those passed over."""
-        passed: list[int] = []
-        tries = min(len(seen) + CANDIDATES_BEYOND_SEEN, MAX_CANDIDATES_NEVER) if strict else MAX_CANDIDATES
-        for _ in range(tries):
-            got = tx.learner.ask(1)
-            if not got:
-                break
-            if got[0] != last and not (strict and got[0] in seen):
-                return got[0], passed
-            passed.append(got[0])
-        return -1, passed
+        if n is None:
+            return out[0]
+        return {"state": "ok", "queries": out, "n_answered": n_answered}
 
     def _reissue_oldest(self, conn: Connection, tx: LogTx, now: int, view: _BatchQueries | None = None) -> bool:
         """Cancel this learner's oldest pending query if it is older than ``reissue_after_seconds``.
@@ -433,3 +437,25 @@ class CrowdOperations:
                 n += self._expire(conn, tx, self.clock())
         return n
 
+
+def excluded_arms(repeats: str, n_arms: int, given: set[int], last: int) -> set[int]:
+    """The items a participant may not be given now, under the experiment's repeat policy.
+
+    ``given``: the items they answered or hold a pending query for; ``last``: the item they were
+    given last (-1 if none). With ``"never"``, every item in ``given`` while some item is not in
+    it; once they have rated every item, only ``last``. With ``"not_consecutive"``, ``last``. The
+    learner chooses among the others (so a participant is served while any item is allowed), and
+    an empty set means the learner's unrestricted ask, as the papers' rules were written.
+    """
+    if repeats == "never" and len(given) < n_arms:
+        return given
+    return {last} if last >= 0 else set()
+
+
+def check_items_per_ask(n: Any) -> int | None:
+    """``n`` as the number of items one ask requests (None: the single-query form); BadRequest otherwise."""
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ITEMS_PER_ASK:
+        raise BadRequest(f"n must be an integer from 1 to {MAX_ITEMS_PER_ASK}, got {n!r}")
+    return n

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from purebandits.service.crowd import check_items_per_ask
 from purebandits.service.errors import Unavailable, WouldBlock
 from purebandits.service.settings import Settings
 from purebandits.service.storage import is_sqlite
@@ -73,10 +74,12 @@ class Dispatcher:
             fut.cancel()
             raise Unavailable(f"the database did not answer within {self.timeout:g} s; retry shortly") from None
 
-    async def ask(self, eid: int, pid: str) -> dict[str, Any]:
-        """:meth:`Study.next_query`, batched with concurrent requests for the same learner."""
+    async def ask(self, eid: int, pid: str, n: int | None = None) -> dict[str, Any]:
+        """:meth:`Study.next_query` (``n`` items, or the single-query form), batched with concurrent requests for the
+        same learner."""
+        n = check_items_per_ask(n)
         eid, idx = await self.call(self.study.prepare_ask, eid, pid)
-        return await self._submit(eid, (idx, ("ask", pid)))
+        return await self._submit(eid, (idx, ("ask", pid) if n is None else ("ask", pid, n)))
 
     async def answer(self, query_id: str, pid: str, label: str) -> dict[str, Any]:
         """:meth:`Study.answer`, batched with concurrent requests for the same learner."""

@@ -1,9 +1,10 @@
 """The event log: every learner's ``ask`` / ``answer`` / ``cancel`` events, their replay, and snapshots.
 
 A learner's state is a pure function of (algorithm, parameters, n_arms, seed, event log):
-replaying its ``ask`` (which must return the stored arm, after the candidates it passed over
-for this participant, listed in ``passed``, which are then cancelled), ``pass`` (an ask that
-found no candidate this participant may see: its candidates are asked and cancelled),
+replaying its ``ask`` (which must return the stored arm: asked among the items its participant
+could be given, all but those listed in ``excluded``; in logs from before restricted asks, after
+the candidates it passed over, listed in ``passed``, which are then cancelled), ``pass`` (such an
+old ask that found no candidate its participant could see: its candidates are asked and cancelled),
 ``answer`` (``tell``) and ``cancel`` events in ``seq`` order into a fresh learner reproduces it.
 Each learner of an experiment has its own log (``events`` rows with its ``learner`` index,
 ``seq = 1, 2, ...``) and its own snapshot (``state_dict`` every ``snapshot_every`` events), a
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
@@ -45,7 +47,7 @@ _HOT_SQL = {
     "upd_version": "UPDATE learners SET version = ? WHERE experiment_id = ? AND idx = ?",
     "upd_done": "UPDATE learners SET done_ms = ?, done_answers = ? WHERE experiment_id = ? AND idx = ?",
     "ins_event": "INSERT INTO events (experiment_id, learner, seq, kind, query_id, arm, label, reward, created_ms, "
-                 "passed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 "passed, excluded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "ins_query": "INSERT INTO queries (id, experiment_id, participant_id, learner, arm, status, created_ms, "
                  "expires_ms, ask_seq) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
     "sel_query_owner": "SELECT experiment_id, participant_id, learner FROM queries WHERE id = ?",
@@ -77,8 +79,8 @@ _BUFFERED = ("ins_event", "ins_query", "upd_answered", "upd_expired")
 # a batch's writes are a few statements whatever its size
 _BULK_SQL = {
     "ins_event": "INSERT INTO events (experiment_id, learner, seq, kind, query_id, arm, label, reward, created_ms, "
-                 "passed) SELECT * FROM unnest(%s::integer[], %s::integer[], %s::bigint[], %s::varchar[], "
-                 "%s::varchar[], %s::integer[], %s::varchar[], %s::float8[], %s::bigint[], %s::text[])",
+                 "passed, excluded) SELECT * FROM unnest(%s::integer[], %s::integer[], %s::bigint[], %s::varchar[], "
+                 "%s::varchar[], %s::integer[], %s::varchar[], %s::float8[], %s::bigint[], %s::text[], %s::text[])",
     "ins_query": "INSERT INTO queries (id, experiment_id, participant_id, learner, arm, status, created_ms, "
                  "expires_ms, ask_seq) SELECT v.id, v.eid, v.pid, v.learner, v.arm, 'pending', v.created, "
                  "v.expires, v.seq FROM unnest(%s::varchar[], %s::integer[], %s::varchar[], %s::integer[], "
@@ -102,7 +104,7 @@ def _opt_str(v: Any) -> str | None:
 # per column of each bulk statement: the Python type its array holds (psycopg dumps a list of one type only,
 # and a reward may arrive as an int)
 _BULK_TYPES: dict[str, tuple[Callable[[Any], Any], ...]] = {
-    "ins_event": (int, int, int, str, str, int, _opt_str, _opt_float, int, _opt_str),
+    "ins_event": (int, int, int, str, str, int, _opt_str, _opt_float, int, _opt_str, _opt_str),
     "ins_query": (str, int, str, int, int, int, int, int),
     "upd_answered": (int, _opt_str, _opt_float, int, str),
     "upd_expired": (int, str),
@@ -290,17 +292,18 @@ class LogTx:
         self.start_version = version
 
     def append(self, kind: str, query_id: str, arm: int, label: str | None, reward: float | None, now: int,
-               passed: list[int] | None = None) -> int:
+               passed: list[int] | None = None, excluded: list[int] | None = None) -> int:
         """Log one event and apply it: ``answer`` tells, ``cancel`` cancels; an ``ask`` was applied by the
-        caller (it chose the arm), and its ``passed`` candidates (asked before it, in that order, and
-        not served) are cancelled here; a ``pass`` is an ask that served none of its candidates."""
+        caller (it chose the arm, among all items but ``excluded`` when that is given), and its ``passed``
+        candidates (asked before it, in that order, and not served; logs from before restricted asks) are
+        cancelled here; a ``pass`` is such an old ask that served none of its candidates."""
         if kind == "answer":
             self.learner.tell(arm, reward)
         elif kind == "cancel":
             self.learner.cancel(arm)
         self.version += 1
         self.hot(self.conn, "ins_event", self.eid, self.idx, self.version, kind, query_id, arm, label, reward, now,
-                 encode_passed(passed))
+                 encode_passed(passed), encode_passed(excluded))
         if passed:
             for cand in passed:
                 self.learner.cancel(cand)
@@ -308,18 +311,23 @@ class LogTx:
 
 
 def encode_passed(passed: list[int] | None) -> str | None:
-    """The candidates an ask passed over, as stored in ``events.passed`` (``"3,5,3"``), or None."""
+    """A list of arms as stored in ``events.passed`` and ``events.excluded`` (``"3,5,3"``), or None."""
     return ",".join(map(str, passed)) if passed else None
 
 
 def apply_event(learner: Learner, kind: str, arm: int, reward: float | None, *, eid: int = 0, seq: int = 0,
-                passed: str | None = None) -> None:
-    """Apply one logged event to ``learner``; an ``ask`` must reproduce its passed-over candidates and its arm."""
+                passed: str | None = None, excluded: str | None = None) -> None:
+    """Apply one logged event to ``learner``; an ``ask`` must reproduce its arm (asked among all arms but
+    ``excluded`` when given, after its passed-over candidates in old logs)."""
     if kind in ("ask", "pass"):
         # "pass": an ask that found nothing this participant may see; its candidates come back
         skipped = [int(a) for a in passed.split(",")] if passed else []
+        allowed = None
+        if excluded:
+            allowed = np.ones(learner.n_arms_, dtype=np.bool_)
+            allowed[[int(a) for a in excluded.split(",")]] = False
         for want in skipped if kind == "pass" else [*skipped, arm]:
-            got = learner.ask(1)
+            got = learner.ask(1) if allowed is None else learner.ask(1, allowed=allowed)
             if got != [want]:
                 raise ReplayError(f"experiment {eid}, seq {seq}: replayed ask gave {got}, the log says [{want}] "
                                   f"(is the learner deterministic given its seed?)")
@@ -338,7 +346,7 @@ def apply_log(conn: Connection, eid: int, idx: int, learner: Learner, after: int
 
     Returns how many events were applied (``upto - after``)."""
     rows = conn.execute(
-        sa.select(events.c.seq, events.c.kind, events.c.arm, events.c.reward, events.c.passed)
+        sa.select(events.c.seq, events.c.kind, events.c.arm, events.c.reward, events.c.passed, events.c.excluded)
         .where(events.c.experiment_id == eid, events.c.learner == idx, events.c.seq > after, events.c.seq <= upto)
         .order_by(events.c.seq)
     ).all()
@@ -346,7 +354,8 @@ def apply_log(conn: Connection, eid: int, idx: int, learner: Learner, after: int
     for ev in rows:
         if ev.seq != expect:
             raise ReplayError(f"experiment {eid}, learner {idx}: event log has a gap at seq {expect}")
-        apply_event(learner, ev.kind, int(ev.arm), ev.reward, eid=eid, seq=int(ev.seq), passed=ev.passed)
+        apply_event(learner, ev.kind, int(ev.arm), ev.reward, eid=eid, seq=int(ev.seq), passed=ev.passed,
+                    excluded=ev.excluded)
         expect += 1
     if expect != upto + 1:
         raise ReplayError(f"experiment {eid}, learner {idx}: event log ends at seq {expect - 1}, version is {upto}")

@@ -25,6 +25,7 @@ from typing import Any
 
 import sqlalchemy.exc
 
+from purebandits.service.crowd import MAX_ITEMS_PER_ASK
 from purebandits.service.deps import MAX_ID
 from purebandits.service.errors import ServiceError
 from purebandits.service.logs import brief
@@ -44,8 +45,8 @@ _QUERIES_PREFIX, _QUERIES_SUFFIX = "/api/experiments/", "/queries"
 _ANSWER_PREFIX, _ANSWER_SUFFIX = "/api/queries/", "/answer"
 _MAX_EID_DIGITS = len(str(MAX_ID))
 #: the order of QueryOut's and ItemOut's fields, for the same key order as the response models
-_QUERY_KEYS = ("state", "query_id", "experiment_id", "item", "labels", "expires_at", "retry_after", "n_answered",
-               "completion_code")
+_QUERY_KEYS = ("state", "query_id", "experiment_id", "item", "labels", "expires_at", "queries", "retry_after",
+               "n_answered", "completion_code")
 _ITEM_KEYS = ("id", "text", "image_url")
 
 
@@ -60,6 +61,8 @@ def query_body(result: dict[str, Any]) -> dict[str, Any]:
     item = out.get("item")
     if item is not None:
         out["item"] = {k: item[k] for k in _ITEM_KEYS if item.get(k) is not None}
+    if "queries" in out:
+        out["queries"] = [query_body(q) for q in out["queries"]]
     return out
 
 
@@ -122,7 +125,8 @@ class ParticipantFastPath:
         body = await _read_body(receive)
         if body is None:
             return  # the client went away
-        fields = _parse(body, ("participant_id",) if eid is not None else ("participant_id", "label"))
+        fields = _parse(body, ("participant_id",) if eid is not None else ("participant_id", "label"),
+                        ("n",) if eid is not None else ())
         if fields is None:
             await self.app(scope, _replay(body, receive), send)
             return
@@ -130,7 +134,7 @@ class ParticipantFastPath:
         try:
             if eid is not None:
                 app.state.limiter.check(fields["participant_id"])
-                result = await app.state.dispatcher.ask(eid, fields["participant_id"])
+                result = await app.state.dispatcher.ask(eid, fields["participant_id"], fields.get("n"))
                 payload = dumps(query_body(result))
             else:
                 result = await app.state.dispatcher.answer(query_id, fields["participant_id"], fields["label"])
@@ -148,8 +152,9 @@ class ParticipantFastPath:
         await _respond(send, 200, payload, {})
 
 
-def _parse(body: bytes, keys: tuple[str, ...]) -> dict[str, str] | None:
-    """The body as {key: str} if it is a JSON object with exactly ``keys``, each a short string.
+def _parse(body: bytes, keys: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """The body as a dict if it is a JSON object with exactly ``keys`` (each a short string) and any of
+    ``optional`` (``n``: an integer from 1 to 10).
 
     Limits as in ``QueryRequest`` / ``AnswerRequest``; anything else returns None so FastAPI
     produces its usual 400 / 422 response.
@@ -158,11 +163,18 @@ def _parse(body: bytes, keys: tuple[str, ...]) -> dict[str, str] | None:
         data = json.loads(body)
     except (ValueError, RecursionError):  # includes UnicodeDecodeError; RecursionError: absurdly nested JSON
         return None
-    if not isinstance(data, dict) or len(data) != len(keys):
+    if not isinstance(data, dict) or not len(keys) <= len(data) <= len(keys) + len(optional):
         return None
     for key in keys:
         value = data.get(key)
         if not isinstance(value, str) or len(value) > (100 if key == "label" else 64):
+            return None
+    extra = len(data) - len(keys)
+    if extra:
+        if not optional or "n" not in data:
+            return None
+        n = data["n"]
+        if n.__class__ is not int or not 1 <= n <= MAX_ITEMS_PER_ASK:
             return None
     return data
 

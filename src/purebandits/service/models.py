@@ -1,9 +1,9 @@
 """Database tables (SQLAlchemy Core), the same schema on SQLite and PostgreSQL.
 
 The ``events`` table is the append-only log and the source of truth: every ``ask`` (a query
-issued, with the candidates passed over for its participant), ``answer`` (a label received,
-with its reward), ``cancel`` (a query expired) and ``pass`` (an ask that found nothing the
-participant may see; its candidates were asked and given back) of each learner of an experiment,
+issued, with the items its participant could not be given), ``answer`` (a label received,
+with its reward), ``cancel`` (a query expired) and, in logs from before restricted asks,
+``pass`` (an ask that found nothing the participant could see) of each learner of an experiment,
 numbered ``seq = 1, 2, ...`` per learner in the order they were applied to it. A learner's
 state is a function of its seed and its log; ``learners.version`` is the last
 ``seq`` and ``snapshots`` holds a cached ``state_dict`` per learner at some version.
@@ -135,8 +135,11 @@ events = sa.Table(
     sa.Column("label", sa.String(100), nullable=True),
     sa.Column("reward", sa.Float, nullable=True),
     sa.Column("created_ms", sa.BigInteger, nullable=False),
-    # an ask's candidates passed over for its participant ("3,5"), asked before it and then cancelled
+    # logs from before restricted asks: an ask's candidates passed over for its participant ("3,5"), asked
+    # before it and then cancelled
     sa.Column("passed", sa.Text, nullable=True),
+    # an ask among the items its participant could be given: the others ("3,5"); null for an unrestricted ask
+    sa.Column("excluded", sa.Text, nullable=True),
     # a query is asked once and ends (answer or cancel) at most once per kind
     sa.UniqueConstraint("query_id", "kind", name="uq_events_query_kind"),
 )

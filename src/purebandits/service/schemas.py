@@ -231,10 +231,13 @@ class ParticipantOut(BaseModel):
 
 
 class QueryRequest(BaseModel):
-    """Ask for the next item to rate."""
+    """Ask for the next item to rate, or for ``n`` of them at once."""
 
     model_config = ConfigDict(extra="forbid")
     participant_id: str = Field(..., max_length=64)
+    n: int | None = Field(None, ge=1, le=10, description="ask for up to n items at once (1-10): the response then "
+                          "lists them in 'queries', each with its own query_id and expiry; the participant's "
+                          "pending queries come first. Without n, one query in the response itself")
 
 
 class ItemOut(BaseModel):
@@ -245,18 +248,33 @@ class ItemOut(BaseModel):
     image_url: str | None = None
 
 
+class QueryItem(BaseModel):
+    """One query of a multi-item ask: an item to rate, with its own id and expiry."""
+
+    state: Literal["ok"] = "ok"
+    query_id: str
+    experiment_id: int
+    item: ItemOut
+    labels: list[str]
+    expires_at: float
+    n_answered: int | None = None
+
+
 class QueryOut(BaseModel):
-    """The next item to rate with the labels to choose from, or why there is none right now."""
+    """The next item to rate with the labels to choose from (or, asked with ``n``, a list of them), or why there
+    is none right now."""
 
     state: Literal["ok", "waiting", "done", "paused", "stopped", "archived", "exhausted", "complete"] = Field(
-        ..., description="'ok' with a query; otherwise why there is none now (retry after retry_after seconds): "
-        "'exhausted' = every item the learner wants now is one this participant has seen; 'complete' = "
-        "answers_per_participant reached (see completion_code)")
+        ..., description="'ok' with a query (or with 'queries' when asked with n); otherwise why there is none now "
+        "(retry after retry_after seconds): 'waiting' = the learner needs answers back first; 'complete' = "
+        "answers_per_participant reached (see completion_code); 'exhausted' is no longer sent (a participant "
+        "is served while any item is allowed to them) but kept for clients written against it")
     query_id: str | None = None
     experiment_id: int | None = None
     item: ItemOut | None = None
     labels: list[str] | None = None
     expires_at: float | None = None
+    queries: list[QueryItem] | None = Field(None, description="asked with n: up to n queries, distinct items")
     retry_after: float | None = None
     n_answered: int | None = Field(None, description="this participant's answers in this experiment")
     completion_code: str | None = Field(None, description="with state 'complete': the code to show the organizer")

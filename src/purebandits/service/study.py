@@ -36,16 +36,18 @@ dropped (it may hold uncommitted changes) and rebuilt from the log next time.
 Repeats
 -------
 A participant is never handed the same item twice in a row and, with the default policy
-``repeats="never"``, at most once per experiment while items they have not seen remain. The
-learner still decides: the protocol asks it for candidates one by one (with ``never``, up to
-as many as the participant has seen plus :data:`CANDIDATES_BEYOND_SEEN`, at most
-:data:`MAX_CANDIDATES_NEVER`; else :data:`MAX_CANDIDATES`), serves the first this participant
-may see and cancels the others through the contract (a cancelled pull is as if never asked,
-so the decision rule's guarantee holds). The candidates passed over are stored with the
-ask's event (``events.passed``), so replay asks and cancels them again and stays exact; an
-ask that finds none it may serve logs them as one ``pass`` event and answers ``exhausted``. A
-participant with a pending query gets that query again rather than a second one.
+``repeats="never"``, at most once per experiment while items they have not rated remain. The
+learner still decides: the protocol asks it for its most useful item among those the
+participant may be given (``Learner.ask(1, allowed=...)``, each learner in the terms of its own
+rule; ``docs/algorithms.md`` says why each guarantee holds under the restriction), so nobody is
+turned away while items they have not rated remain. The items that were not allowed are stored
+with the ask's event (``events.excluded``), so replay asks with the same restriction and stays
+exact. Logs written before restricted asks existed replay as they were written: their asks walked
+the learner's candidates, and ``events.passed`` keeps the ones passed over. A participant with
+pending queries gets them again rather than new ones; an ask may request several items at once
+(``n``), which the rating page uses to prefetch.
 """
+
 from __future__ import annotations
 
 import threading
@@ -55,13 +57,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Connection, Engine
 
-from purebandits.service.crowd import (
-    CANDIDATES_BEYOND_SEEN,
-    MAX_CANDIDATES,
-    MAX_CANDIDATES_NEVER,
-    MAX_KNOWN_PARTICIPANTS,
-    CrowdOperations,
-)
+from purebandits.service.crowd import MAX_ITEMS_PER_ASK, MAX_KNOWN_PARTICIPANTS, CrowdOperations
 from purebandits.service.done_hooks import DoneHooks
 from purebandits.service.eventlog import HotStatements
 from purebandits.service.experiment_meta import hash_token, now_ms
@@ -76,7 +72,7 @@ from purebandits.service.transactions import Transactions
 from purebandits.service.validation import DEFAULT_LABELS, parse_items_csv
 
 __all__ = ["Study", "DEFAULT_LABELS", "parse_items_csv", "hash_token", "SUMMARY_COLUMNS", "summary_rows",
-           "MAX_CANDIDATES", "MAX_CANDIDATES_NEVER", "CANDIDATES_BEYOND_SEEN"]
+           "MAX_ITEMS_PER_ASK"]
 
 
 

@@ -60,9 +60,10 @@ def context_image(eid: EidPath, study: StudyDep) -> Response:
 @router.post("/experiments/{eid}/queries", response_model=QueryOut, response_model_exclude_none=True,
              responses=error_responses(403, 404, 429))
 async def ask(eid: EidPath, body: QueryRequest, study: StudyDep, request: Request) -> Any:
-    """The next item to rate, chosen by the learner's ``ask``; a pending query until answered or expired."""
+    """The next item to rate, chosen by the learner's ``ask`` among the items this participant may rate; a pending
+    query until answered or expired. With ``n``, up to ``n`` of them at once (``queries``)."""
     request.app.state.limiter.check(body.participant_id)
-    return await request.app.state.dispatcher.ask(eid, body.participant_id)
+    return await request.app.state.dispatcher.ask(eid, body.participant_id, body.n)
 
 
 @router.post("/queries/{query_id}/answer", response_model=AnswerOut, responses=error_responses(403, 404, 409, 410))
