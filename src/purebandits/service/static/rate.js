@@ -1,5 +1,7 @@
-// Rating page: one item at a time, one button per label (keys 1, 2, 3, ... pick them), the next
-// item after each answer.
+// Rating page: one item at a time, one button per label (keys 1, 2, 3, ... pick them). Items come a
+// few at a time (asks with n = BATCH) and the next ones are fetched while the participant rates, so
+// no rating waits for the server: a click shows the next item at once and its answer goes out
+// behind it, through an outbox kept in localStorage (a reload or a lost connection resends it).
 //
 // Every text that comes from the server (item text, instructions, messages) is set with
 // textContent, never innerHTML, so it is shown, not interpreted.
@@ -7,7 +9,8 @@
 // No answer is lost silently: an answer that fails on a network error, a timeout, a 5xx or a 429
 // is sent again for the same query and label (the API counts a repeat once) with exponential
 // backoff, at once when the browser comes back online; one that is finally refused or given up
-// is counted in a notice that stays on the page. Asks are retried the same way.
+// is counted in a notice that stays on the page. Asks are retried the same way. While the network
+// is down the participant goes on with the items already fetched.
 (function () {
   "use strict";
   const cfg = JSON.parse(document.getElementById("config").textContent);
@@ -24,13 +27,20 @@
   const ARM_MS = 250;                // a new item's buttons ignore clicks this long (double clicks)
   const EXHAUSTED_POLL_S = 30;
   const MAX_KEYS = 9;
+  const BATCH = tuning.batch || 5;  // new items per ask
+  const MAX_N = 10;                 // the API's bound on n
+  const LOW_WATER = 2;              // fetch more when this few items are left after the one on screen
 
   const urlWorker = (new URLSearchParams(location.search).get("participant") || "").trim() || null;
   let participant = null;
   let labels = [];
   let current = null;  // the query on screen, until it is answered
   let armed = false;   // its buttons take clicks (ARM_MS after it appeared)
-  let saving = false;  // an answer is on its way
+  let queue = [];      // fetched queries not shown yet, in the server's order
+  const known = new Set();  // every query id this page has held (a refill re-sends the pending ones)
+  let outbox = [];     // answers not acknowledged yet: {query_id, label}, sent in order
+  let sending = false; // the outbox loop runs
+  let refilling = null;  // the ask in flight, if any
   let rated = 0;
   let lost = 0;
   let askGen = 0;      // a newer ask makes an older retry loop stop
@@ -260,27 +270,64 @@
     $("n-rated").textContent = String(n);
   }
 
+  function outboxKey() { return "purebandits.outbox.e" + eid + "." + participant; }
+  function saveOutbox() { storageSet(outboxKey(), JSON.stringify(outbox)); }
+  function loadOutbox() {
+    try {
+      const saved = JSON.parse(storageGet(outboxKey()) || "[]");
+      if (Array.isArray(saved)) outbox = saved.filter((a) => a && typeof a.query_id === "string" && typeof a.label === "string");
+    } catch (e) { outbox = []; }
+    outbox.forEach((a) => known.add(a.query_id));
+    pending();
+    flush();
+  }
+
+  // what the participant has rated but the server has not acknowledged yet
+  function pending() {
+    const el = $("unsent");
+    if (!el) return;
+    el.textContent = outbox.length ? (outbox.length === 1 ? "1 answer" : outbox.length + " answers") + " waiting to be sent" : "";
+    el.hidden = !outbox.length;
+  }
+
   function pick(label) {
-    if (!current || saving || !armed || labels.indexOf(label) < 0) return;
+    if (!current || !armed || labels.indexOf(label) < 0) return;
     const q = current;
     current = null;
-    saving = true;
     blurButtons();
     setButtons(false);
     const b = $("buttons").querySelector(`button[data-label="${CSS.escape(label)}"]`);
     if (b) b.classList.add("chosen");
-    run(saveAnswer(q, label).finally(() => { saving = false; return ask(); }));
+    outbox.push({query_id: q.query_id, label: label});
+    saveOutbox();
+    pending();
+    flush();
+    showNext();
   }
 
-  async function saveAnswer(q, label) {
-    const r = await send(`/api/queries/${encodeURIComponent(q.query_id)}/answer`,
-                         {participant_id: participant, label: label}, {giveUpMs: ANSWER_GIVE_UP_MS});
-    if (r.status === 200) {
-      setRated(rated + 1);
-      return;
+  // send the outbox's answers one after another, each until it is acknowledged or finally refused
+  async function flush() {
+    if (sending) return;
+    sending = true;
+    try {
+      while (outbox.length) {
+        const a = outbox[0];
+        const r = await send(`/api/queries/${encodeURIComponent(a.query_id)}/answer`,
+                             {participant_id: participant, label: a.label}, {giveUpMs: ANSWER_GIVE_UP_MS});
+        outbox.shift();
+        saveOutbox();
+        pending();
+        if (r.status === 200) {
+          setRated(rated + 1);
+        } else {
+          message("");
+          showLost(lostReason(r));
+        }
+      }
+    } finally {
+      sending = false;
     }
-    message("");
-    showLost(lostReason(r));
+    if (!current && !queue.length) run(refill());  // the last answers may complete the session
   }
 
   // ---------------------------------------------------------------- items and states
@@ -340,7 +387,7 @@
 
   function schedule(seconds) {
     clearTimeout(pollTimer);
-    pollTimer = setTimeout(() => run(ask()), 1000 * seconds);
+    pollTimer = setTimeout(() => run(refill()), 1000 * seconds);
   }
 
   function run(promise) {
@@ -350,13 +397,35 @@
     });
   }
 
-  async function ask() {
+  // the next fetched item at once if there is one (and fetch more when few are left), else wait for an ask
+  function showNext() {
+    if (current) return;
+    const q = queue.shift();
+    if (q) {
+      message("");
+      show(q);
+      if (queue.length < LOW_WATER) run(refill());
+      return;
+    }
+    if (!$("card").classList.contains("state")) showState("Loading…");
+    run(refill());
+  }
+
+  // one ask at a time: its new queries join the queue (the pending ones it sends again are known already)
+  function refill() {
+    if (!refilling) {
+      refilling = askMore().finally(() => { refilling = null; });
+    }
+    return refilling;
+  }
+
+  async function askMore() {
     const gen = ++askGen;
     clearTimeout(pollTimer);
     pollTimer = null;
-    current = null;
-    setButtons(false, {keepChosen: true, hide: $("buttons").hidden});
-    const r = await send(`/api/experiments/${eid}/queries`, {participant_id: participant},
+    const outstanding = (current ? 1 : 0) + queue.length + outbox.length;
+    const n = Math.min(MAX_N, BATCH + outstanding);
+    const r = await send(`/api/experiments/${eid}/queries`, {participant_id: participant, n: n},
                          {stale: () => gen !== askGen});
     if (r === null) return;
     if (r.status === 403) {
@@ -366,21 +435,32 @@
         return schedule(30);
       }
       await register(true);
-      return ask();
+      return askMore();
     }
     forbidden = 0;
-    if (r.status === 404) return showState(detail(r) || "There is no such experiment.", {idle: true});
+    if (r.status === 404) {
+      if (!current && !queue.length) showState(detail(r) || "There is no such experiment.", {idle: true});
+      return;
+    }
     if (r.status !== 200 || !r.data) {
       message(detail(r) || "Something went wrong (" + r.status + "), retrying…", "warn");
       return schedule(10);
     }
     const q = r.data;
-    if (typeof q.n_answered === "number") setRated(q.n_answered);
+    if (typeof q.n_answered === "number") setRated(Math.max(q.n_answered, rated));
     const later = (fallback) => schedule(q.retry_after > 0 ? q.retry_after : fallback);
+    if (q.state === "ok") {
+      const fresh = (Array.isArray(q.queries) ? q.queries : [q]).filter((x) => x && !known.has(x.query_id));
+      fresh.forEach((x) => { known.add(x.query_id); queue.push(x); });
+      if (!current) {
+        if (queue.length) return showNext();
+        return later(1);  // only answers on their way are pending: ask again once they are in
+      }
+      return;
+    }
+    if (current || queue.length) return;  // go on with the items already here
+    if (outbox.length) return later(1);    // the answers on their way decide what comes next
     switch (q.state) {
-      case "ok":
-        message("");
-        return show(q);
       case "waiting":
         showState("Waiting for other answers…");
         return later(2);
@@ -448,5 +528,5 @@
     }
   });
 
-  run(Promise.all([loadContext(), register(false)]).then(ask));
+  run(Promise.all([loadContext(), register(false)]).then(() => { loadOutbox(); return refill(); }));
 })();
