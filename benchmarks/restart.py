@@ -13,8 +13,8 @@ the script adds at ``/tmp/purebandits-prev``), in one run, and prints a table.
     PYTHONPATH=src python benchmarks/restart.py --prev-rev HEAD~1        # once this change is committed
 
 The log is the one the service would have written: the builder drives a fresh learner with the
-experiment's seed exactly as the service does (asks with ``repeats="never"``: candidates a
-participant has seen are asked, passed over and cancelled, as ``events.passed`` records; a
+experiment's seed exactly as the service does (asks with ``repeats="never"``: the learner's choice
+among the items a participant has not rated, the others recorded in ``events.excluded``; a
 participant answers ``--per-participant`` queries, each answered before the next ask; labels
 drawn from per-item probabilities), and writes the ``events``, ``queries`` and ``participants``
 rows in bulk, a snapshot every ``snapshot_every`` (200) events as the service keeps them (the
@@ -90,11 +90,12 @@ def _progress(total: int, desc: str) -> Any:
 
 def build(path: Path, n_items: int, n_answers: int, seed: int, lag: int, per_participant: int) -> dict[str, Any]:
     """Build the database at ``path`` (SQLite, schema at this checkout's head); returns what was built."""
+    from purebandits.service.crowd import excluded_arms
     from purebandits.service.eventlog import encode_passed, write_checkpoint
     from purebandits.service.models import events, learners, participants, queries, snapshots
     from purebandits.service.settings import Settings
     from purebandits.service.storage import make_engine, upgrade
-    from purebandits.service.study import CANDIDATES_BEYOND_SEEN, MAX_CANDIDATES_NEVER, Study
+    from purebandits.service.study import Study
 
     started = time.perf_counter()
     path.unlink(missing_ok=True)
@@ -142,10 +143,10 @@ def build(path: Path, n_items: int, n_answers: int, seed: int, lag: int, per_par
         q_rows.clear()
 
     def logged(kind: str, qid: str, arm: int, label: str | None, reward: float | None,
-               passed: list[int] | None) -> int:
+               excluded: list[int] | None) -> int:
         nonlocal seq
         seq += 1
-        ev_rows.append((eid, 0, seq, kind, qid, arm, label, reward, now, encode_passed(passed)))
+        ev_rows.append((eid, 0, seq, kind, qid, arm, label, reward, now, None, encode_passed(excluded)))
         if seq % every == 0:
             states[seq] = learner.state_json()
             for old in [s for s in states if s < seq - every * (lag // every + 3)]:
@@ -158,30 +159,20 @@ def build(path: Path, n_items: int, n_answers: int, seed: int, lag: int, per_par
         if n_mine >= per_participant:
             pid, seen, last, n_mine = str(uuid.uuid4()), set(), -1, 0
             p_rows.append((pid, now))
-        # Study._pick with repeats="never": the first candidate this participant may see
-        tries = min(len(seen) + CANDIDATES_BEYOND_SEEN, MAX_CANDIDATES_NEVER) if len(seen) < n_items else 16
-        arm, passed = -1, []
-        for _ in range(tries):
+        # CrowdOperations._ask_locked with repeats="never": the learner's choice among the items this participant
+        # may be given
+        excluded = sorted(excluded_arms("never", n_items, seen, last))
+        if excluded:
+            allowed = np.ones(n_items, dtype=bool)
+            allowed[excluded] = False
+            got = learner.ask(1, allowed=allowed)
+        else:
             got = learner.ask(1)
-            if not got:
-                break
-            if got[0] != last and got[0] not in seen:
-                arm = got[0]
-                break
-            passed.append(got[0])
-        if arm < 0:
-            if learner.done:
-                raise SystemExit(f"the learner stopped after {answered} answers; use fewer --answers")
-            if passed:  # nothing this participant may see: a "pass" event, and the next participant
-                logged("pass", str(uuid.uuid4()), passed[0], None, None, passed)
-                for cand in passed:
-                    learner.cancel(cand)
-            n_mine = per_participant
-            continue
+        if not got:
+            raise SystemExit(f"the learner stopped after {answered} answers; use fewer --answers")
+        arm = got[0]
         qid = str(uuid.uuid4())
-        ask_seq = logged("ask", qid, arm, None, None, passed)
-        for cand in passed:
-            learner.cancel(cand)
+        ask_seq = logged("ask", qid, arm, None, None, excluded or None)
         which = int(np.searchsorted(cum[arm], rng.random() * cum[arm, -1], side="right"))
         label, reward = LABELS[min(which, 2)]
         now += 150

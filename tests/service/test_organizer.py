@@ -133,8 +133,8 @@ def test_repeat_policy_and_replay(db_url, policy):
         assert "exhausted" in states or all(len(set(s)) == len(s) for s in shown.values())
 
 
-def test_exhausted_participant_changes_nothing(sqlite_url):
-    """A participant who has seen every item the learner wants gets 'exhausted'; nothing is logged."""
+def test_participant_who_rated_every_item_gets_repeats_but_not_the_last(sqlite_url):
+    """With "never", a participant who has rated every item is served again, never the item they rated last."""
     study = open_study(sqlite_url)
     eid, _ = study.create_experiment({"items": items(3), "seed": 4, "algorithm": "lil_ucb",
                                       "params": {"delta": 0.1}})
@@ -151,26 +151,50 @@ def test_exhausted_participant_changes_nothing(sqlite_url):
     assert q["state"] == "ok" and q["item"]["id"] != got[-1] and q["n_answered"] == 3
 
 
-def test_exhausted_ask_is_one_pass_event_and_replays(sqlite_url):
-    """An ask that finds nothing the participant may see logs one "pass" event (its candidates, asked and given
-    back) instead of rebuilding the learner; replay reproduces the live state."""
+def test_restricted_asks_never_exhaust_log_the_excluded_items_and_replay(sqlite_url):
+    """The learner chooses among the items the participant may be given, so nobody is told "exhausted" even when
+    the learner would rather have the item they just rated; each ask logs the items it excluded, and replay
+    (which asks with the same restriction) reproduces the live state."""
     study = open_study(sqlite_url, snapshot_every=3)
     eid, _ = study.create_experiment({"items": items(3), "seed": 4, "algorithm": "lil_ucb",
                                       "params": {"delta": 0.1}, "repeats": "not_consecutive"})
     p = study.new_participant()
-    states = []
+    shown = []
     for _ in range(60):  # i0 is clearly best: lil'UCB keeps wanting it, right after this participant rated it
         q = study.next_query(eid, p)
-        states.append(q["state"])
-        if q["state"] == "ok":
-            study.answer(q["query_id"], p, "funny" if q["item"]["id"] == "i0" else "unfunny")
-    assert "exhausted" in states
+        assert q["state"] == "ok"
+        shown.append(q["item"]["id"])
+        study.answer(q["query_id"], p, "funny" if q["item"]["id"] == "i0" else "unfunny")
+    assert all(a != b for a, b in zip(shown, shown[1:], strict=False))
+    assert shown.count("i0") >= 25  # every other ask: the learner's choice whenever it is allowed
     with study.engine.connect() as conn:
-        kinds = [r[0] for r in conn.execute(sa.select(events.c.kind).order_by(events.c.seq))]
-    assert kinds.count("pass") == states.count("exhausted") and set(kinds) <= {"ask", "answer", "pass"}
+        rows = conn.execute(sa.select(events.c.kind, events.c.excluded, events.c.passed).order_by(events.c.seq)).all()
+    asks = [r for r in rows if r.kind == "ask"]
+    assert {r.kind for r in rows} == {"ask", "answer"} and all(r.passed is None for r in rows)
+    assert asks[0].excluded is None and all(r.excluded is not None for r in asks[1:])
     assert json.loads(study.replay(eid).state_json()) == study.learner_state(eid)["state"]
     assert open_study(sqlite_url).verify(eid)["snapshot_matches"] is True
     assert study.learner_state(eid)["state"]["state"]["pending_"]["__ndarray__"] == [0] * 3
+
+
+def test_logs_from_before_restricted_asks_still_replay():
+    """An old log's ``ask`` with passed-over candidates and its ``pass`` events replay as they were written."""
+    from purebandits.registry import make_learner
+    from purebandits.service.eventlog import apply_event
+
+    live = make_learner("lil_ucb", delta=0.1).start(4, seed=3)
+    replayed = make_learner("lil_ucb", delta=0.1).start(4, seed=3)
+    for step in range(30):
+        cands = live.ask(1) + live.ask(1)  # the old protocol: walk the candidates, serve the second
+        live.cancel(cands[0])
+        if step % 5 == 4:  # an old "pass": nothing served, both candidates given back
+            live.cancel(cands[1])
+            apply_event(replayed, "pass", cands[0], None, passed=f"{cands[0]},{cands[1]}")
+            continue
+        apply_event(replayed, "ask", cands[1], None, passed=str(cands[0]))
+        live.tell(cands[1], 1.0 if cands[1] == 0 else 0.0)
+        apply_event(replayed, "answer", cands[1], 1.0 if cands[1] == 0 else 0.0)
+    assert replayed.state_json() == live.state_json()
 
 
 def test_pending_query_is_served_again(sqlite_url):
