@@ -121,10 +121,14 @@ class LabelStreams:
         return buf.pop()
 
 
-def experiment_spec(contest: Contest, seed: int) -> dict[str, Any]:
-    """What an organizer sends: the captions, the service's default learner, labels and repeat policy."""
-    return {"name": f"open crowd: {contest.title}", "seed": seed,
+def experiment_spec(contest: Contest, seed: int, expiry_s: float | None = None) -> dict[str, Any]:
+    """What an organizer sends: the captions, the service's default learner, labels and repeat policy (and the
+    query expiry, scaled to the simulated crowd's pace: see :class:`Crowd`)."""
+    spec = {"name": f"open crowd: {contest.title}", "seed": seed,
             "items": [{"id": str(i), "text": t} for i, t in enumerate(contest.captions)]}
+    if expiry_s is not None:
+        spec["query_expiry_seconds"] = expiry_s
+    return spec
 
 
 def run_baseline(contest: Contest, seed: int, cap: int) -> dict[str, Any]:
@@ -148,13 +152,21 @@ def run_baseline(contest: Contest, seed: int, cap: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- crowd
 @dataclass
 class Crowd:
-    """Who rates: an open crowd (``group`` None) or a fixed group of ``group`` people who stay."""
+    """Who rates: an open crowd (``group`` None) or a fixed group of ``group`` people who stay.
+
+    ``expiry_s``: the experiment's query expiry. A participant who leaves mid-batch leaves queries
+    pending until they expire, and a learner counts pending pulls as virtual pulls. A real person
+    takes about 5 s per rating, so the service's default expiry of 300 s is about 60 ratings of one
+    person; the simulated participants answer over 30 times faster, so the expiry is scaled down to
+    keep the same ratio (10 s by default; None: the service's default).
+    """
 
     concurrency: int = 32
     session_min: int = 5
     session_max: int = 25
     batch: int = 1
     group: int | None = None
+    expiry_s: float | None = 10.0
 
     @property
     def label(self) -> str:
@@ -178,11 +190,12 @@ class Tally:
     errors: list[str] = field(default_factory=list)
 
 
-async def participant(client: httpx.AsyncClient, eid: int, n_items: int, session: int | None, crowd: Crowd,
+async def participant(conn: Any, eid: int, n_items: int, session: int | None, crowd: Crowd,
                       streams: LabelStreams, tally: Tally, stop: asyncio.Event, cap: int) -> None:
-    """One person: registers, then asks and answers until their session ends or the learner stops."""
-    r = await client.post("/api/participants")
-    pid = r.json()["participant_id"]
+    """One person on one keep-alive connection (``service_load.RawClient``): registers, then asks and answers
+    until their session ends or the learner stops."""
+    status, data = await conn.post("/api/participants")
+    pid = data["participant_id"]
     tally.participants += 1
     rated: set[int] = set()
     body: dict[str, Any] = {"participant_id": pid}
@@ -190,12 +203,11 @@ async def participant(client: httpx.AsyncClient, eid: int, n_items: int, session
         body["n"] = crowd.batch
     try:
         while not stop.is_set() and (session is None or len(rated) < session):
-            r = await client.post(f"/api/experiments/{eid}/queries", json=body)
-            if r.status_code != 200:
-                tally.errors.append(f"ask {r.status_code}: {r.text[:200]}")
+            status, q = await conn.post(f"/api/experiments/{eid}/queries", body)
+            if status != 200:
+                tally.errors.append(f"ask {status}: {str(q)[:200]}")
                 await asyncio.sleep(0.5)
                 continue
-            q = r.json()
             if q["state"] == "done":
                 tally.done = True
                 stop.set()
@@ -218,14 +230,14 @@ async def participant(client: httpx.AsyncClient, eid: int, n_items: int, session
                 if caption in rated:
                     tally.repeats += 1
                 label = LABELS[streams.draw(caption)]
-                a = await client.post(f"/api/queries/{one['query_id']}/answer",
-                                      json={"participant_id": pid, "label": label})
-                if a.status_code == 200:
+                status, a = await conn.post(f"/api/queries/{one['query_id']}/answer",
+                                            {"participant_id": pid, "label": label})
+                if status == 200:
                     tally.acked[one["query_id"]] = (label, caption)
                     tally.answers += 1
                     rated.add(caption)
                 else:
-                    tally.errors.append(f"answer {a.status_code}: {a.text[:200]}")
+                    tally.errors.append(f"answer {status}: {str(a)[:200]}")
             if tally.answers >= cap:
                 stop.set()
     finally:
@@ -240,16 +252,25 @@ async def drive(url: str, contest: Contest, seed: int, crowd: Crowd, cap: int,
     tally, stop = Tally(), asyncio.Event()
     limits = httpx.Limits(max_connections=crowd.group or crowd.concurrency, max_keepalive_connections=64)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
-        r = await client.post("/api/experiments", json=experiment_spec(contest, seed))
+        r = await client.post("/api/experiments", json=experiment_spec(contest, seed, crowd.expiry_s))
         r.raise_for_status()
         eid, token = r.json()["id"], r.json()["owner_token"]
         owner = {"Authorization": f"Bearer {token}"}
         t0 = time.perf_counter()
         running: set[asyncio.Task] = set()
+        from service_load import RawClient
+
+        slots = [RawClient(url) for _ in range(crowd.group or crowd.concurrency)]  # one connection per person at a time
+
+        async def person(conn: Any, session: int | None) -> None:
+            try:
+                await participant(conn, eid, contest.n, session, crowd, streams, tally, stop, cap)
+            finally:
+                slots.append(conn)
 
         def arrive() -> None:
             session = None if crowd.group else int(rng.integers(crowd.session_min, crowd.session_max + 1))
-            task = asyncio.create_task(participant(client, eid, contest.n, session, crowd, streams, tally, stop, cap))
+            task = asyncio.create_task(person(slots.pop(), session))
             running.add(task)
             task.add_done_callback(running.discard)
 
@@ -266,6 +287,8 @@ async def drive(url: str, contest: Contest, seed: int, crowd: Crowd, cap: int,
                 print(f"  {tally.answers:,} answers, {tally.participants:,} participants, "
                       f"{tally.answers / (last - t0):.0f}/s", file=sys.stderr, flush=True)
         wall = time.perf_counter() - t0
+        for conn in slots:
+            await conn.aclose()
         res = (await client.get(f"/api/experiments/{eid}/results?timeline=false&limit=1", headers=owner)).json()
         text = (await client.get(f"/api/experiments/{eid}/answers.csv", headers=owner)).text
     rows = list(csv.DictReader(io.StringIO(text)))
@@ -284,6 +307,7 @@ async def drive(url: str, contest: Contest, seed: int, crowd: Crowd, cap: int,
             "turned_away": tally.turned_away, "waiting": tally.waiting, "repeats": tally.repeats,
             "stored_repeats": len(rows) - len(by_pid_item), "lost_or_double": lost, "mislabelled": mislabelled,
             "errors": len(tally.errors), "first_errors": tally.errors[:3], "wall_s": wall,
+            "per_participant": tally.per_participant,
             "answers_per_s": len(rows) / wall if wall > 0 else 0.0}
 
 
@@ -330,6 +354,38 @@ def table(rows: list[dict[str, Any]], base: dict[int, dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def plot(rows: list[dict[str, Any]], base: dict[int, dict[str, Any]], per_participant: dict[str, list[int]],
+         path: Path, title: str) -> None:
+    """Answers to stop per configuration against the learner alone, and how many captions each participant rated."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    names = ["learner alone", *configs]
+    values = [[b["answers"] for b in base.values()], *[[r["answers"] for r in rows if r["config"] == c]
+                                                      for c in configs]]
+    for i, vals in enumerate(values):
+        ax.bar(i, np.mean(vals), color="#9ab" if i == 0 else "#48c", alpha=0.8)
+        ax.plot([i] * len(vals), vals, "ko", ms=4)
+    ax.set_xticks(range(len(names)), [n.replace(", ", ",\n", 1) for n in names], fontsize=7)
+    ax.set_ylabel("answers until the learner stopped")
+    ax.set_title("answers to stop (bars: mean, dots: runs)", fontsize=9)
+    for c, counts in per_participant.items():
+        if counts:
+            bx.hist(counts, bins=range(0, max(counts) + 2), alpha=0.6, label=c)
+    bx.set_xlabel("captions rated by a participant")
+    bx.set_ylabel("participants")
+    bx.set_title("answers per participant", fontsize=9)
+    bx.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--contest", default="512")
@@ -341,14 +397,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--session-max", type=int, default=25)
     ap.add_argument("--group", type=int, default=32, help="size of the fixed group (0: skip it)")
     ap.add_argument("--batch", type=int, default=1, help="items per request")
+    ap.add_argument("--expiry", type=float, default=10.0, help="query expiry in seconds (see Crowd)")
     ap.add_argument("--cap", type=int, default=2_000_000, help="answers per run at most")
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown report here")
     ap.add_argument("--json", type=Path, default=None, help="write every run's numbers here")
+    ap.add_argument("--plot", type=Path, default=None, help="write the PNG here")
     args = ap.parse_args(argv)
     contest = load_contest(args.contest, args.top, "spread" if args.spread else "top")
-    crowds = [Crowd(args.concurrency, args.session_min, args.session_max, args.batch)]
+    crowds = [Crowd(args.concurrency, args.session_min, args.session_max, args.batch, expiry_s=args.expiry)]
     if args.group:
-        crowds.append(Crowd(args.group, batch=args.batch, group=args.group))
+        crowds.append(Crowd(args.group, batch=args.batch, group=args.group, expiry_s=args.expiry))
     t0 = time.time()
     load0 = os.getloadavg()
     base = {s: run_baseline(contest, s, args.cap) for s in range(args.seeds)}
@@ -357,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
         for crowd in crowds:
             print(f"seed {seed}: {crowd.label}", file=sys.stderr, flush=True)
             r = run_config(contest, seed, crowd, args.cap, progress=True)
-            print(json.dumps({k: v for k, v in r.items() if k != "first_errors"}), file=sys.stderr, flush=True)
+            print(json.dumps({k: v for k, v in r.items() if k not in ("first_errors", "per_participant")}),
+                  file=sys.stderr, flush=True)
             rows.append(r)
     report = table(rows, base)
     cmd = "PYTHONPATH=src python benchmarks/open_crowd.py " + shlex.join(argv if argv is not None else sys.argv[1:])
@@ -367,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         args.out.write_text(text)
+    if args.plot:
+        per: dict[str, list[int]] = {}
+        for r in rows:
+            per.setdefault(r["config"], []).extend(r["per_participant"])
+        plot(rows, base, per, args.plot, contest.title)
     if args.json:
         args.json.write_text(json.dumps({"base": base, "runs": rows}, indent=1, default=str))
     return 0

@@ -161,7 +161,7 @@ def build(path: Path, n_items: int, n_answers: int, seed: int, lag: int, per_par
             p_rows.append((pid, now))
         # CrowdOperations._ask_locked with repeats="never": the learner's choice among the items this participant
         # may be given
-        excluded = sorted(excluded_arms("never", n_items, seen, last))
+        excluded = sorted(excluded_arms("never", n_items, seen, set(), last))
         if excluded:
             allowed = np.ones(n_items, dtype=bool)
             allowed[excluded] = False

@@ -315,17 +315,16 @@ class CrowdOperations:
         if row.status != "active":
             return {"state": row.status, "retry_after": 5.0}
         eid, idx = meta.id, tx.idx
-        given: set[int] = set()  # items answered, or out to this participant now: not to be given again
+        rated: set[int] = set()
         last, n_answered = -1, 0
         live: list[Any] = []
         for q in view.seen(pid):
             last = q.arm
             if q.status == "answered":
                 n_answered += 1
-                given.add(q.arm)
+                rated.add(q.arm)
             elif q.status == "pending" and q.expires_ms > now:
                 live.append(q)
-                given.add(q.arm)
         quota = meta.answers_per_participant
         if quota is not None and n_answered >= quota:
             return {"state": "complete", "completion_code": meta.completion_code(pid), "n_answered": n_answered,
@@ -334,9 +333,12 @@ class CrowdOperations:
         if quota is not None:
             want = max(1, min(want, quota - n_answered))
         out = [self._query_response(meta, q.id, q.arm, q.expires_ms, n_answered) for q in live[:want]]
+        held = {q.arm for q in live}
         reissued = False
         while len(out) < want:
-            excluded = excluded_arms(meta.repeats, meta.n_arms, given, last)
+            excluded = excluded_arms(meta.repeats, meta.n_arms, rated, held, last)
+            if len(excluded) >= meta.n_arms:
+                break  # every item is out to this participant already
             if excluded:
                 allowed = np.ones(meta.n_arms, dtype=np.bool_)
                 allowed[list(excluded)] = False
@@ -354,7 +356,7 @@ class CrowdOperations:
             seq = tx.append("ask", qid, arm, None, None, now, excluded=sorted(excluded) if excluded else None)
             self._x(conn, "ins_query", qid, eid, pid, idx, arm, now, expires, seq)
             view.asked(pid, qid, arm, expires)
-            given.add(arm)
+            held.add(arm)
             last = arm
             out.append(self._query_response(meta, qid, arm, expires, n_answered))
         if not out:
@@ -438,18 +440,21 @@ class CrowdOperations:
         return n
 
 
-def excluded_arms(repeats: str, n_arms: int, given: set[int], last: int) -> set[int]:
+def excluded_arms(repeats: str, n_arms: int, rated: set[int], out: set[int], last: int) -> set[int]:
     """The items a participant may not be given now, under the experiment's repeat policy.
 
-    ``given``: the items they answered or hold a pending query for; ``last``: the item they were
-    given last (-1 if none). With ``"never"``, every item in ``given`` while some item is not in
-    it; once they have rated every item, only ``last``. With ``"not_consecutive"``, ``last``. The
-    learner chooses among the others (so a participant is served while any item is allowed), and
-    an empty set means the learner's unrestricted ask, as the papers' rules were written.
+    ``rated``: the items they answered; ``out``: the items they hold a pending query for (an item
+    is never given twice at once); ``last``: the item they were given last (-1 if none). With
+    ``"never"``, every item rated or out while some item is neither; once they have rated every
+    item, the ones out and ``last``. With ``"not_consecutive"``, the ones out and ``last``. The
+    learner chooses among the others, so a participant is served while any item is allowed; an
+    empty set means the learner's unrestricted ask, as the papers' rules were written.
     """
-    if repeats == "never" and len(given) < n_arms:
-        return given
-    return {last} if last >= 0 else set()
+    if repeats == "never":
+        both = rated | out
+        if len(both) < n_arms:
+            return both
+    return out | {last} if last >= 0 else set(out)
 
 
 def check_items_per_ask(n: Any) -> int | None:

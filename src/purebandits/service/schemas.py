@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 
 class ItemIn(BaseModel):
@@ -235,9 +235,10 @@ class QueryRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     participant_id: str = Field(..., max_length=64)
-    n: int | None = Field(None, ge=1, le=10, description="ask for up to n items at once (1-10): the response then "
-                          "lists them in 'queries', each with its own query_id and expiry; the participant's "
-                          "pending queries come first. Without n, one query in the response itself")
+    n: StrictInt | None = Field(
+        None, ge=1, le=10, description="ask for up to n items at once (1-10): the response then lists them in "
+        "'queries', each with its own query_id and expiry; the participant's pending queries come first. Without "
+        "n, one query in the response itself")
 
 
 class ItemOut(BaseModel):
