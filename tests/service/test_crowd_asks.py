@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from study_support import Clock, open_study
 
 from purebandits.service.app import create_app
 from purebandits.service.crowd import excluded_arms
+from purebandits.service.eventlog import decode_excluded, encode_excluded
 from purebandits.service.models import events
 from purebandits.service.settings import Settings
 
@@ -27,6 +31,17 @@ def test_excluded_arms_by_policy():
     assert excluded_arms("never", 3, {0, 1}, {2}, 2) == {2}  # ... and nothing they hold a query for
     assert excluded_arms("not_consecutive", 5, {1}, {3, 4}, 3) == {3, 4}
     assert excluded_arms("never", 5, set(), set(), -1) == set()  # nothing yet: the learner's unrestricted ask
+
+
+@given(st.integers(2, 9000).flatmap(lambda n: st.tuples(st.just(n), st.sets(st.integers(0, n - 1), min_size=1))))
+@settings(max_examples=60, deadline=None)
+def test_excluded_items_round_trip_through_the_log(case):
+    """A list while short, a compressed bitmap beyond: a participant who has rated thousands of items costs an
+    event about n_arms / 6 characters, not their whole history."""
+    n, excluded = case
+    stored = encode_excluded(sorted(excluded), n)
+    assert np.flatnonzero(~decode_excluded(stored, n)).tolist() == sorted(excluded)
+    assert len(stored) <= max(n // 8 + 16, 4 * ((n // 8 + 1) * 1.01 + 20) / 3 + 8)
 
 
 def test_a_request_never_holds_an_item_twice(sqlite_url):

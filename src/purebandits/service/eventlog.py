@@ -20,8 +20,10 @@ dominated the cost per answer.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import zlib
 from collections import namedtuple
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,8 +39,8 @@ from purebandits.service.errors import ReplayError
 from purebandits.service.models import checkpoints, events, snapshots
 
 __all__ = ["HotStatements", "BatchWrites", "Rows", "LogTx", "apply_event", "apply_log", "encode_passed",
-           "read_snapshot", "write_snapshot", "learner_from_snapshot", "Checkpoint", "read_checkpoint",
-           "write_checkpoint", "state_digest", "canonical_state"]
+           "encode_excluded", "decode_excluded", "read_snapshot", "write_snapshot", "learner_from_snapshot",
+           "Checkpoint", "read_checkpoint", "write_checkpoint", "state_digest", "canonical_state"]
 
 # qmark placeholders, converted per driver
 _HOT_SQL = {
@@ -303,7 +305,7 @@ class LogTx:
             self.learner.cancel(arm)
         self.version += 1
         self.hot(self.conn, "ins_event", self.eid, self.idx, self.version, kind, query_id, arm, label, reward, now,
-                 encode_passed(passed), encode_passed(excluded))
+                 encode_passed(passed), encode_excluded(excluded, self.learner.n_arms_))
         if passed:
             for cand in passed:
                 self.learner.cancel(cand)
@@ -315,6 +317,30 @@ def encode_passed(passed: list[int] | None) -> str | None:
     return ",".join(map(str, passed)) if passed else None
 
 
+def encode_excluded(excluded: list[int] | None, n_arms: int) -> str | None:
+    """The items an ask excluded, as stored in ``events.excluded``: their list (``"3,5"``) or, when that would be
+    longer (a participant who has rated hundreds of items), ``"b"`` and the base64 of the zlib-compressed bitmap
+    over the ``n_arms`` items, so an event stays under ``n_arms / 8`` bytes or so however many were excluded."""
+    if not excluded:
+        return None
+    text = ",".join(map(str, excluded))
+    if len(text) <= n_arms // 8 + 16:
+        return text
+    mask = np.zeros(n_arms, dtype=np.bool_)
+    mask[excluded] = True
+    return "b" + base64.b64encode(zlib.compress(np.packbits(mask).tobytes(), 6)).decode("ascii")
+
+
+def decode_excluded(stored: str, n_arms: int) -> np.ndarray:
+    """The allowed-arms mask of an ask whose ``events.excluded`` is ``stored`` (:func:`encode_excluded`)."""
+    if stored.startswith("b"):
+        bits = np.unpackbits(np.frombuffer(zlib.decompress(base64.b64decode(stored[1:])), dtype=np.uint8))
+        return ~bits[:n_arms].astype(np.bool_)
+    allowed = np.ones(n_arms, dtype=np.bool_)
+    allowed[[int(a) for a in stored.split(",")]] = False
+    return allowed
+
+
 def apply_event(learner: Learner, kind: str, arm: int, reward: float | None, *, eid: int = 0, seq: int = 0,
                 passed: str | None = None, excluded: str | None = None) -> None:
     """Apply one logged event to ``learner``; an ``ask`` must reproduce its arm (asked among all arms but
@@ -322,10 +348,7 @@ def apply_event(learner: Learner, kind: str, arm: int, reward: float | None, *, 
     if kind in ("ask", "pass"):
         # "pass": an ask that found nothing this participant may see; its candidates come back
         skipped = [int(a) for a in passed.split(",")] if passed else []
-        allowed = None
-        if excluded:
-            allowed = np.ones(learner.n_arms_, dtype=np.bool_)
-            allowed[[int(a) for a in excluded.split(",")]] = False
+        allowed = decode_excluded(excluded, learner.n_arms_) if excluded else None
         for want in skipped if kind == "pass" else [*skipped, arm]:
             got = learner.ask(1) if allowed is None else learner.ask(1, allowed=allowed)
             if got != [want]:
