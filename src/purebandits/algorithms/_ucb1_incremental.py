@@ -13,7 +13,8 @@ O(log n) (a heap push/pop on the class's arms, at most two key updates).
 While some arm has ``T_i = 0`` the scan returns the first such arm: a heap of those arms.
 
 The structure follows the learner's ``counts``/``sums``/``pending`` through :meth:`UCB1Cache.ask`,
-:meth:`~UCB1Cache.tell` and :meth:`~UCB1Cache.cancel`; the classes are kept only while every
+:meth:`~UCB1Cache.asked` (a pull the learner chose itself: a restricted ask), :meth:`~UCB1Cache.tell`
+and :meth:`~UCB1Cache.cancel`; the classes are kept only while every
 arm has ``T_i > 0`` (built in O(n) when that starts). It is a cache, never part of the learner's state.
 """
 
@@ -148,6 +149,16 @@ class UCB1Cache:
         self.u[arm] = T
         self._move(arm, self.mu[arm], T)
         return arm
+
+    def asked(self, arm: int) -> None:
+        """A pull of ``arm`` chosen by the caller (a restricted ask) is now pending."""
+        self.pend += 1
+        T = self.u[arm] + 1.0
+        self.u[arm] = T
+        if T == 1.0:  # the arm had no pull: its entry in ``zeros`` is now stale (ask skips it)
+            self.n_zero -= 1  # the classes are not kept while an arm has none (n_zero > 0 before this)
+        elif self.classes:
+            self._move(arm, self.mu[arm], T)
 
     def tell(self, arm: int, m: float) -> None:
         """``arm`` was answered: its mean is now ``m`` (T unchanged)."""

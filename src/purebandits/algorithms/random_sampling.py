@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from purebandits.base import Learner, StoppingProgress, check_param
@@ -28,6 +29,15 @@ class RandomSampling(Learner):
     the same arm (two of m participants asking at once share one with probability about
     ``m (m - 1) / (2 n)`` while that is small).
     Cancelled pulls are simply forgotten (they are not re-asked).
+
+    Restricted asks (``ask(n, allowed=...)``, a participant who rates each item once): an arm
+    drawn uniformly among the allowed arms (``rng_.integers`` over their count, the arm of that
+    rank), still independently of the rewards, the counts and ``pending_``; with every arm
+    allowed it is the unrestricted draw. Nothing is stopped, so there is no guarantee to keep;
+    what changes is what "unbiased" means: each answer is a rating from a participant who was
+    shown the item, drawn without looking at any rating, so an item's mean is an unbiased
+    estimate of the mean rating of the participants who could be shown it (the whole crowd when
+    which items a participant has rated says nothing about how they rate).
 
     Parameters
     ----------
@@ -84,6 +94,11 @@ class RandomSampling(Learner):
     def _ask_one(self) -> int:
         # i.i.d. uniform, independent of pending_: the unbiased baseline (see the class docstring)
         return int(self.rng_.integers(self.n_arms_))
+
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        # uniform over the allowed arms (the draw of _ask_one when every arm is allowed)
+        idx = np.flatnonzero(mask)
+        return int(idx[self.rng_.integers(idx.size)])
 
     def _stopping_progress(self) -> StoppingProgress:
         """No stopping rule (the point of the baseline): a reason, no margin."""

@@ -121,6 +121,83 @@ def _ts_full_draw(sums, counts, alpha, rng, tail, tail_counts, level, retune):  
     return best
 
 
+@njit(cache=True)
+def ts_pick_allowed(sums, counts, alpha, rng, tail, tail_counts, level, mask):  # pragma: no cover - compiled
+    """:func:`ts_pick` among the arms where ``mask`` is True (at least one): an exact draw of
+    ``argmax_{i allowed} theta_i``, with every theta_i drawn from its posterior as in ts_pick.
+
+    The same steps and draws as :func:`ts_pick` (so the same arm when every arm is allowed): a
+    full draw of all n (the arms not allowed are drawn too, and ignored, so that the threshold is
+    retuned as unrestricted), or the thresholded draw, where an arm counts only if allowed. The
+    argument of ts_pick carries over to any fixed set of arms: if an allowed arm fell below
+    ``y0`` the allowed minimum is among those, else every allowed ``y_i`` is drawn conditioned
+    on ``y_i >= y0``. That fallback is more frequent under a restriction (the probability that
+    no allowed arm falls below ``y0``); it draws the allowed arms only.
+    """
+    n = counts.shape[0]
+    y0 = level[0]
+    if n < LAZY_MIN_ARMS:
+        return _ts_full_draw_allowed(sums, counts, alpha, rng, tail, tail_counts, level, False, mask)
+    if y0 > 0.0:
+        for i in range(n):
+            if tail_counts[i] != counts[i]:
+                a, b = ts_posterior(sums[i], counts[i], alpha)
+                p = betainc(b, a, y0, 0)
+                level[1] += p - tail[i]
+                tail[i] = p
+                tail_counts[i] = counts[i]
+    if y0 <= 0.0 or not TAIL_LOW <= level[1] <= TAIL_HIGH:
+        return _ts_full_draw_allowed(sums, counts, alpha, rng, tail, tail_counts, level, True, mask)
+    best = -1
+    best_y = 2.0
+    for i in range(n):
+        u = rng.random()
+        if u < tail[i] and mask[i]:
+            a, b = ts_posterior(sums[i], counts[i], alpha)
+            y = betaincinv(b, a, u, 0)
+            if y < best_y:
+                best_y = y
+                best = i
+    if best >= 0:
+        return best
+    for i in range(n):
+        if mask[i]:
+            a, b = ts_posterior(sums[i], counts[i], alpha)
+            y = rng.beta(b, a)
+            while y < y0:
+                y = rng.beta(b, a)
+            if y < best_y:
+                best_y = y
+                best = i
+    return best
+
+
+@njit(cache=True)
+def _ts_full_draw_allowed(sums, counts, alpha, rng, tail, tail_counts, level, retune,
+                          mask):  # pragma: no cover - compiled
+    """:func:`_ts_full_draw` (every ``y_i`` drawn, the threshold retuned on all of them); the allowed argmin."""
+    n = counts.shape[0]
+    ys = np.empty(n)
+    best = -1
+    for i in range(n):
+        a, b = ts_posterior(sums[i], counts[i], alpha)
+        ys[i] = rng.beta(b, a)
+        if mask[i] and (best < 0 or ys[i] < ys[best]):
+            best = i
+    if retune:
+        y0 = np.partition(ys, TAIL_RANK - 1)[TAIL_RANK - 1]
+        if y0 > 0.0:
+            total = 0.0
+            for i in range(n):
+                a, b = ts_posterior(sums[i], counts[i], alpha)
+                tail[i] = betainc(b, a, y0, 0)
+                tail_counts[i] = counts[i]
+                total += tail[i]
+            level[0] = y0
+            level[1] = total
+    return best
+
+
 class ThompsonSampling(Learner):
     """Thompson sampling "as prescribed in NEXT" (TNM17 Sec. 5 reference [6]; ALGORITHMS.md 9.3 [Th]).
 
@@ -154,6 +231,14 @@ class ThompsonSampling(Learner):
     on, :func:`ts_pick` splits the draw at a threshold kept between pulls (23 us per pull on
     contest 558's 3,925 captions, against about 300 us for n Beta draws; ``tests/test_thompson.py``
     checks the pick's distribution against quadrature).
+
+    Restricted asks (``ask(n, allowed=...)``): the allowed arm with the largest posterior draw,
+    an exact draw of ``argmax_{i allowed} theta_i`` (:func:`ts_pick_allowed`; the unrestricted
+    pick when every arm is allowed). With a ``delta`` the guarantee is LS's, which does not
+    depend on how arms were chosen (every arm within its anytime LIL bound at every count of its
+    own, ALGORITHMS.md 0.2); with a budget alone there is no error guarantee to keep, and the
+    empirical best is still recommended. ``[]`` only once the budget's pulls are all out, as
+    without the restriction.
 
     Pending pulls are not used: the posterior draws already spread concurrent participants
     over arms, and a "virtual pull" (more count, same mean) would only sharpen the posterior
@@ -208,6 +293,12 @@ class ThompsonSampling(Learner):
             return -1
         return int(ts_pick(self.sums_, self.counts_, float(self.alpha), self.rng_, self.tail_, self.tail_counts_,
                            self.tail_level_))
+
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        if self._budget >= 0 and self.t_ + int(self.pending_.sum()) >= self._budget:
+            return -1
+        return int(ts_pick_allowed(self.sums_, self.counts_, float(self.alpha), self.rng_, self.tail_,
+                                   self.tail_counts_, self.tail_level_, mask))
 
     def _check_stop(self) -> None:
         if self._use_ls:

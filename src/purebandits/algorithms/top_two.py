@@ -9,6 +9,7 @@ challenger's search, both costs) and the GLR hint between calls
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
@@ -18,6 +19,9 @@ from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import glr_pair_cost_s, glr_statistic_s, glr_stop_s, glr_threshold_s
 from purebandits.instances.rewards import RewardStream, stream_draw
 from purebandits.stopping import statistic_progress
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = ["TopTwo"]
 
@@ -69,6 +73,61 @@ def top_two_pick(sums, counts, pending, use_ts, gaussian, sigma, beta, rng):  # 
     return chal, leader
 
 
+@njit(cache=True)
+def top_two_pick_allowed(sums, counts, pending, mask, use_ts, gaussian, sigma, beta,
+                         rng):  # pragma: no cover - compiled
+    """:func:`top_two_pick` among the arms where ``mask`` is True (at least one): (arm, leader).
+
+    While some arm has no answered or pending pull, the allowed arm with the fewest (``N``; ties
+    to the lower index, so the first allowed arm with none), leader -1. Then the rule's leader B
+    over all arms and its coin, with the same draws as top_two_pick: B if B is allowed and the
+    coin picks it, else the allowed arm with the best challenger statistic, ``argmin_{j != B,
+    allowed} W(B, j)`` at the virtual counts; B itself if it is the only allowed arm. With every
+    arm allowed: top_two_pick's decision.
+    """
+    n = counts.shape[0]
+    init = False
+    lo = -1
+    for i in range(n):
+        N = counts[i] + pending[i]
+        if N == 0:
+            init = True
+        if mask[i] and (lo < 0 or N < counts[lo] + pending[lo]):
+            lo = i
+    if init:
+        return lo, -1
+    mu = np.empty(n)
+    for i in range(n):
+        mu[i] = sums[i] / counts[i] if counts[i] > 0 else 0.0
+    leader = 0
+    best_v = -math.inf
+    for i in range(n):
+        if use_ts:
+            c = max(counts[i], 1)
+            if gaussian:
+                v = mu[i] + sigma / math.sqrt(c) * rng.standard_normal()
+            else:
+                s = min(max(sums[i], 0.0), float(counts[i]))
+                v = rng.beta(1.0 + s, 1.0 + counts[i] - s)
+        else:
+            v = mu[i]
+        if v > best_v:
+            best_v = v
+            leader = i
+    if rng.random() < beta and mask[leader]:
+        return leader, leader
+    chal = -1
+    best_w = math.inf
+    nb = float(counts[leader] + pending[leader])
+    for j in range(n):
+        if j != leader and mask[j]:
+            w = glr_pair_cost_s(mu[leader], nb, mu[j], float(counts[j] + pending[j]), gaussian, sigma)
+            if w < best_w or chal < 0:
+                best_w = w
+                chal = j
+    return (chal if chal >= 0 else leader), leader
+
+
 class TopTwo(Learner):
     """Top-two sampling (EB-TC / TS-TC) with the GLR (Chernoff) stopping rule.
 
@@ -103,6 +162,17 @@ class TopTwo(Learner):
     -----
     Every arm is pulled once first. Pending pulls count in the challenger's costs (virtual
     pulls), not in the means, the TS posterior or the stop.
+
+    Restricted asks (``ask(n, allowed=...)``, :func:`top_two_pick_allowed`): the rule's leader
+    and coin as unrestricted; the leader if the coin picks it and it is allowed, otherwise the
+    allowed arm with the best challenger statistic ``argmin W(B, j)`` over the allowed ``j != B``
+    (the leader if it is the only allowed arm); before every arm has a pull, the allowed arm with
+    the fewest. With every arm allowed, the unrestricted decision. The GLR stop's correctness
+    does not depend on the sampling rule (GK16 Thm 10 with ``threshold="theory"`` and the
+    Bernoulli cost, "whatever the sampling strategy"; the practical threshold is not proven,
+    restricted or not). What the restriction can cost is the allocation the top-two analysis
+    needs for beta-optimality (the leader pulled a fraction beta of the time): a leader often
+    excluded falls behind and the stop comes later.
 
     References
     ----------
@@ -190,8 +260,29 @@ class TopTwo(Learner):
         self._inc = inc
         return inc
 
-    def ask(self, n: int = 1) -> list[int]:
-        """Return up to ``n`` arms to pull next; ``[]`` once done (incremental path with the EB leader)."""
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        arm, lead = top_two_pick_allowed(self.sums_, self.counts_, self.pending_, mask, self._ts, self._gauss,
+                                         float(self.sigma), float(self.beta), self.rng_)
+        arm = int(arm)
+        self._last_leader = int(lead)
+        inc = self._inc
+        if inc is not None and not self._ts:
+            # the EB workspace follows every change of pending_; Learner.ask adds this pull right after
+            # the hook returns (its contract), so the workspace is told now, with pending_ as it will be
+            counts, pending = inc[0], inc[3]
+            before = int(counts[arm] + pending[arm])
+            pending[arm] += 1
+            tt_note(counts, pending, inc[4], inc[5], arm, before)
+            pending[arm] -= 1
+        return arm
+
+    def ask(self, n: int = 1, allowed: ArrayLike | None = None) -> list[int]:
+        """Return up to ``n`` arms to pull next; ``[]`` once done (incremental path with the EB leader).
+
+        ``allowed`` restricts the choice (:meth:`Learner.ask`, :func:`top_two_pick_allowed`).
+        """
+        if allowed is not None:
+            return Learner.ask(self, n, allowed)
         inc = self._inc
         if inc is None:
             inc = self._inc_state() if hasattr(self, "n_arms_") else None

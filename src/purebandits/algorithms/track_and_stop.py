@@ -372,6 +372,38 @@ def _pick_ws(sums, counts, pending, w, ws, key, iws):  # pragma: no cover - comp
     return best
 
 
+@njit(cache=True)
+def _pick_allowed_ws(sums, counts, pending, mask, w, ws, key, iws):  # pragma: no cover - compiled
+    """:func:`_pick_ws` among the arms where ``mask`` is True (at least one); the same arm when all are.
+
+    Forced exploration restricted to the allowed arms: if the least-pulled allowed arm has
+    ``N <= max(sqrt(t) - n/2, 0)`` (t = sum of N over all arms), pull it; otherwise the allowed
+    arm with the largest tracking deficit ``t w*_a(mu_hat) - N_a``. Ties to the lower index.
+    """
+    n = counts.shape[0]
+    t = 0
+    lo = -1
+    for i in range(n):
+        t += counts[i] + pending[i]
+        if mask[i] and (lo < 0 or counts[i] + pending[i] < counts[lo] + pending[lo]):
+            lo = i
+    if counts[lo] + pending[lo] <= max(math.sqrt(t) - n / 2.0, 0.0):
+        return lo
+    mu = ws[_WS_MEAN]
+    for i in range(n):
+        mu[i] = sums[i] / counts[i] if counts[i] > 0 else 0.0
+    _weights_ws(mu, w, ws, key, iws)
+    best = -1
+    best_v = -math.inf
+    for i in range(n):
+        if mask[i]:
+            v = t * w[i] - (counts[i] + pending[i])
+            if v > best_v or best < 0:
+                best_v = v
+                best = i
+    return best
+
+
 class TrackAndStop(Learner):
     """Track-and-Stop for Bernoulli arms: D-tracking of w*(mu_hat) and the Chernoff (GLR) stop.
 
@@ -397,6 +429,16 @@ class TrackAndStop(Learner):
     Pending pulls count in the tracking (virtual pulls), not in the means or the stop.
     Each pull outside forced exploration solves for w* (:func:`optimal_weights_s`: Newton
     iterations, O(n) work each; ~4 us on 10 arms, ~18 us on 50).
+
+    Restricted asks (``ask(n, allowed=...)``): D-tracking among the allowed arms
+    (:func:`_pick_allowed_ws`): forced exploration of the least-pulled allowed arm when its
+    count is at most ``max(sqrt(t) - n/2, 0)``, else the allowed arm with the largest tracking
+    deficit ``t w*_a - N_a`` (the unrestricted pick when every arm is allowed). Correctness is
+    the GLR stop's, which holds for any sampling rule: with ``threshold="theory"``, GK16 Thm 10
+    bounds the probability that Z(t) ever exceeds it for a wrong answer "whatever the sampling
+    strategy" (the practical threshold is not proven, restricted or not). What the restriction
+    can cost is the asymptotic optimality: it needs the counts to track w*, so every arm must be
+    allowed often enough; an arm rarely allowed falls behind and the stop comes later.
 
     References
     ----------
@@ -425,6 +467,9 @@ class TrackAndStop(Learner):
 
     def _ask_one(self) -> int:
         return int(_pick_ws(self.sums_, self.counts_, self.pending_, self._w, *self._ws))
+
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        return int(_pick_allowed_ws(self.sums_, self.counts_, self.pending_, mask, self._w, *self._ws))
 
     def _glr(self) -> tuple[int, float, float]:
         """(empirical best arm, Bernoulli GLR statistic Z(t), threshold beta(t, delta)) on the answered pulls."""

@@ -63,6 +63,28 @@ def ucb1_pick(sums, counts, pending, t, sigma):  # pragma: no cover - compiled
     return best
 
 
+@njit(cache=True)
+def ucb1_pick_allowed(sums, counts, pending, mask, t, sigma):  # pragma: no cover - compiled
+    """:func:`ucb1_pick` over the arms where ``mask`` is True (at least one): the first such arm with
+    ``T_i = 0``, else the largest index among them (ties: lower index). All True: ucb1_pick's arm."""
+    n = counts.shape[0]
+    lt = math.log(t) if t > 1.0 else 0.0
+    best = -1
+    best_v = -math.inf
+    for i in range(n):
+        if not mask[i]:
+            continue
+        T = counts[i] + pending[i]
+        if T == 0:
+            return i
+        m = sums[i] / counts[i] if counts[i] > 0 else 0.0
+        v = ucb1_index(m, float(T), lt, sigma)
+        if v > best_v or best < 0:
+            best_v = v
+            best = i
+    return best
+
+
 class UCB1(Learner):
     """UCB1 (Auer, Cesa-Bianchi, Fischer 2002) as a best-arm learner, stopped by LS.
 
@@ -98,6 +120,14 @@ class UCB1(Learner):
     index found (:func:`purebandits.heaps.keyheap_best_bonus`); it picks the same arm as the
     scan, ties included.
     Pending pulls count in ``T_i`` and in t (virtual pulls), not in the means.
+
+    Restricted asks (``ask(n, allowed=...)``): the allowed arm with the largest UCB1 index
+    (:func:`ucb1_pick_allowed`, one O(n) compiled pass; an allowed arm with no pull first), the
+    unrestricted arm when every arm is allowed; the key heap follows the pull. The guarantee is
+    LS's, which does not depend on how arms were chosen: its event is that every arm stays within
+    its anytime LIL bound at every count of its own (ALGORITHMS.md 0.2), so restricted sampling
+    changes when it stops, not its error probability (assuming, as unrestricted, that an
+    answer's distribution does not depend on which participant gives it).
 
     References
     ----------
@@ -171,6 +201,13 @@ class UCB1(Learner):
             return self._ask_one_reference()
         ub = self._cache()
         return ub.ask(float(self.t_ + ub.pend), float(self.index_sigma))  # Learner.ask adds the pending pull
+
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        t = float(self.t_ + int(self.pending_.sum()))
+        arm = int(ucb1_pick_allowed(self.sums_, self.counts_, self.pending_, mask, t, float(self.index_sigma)))
+        if self._ask_incremental:
+            self._cache().asked(arm)  # Learner.ask adds the pending pull (the cache counts it now)
+        return arm
 
     def _on_tell(self, arm: int, reward: float) -> None:
         self._lsc.told(arm, self.t_)
