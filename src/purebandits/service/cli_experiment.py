@@ -64,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--json", action="store_true", help="print the server's JSON response")
         return p
 
-    p = add("create", "create an experiment from a CSV of items (prints its URLs and owner token)", eid=False)
+    p = add("create", "create an experiment from a CSV of items (prints how many items, its URLs and owner token)",
+            eid=False)
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = (
         "One learner: --algorithm NAME [--param KEY=VALUE ...]. Several learners side by side (each\n"
@@ -75,8 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Values parse as JSON when they can (numbers, true/false, null, lists), else as strings.\n"
         "Example: --arm LilUCB:lil_ucb:0.5:preset=heuristic --arm Uniform:uniform_allocation:0.5")
     p.add_argument("--items", required=True, metavar="CSV",
-                   help="CSV file of the items ('-' for stdin): header 'text' (or 'caption'), optional 'id' and "
-                        "'image_url'")
+                   help="UTF-8 CSV file of the items ('-' for stdin): header 'text' (or 'caption'), optional 'id' "
+                        "(or 'item_id', 'target_id') and 'image_url'; a published caption-contest summary as it is")
+    p.add_argument("--skip-blank", action="store_true",
+                   help="leave out rows whose text is blank (and say how many) instead of refusing the file")
     p.add_argument("--name", help="experiment name (default: the CSV file's name without extension)")
     p.add_argument("--image", metavar="FILE", help="context image shown above every item (PNG, JPEG, GIF or WebP, "
                                                    "at most 2 MB)")
@@ -266,23 +269,35 @@ def _sniff_image(data: bytes) -> str | None:
     return None
 
 
-def _read_items(path: str) -> tuple[str, str]:
-    """(CSV text, default name) of ``--items`` (a UTF-8 file, a byte-order mark is dropped; '-' reads stdin)."""
+def _read_items(path: str) -> tuple[bytes, str]:
+    """(bytes, default name) of ``--items`` ('-' reads stdin), refused unless UTF-8 (a byte-order mark is fine) with
+    the words the server uses for a file that is not (the line and byte where it stops being UTF-8)."""
+    from purebandits.service.errors import BadRequest
+    from purebandits.service.validation import decode_items_csv
+
     if path == "-":
-        return sys.stdin.read(), "experiment"
+        data, name, shown = sys.stdin.buffer.read(), "experiment", "the items file (stdin)"
+    else:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read items file {path!r}: {exc.strerror or exc}") from None
+        name, shown = Path(path).stem, f"the items file {path!r}"
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise UsageError(f"items file {path!r} is not UTF-8 text") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read items file {path!r}: {exc.strerror or exc}") from None
-    return text, Path(path).stem
+        decode_items_csv(data, shown)
+    except BadRequest as exc:
+        raise UsageError(exc.message) from None
+    return data, name
 
 
 def build_spec(args: argparse.Namespace) -> dict[str, Any]:
     """The ``POST /api/experiments`` body for ``create``'s options (only the fields given)."""
-    text, default_name = _read_items(args.items)
-    spec: dict[str, Any] = {"name": args.name or default_name, "items_csv": text}
+    data, default_name = _read_items(args.items)
+    # the file's bytes, as the /new form sends them: the server reads them as it reads the form's
+    spec: dict[str, Any] = {"name": args.name or default_name,
+                            "items_csv_base64": base64.b64encode(data).decode("ascii")}
+    if args.skip_blank:
+        spec["skip_blank"] = True
     common = dict(parse_param(p) for p in args.param)
     if args.arm:
         arms = [parse_arm(a) for a in args.arm]
@@ -327,6 +342,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except ApiError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if args.action == "create" and "skip_blank" in exc.detail:
+            print("hint: --skip-blank leaves the rows with a blank text out (and says how many)", file=sys.stderr)
         if exc.status == 401 and not (args.token or os.environ.get("PUREBANDITS_TOKEN")):
             print("hint: no token given: pass --token or set PUREBANDITS_TOKEN", file=sys.stderr)
         return 1
@@ -351,7 +368,7 @@ def _create(api: Any, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(out)
     else:
-        print(f"created experiment {out['id']}: {spec['name']}")
+        print(f"created experiment {out['id']}: {spec['name']}{_items_created(out)}")
         print(f"  participant URL: {out['participant_url']}")
         print(f"  dashboard URL:   {out['dashboard_url']}")
         print(f"  owner token:     {out['owner_token']}")
@@ -360,6 +377,20 @@ def _create(api: Any, args: argparse.Namespace) -> int:
           f"If it is lost, 'purebandits experiment token {out['id']} --db URL' on the server's machine issues "
           "a new one.", file=sys.stderr)
     return 0
+
+
+def _items_created(out: dict[str, Any]) -> str:
+    """`` (3,659 items; 1 blank caption left out: line 7)`` from a create's response ("" from a server that does
+    not say)."""
+    if not isinstance(out.get("n_items"), int):
+        return ""
+    text = f"{out['n_items']:,} items"
+    skipped, lines = out.get("skipped_blank") or 0, out.get("skipped_blank_lines") or []
+    if skipped:
+        more = ", ..." if len(lines) < skipped else ""
+        text += (f"; {skipped:,} blank caption{'s' if skipped != 1 else ''} left out: "
+                 f"line{'s' if skipped != 1 else ''} {', '.join(map(str, lines))}{more}")
+    return f" ({text})"
 
 
 def _list(api: Any, args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ import io
 import math
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -46,7 +46,8 @@ __all__ = [
     "DEFAULT_LABELS", "DEFAULT_ALGORITHM", "DEFAULT_PARAMS", "DEFAULT_DELTA", "REPEAT_POLICIES", "MAX_ITEMS",
     "MAX_PARTICIPANT_ID", "MAX_ITEM_TEXT", "MAX_LABELS", "MAX_ABS_REWARD", "MAX_SHARE", "MAX_URL",
     "ExperimentSpec", "LearnerSpec", "validate_spec", "parse_items_csv", "has_control", "check_text",
-    "check_participant_id", "check_image_url", "check_webhook_url", "one_line",
+    "check_participant_id", "check_image_url", "check_webhook_url", "one_line", "read_items_csv", "ItemsFile",
+    "decode_items_csv", "item_intake",
 ]
 
 #: the caption contest's label set: name -> reward
@@ -99,6 +100,7 @@ IMAGE_TYPES = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff",
 MAX_PARTICIPANT_ID = 36
 _LABEL_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
 _CONTROL = {chr(c) for c in range(32)} - {"\t", "\n", "\r"} | {"\x7f"}
+_CONTROL_RE = re.compile("[" + re.escape("".join(sorted(_CONTROL))) + "]")
 _FORMULA_START = frozenset("=+-@")
 
 
@@ -131,6 +133,8 @@ class ExperimentSpec:
     image: tuple[str, bytes] | None
     repeats: str
     answers_per_participant: int | None
+    #: the file lines of the items file's rows left out for a blank text (``skip_blank``)
+    skipped_blank_lines: list[int] = field(default_factory=list)
 
 
 def has_control(text: str) -> bool:
@@ -204,39 +208,171 @@ def check_webhook_url(url: Any) -> str:
     return check_image_url(url, "webhook_url")
 
 
-def parse_items_csv(text: str) -> list[dict[str, Any]]:
-    """Items from CSV text with a header: ``text`` (or ``caption``), optional ``id`` and ``image_url``."""
-    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
+#: the column that gives an item's text, by preference (header names are matched without case)
+TEXT_COLUMNS = ("text", "caption")
+#: the column that gives an item's id, by preference: ours, the service's summary export's, the published
+#: caption-contest summaries'
+ID_COLUMNS = ("id", "item_id", "target_id")
+IMAGE_COLUMNS = ("image_url", "image")
+#: the line numbers of blank items left out that a response lists (the count is always whole)
+MAX_SKIPPED_LINES = 100
+
+
+@dataclass
+class ItemsFile:
+    """Items read from a CSV file: each a dict with ``text``, ``line`` (the file line its row starts on) and
+    ``id`` / ``image_url`` when given; ``skipped_lines``: the lines of rows left out because their text was
+    blank (``skip_blank``)."""
+
+    items: list[dict[str, Any]]
+    skipped_lines: list[int]
+
+
+def decode_items_csv(data: bytes, where: str = "the items file") -> str:
+    """The text of an items file's bytes: UTF-8, a leading byte-order mark dropped; anything else is refused
+    with the line, column and byte where it stops being UTF-8 (decoding it as something else would put
+    U+FFFD or wrong letters into the captions without a word)."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     try:
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        text_col = "text" if "text" in header else "caption" if "caption" in header else None
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise BadRequest(f"{where} is not UTF-8 text: line {line}, column {column} has the byte "
+                         f"0x{data[exc.start]:02x}; save it as UTF-8 (in a spreadsheet: 'CSV UTF-8')") from None
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _column(names: list[str], wanted: tuple[str, ...]) -> int | None:
+    for name in wanted:
+        if name in names:
+            return names.index(name)
+    return None
+
+
+def _row_of_its_own(line: str, n_fields: int) -> bool:
+    """Whether ``line``, read alone, is a row of ``n_fields`` fields (of a file with at least 3 columns)."""
+    if n_fields < 3:
+        return False  # two columns: a line of a caption with one comma would look like a row
+    try:
+        fields = next(csv.reader([line]), [])
+    except csv.Error:
+        return False
+    return len(fields) == n_fields
+
+
+def read_items_csv(text: str, skip_blank: bool = False, where: str = "items_csv") -> ItemsFile:
+    """Items from CSV text with a header: ``text`` or ``caption``; an id from ``id``, ``item_id`` or ``target_id``
+    (a published caption-contest summary, or the service's own summary export, is an items file as it is);
+    ``image_url`` (or ``image``); other columns are ignored.
+
+    Every refusal names the file's line (``items_csv: line 12: ...``). A row whose text is blank is refused,
+    or left out and its line listed when ``skip_blank``. The CSV is read strictly, so that a stray quote
+    (a caption that opens a quote and never closes it) cannot silently join rows into one caption: a
+    quote closed by the opening quote of a later field, or never closed, is refused, and so is a quoted
+    field that runs over several lines of which one is a whole row of its own (a file of at least three
+    columns, such as a published summary, whose captions may hold line breaks of their own). A row with
+    more fields than the header (a comma in an unquoted caption) is refused too.
+    """
+    text = text[1:] if text.startswith("\ufeff") else text
+    bad = _CONTROL_RE.search(text)
+    if bad is not None:
+        raise BadRequest(f"{where}: line {_line_of(text, bad.start())}: control characters (such as NUL) are not "
+                         "allowed")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"{where}: line {_line_of(text, exc.start)}: not valid Unicode text (a lone "
+                         "surrogate)") from None
+    reader = csv.reader(io.StringIO(text), strict=True)
+    start, physical = 1, None
+    items: list[dict[str, Any]] = []
+    skipped: list[int] = []
+    try:
+        header = [h.strip() for h in next(reader, [])]
+        names = [h.lower() for h in header]
+        text_col = _column(names, TEXT_COLUMNS)
         if text_col is None:
-            raise BadRequest(f"items_csv: the header needs a 'text' (or 'caption') column, got {header}")
-        out = []
-        for row in reader:
-            row = {(k or "").strip(): v for k, v in row.items()}
-            item: dict[str, Any] = {"text": row.get(text_col)}
-            if row.get("id") not in (None, ""):
-                item["id"] = row["id"]
-            img = row.get("image_url") or row.get("image")
-            if img:
-                item["image_url"] = img
-            out.append(item)
-            if len(out) > MAX_ITEMS:
-                raise BadRequest(f"items_csv: too many items: more than {MAX_ITEMS}")
-    except csv.Error as exc:  # a field over the csv module's limit (128 KiB), a bare carriage return, ...
-        why = str(exc)
-        if "new-line character" in why:
-            why = "a line break inside an unquoted field (quote the field, or end lines with \\n or \\r\\n)"
+            raise BadRequest(f"{where}: the header (line 1) needs a 'text' (or 'caption') column, got {header}")
+        id_col, img_col = _column(names, ID_COLUMNS), _column(names, IMAGE_COLUMNS)
+        while True:
+            start = reader.line_num + 1
+            row = next(reader, None)
+            if row is None:
+                break
+            if not row:  # an empty line
+                continue
+            end = reader.line_num
+            if end > start:  # a quoted field ran over several lines: a caption's line breaks, or a stray quote
+                physical = physical if physical is not None else text.split("\n")
+                joined = next((n for n in range(start + 1, end + 1) if _row_of_its_own(physical[n - 1], len(header))),
+                              None)
+                if joined is not None:
+                    raise BadRequest(
+                        f"{where}: line {start}: a quote opens a field here and closes only on line {end}: lines "
+                        f"{start}-{end} were read as one row, yet line {joined} is a row of its own (a stray '\"'? "
+                        "a quote inside a quoted field is written twice: \"\")")
+            if len(row) > len(header) and any(f.strip() for f in row[len(header):]):
+                raise BadRequest(f"{where}: line {start}: {len(row)} fields, the header has {len(header)} (a comma "
+                                 "in an unquoted caption? put the caption in double quotes)")
+
+            def cell(col: int | None, row: list[str] = row) -> str:
+                return row[col] if col is not None and col < len(row) else ""
+
+            caption = cell(text_col)
+            if not caption.strip():
+                if skip_blank:
+                    skipped.append(start)
+                    continue
+                raise BadRequest(f"{where}: line {start}: the {header[text_col]!r} is blank (skip_blank leaves "
+                                 "such rows out and counts them)")
+            item: dict[str, Any] = {"text": caption, "line": start}
+            if cell(id_col) != "":
+                item["id"] = cell(id_col)
+            if cell(img_col):
+                item["image_url"] = cell(img_col)
+            items.append(item)
+            if len(items) > MAX_ITEMS:
+                raise BadRequest(f"{where}: too many items: more than {MAX_ITEMS}")
+    except csv.Error as exc:  # strict reading: a stray quote, a field over the csv module's limit, a bare \r, ...
+        at, why = reader.line_num, str(exc)
+        if "expected after" in why and at == start:
+            why = ("text follows the closing quote of a quoted field: a quote inside a quoted field is written "
+                   "twice (\"\"), and nothing but a comma or the line's end may follow the closing one")
+        elif "expected after" in why:
+            why = (f"a quote opens a field here and closes only on line {at}, where more text follows it: lines "
+                   f"{start}-{at} ran together (a stray '\"' on line {start}?)")
+        elif "unexpected end of data" in why:
+            why = ("a quote opens a field here and is never closed: every line after it would be read as one "
+                   "caption (a stray '\"'? a quote inside a quoted field is written twice: \"\")")
+        elif "new-line character" in why:
+            why = "not readable as CSV: a line break inside an unquoted field (quote the field, or end lines with " \
+                  "\\n or \\r\\n)"
         elif "field limit" in why:
-            why = f"a field longer than {csv.field_size_limit()} characters"
-        raise BadRequest(f"items_csv: not readable as CSV (line {reader.line_num}): {why}") from None
-    return out
+            why = (f"not readable as CSV: a field longer than {csv.field_size_limit():,} characters starts here (a "
+                   "quote that is never closed?)")
+        else:
+            why = f"not readable as CSV: {why}"
+        raise BadRequest(f"{where}: line {start}: {why}") from None
+    return ItemsFile(items=items, skipped_lines=skipped)
 
 
-def _validate_items(raw: list[Any]) -> list[dict[str, Any]]:
+def parse_items_csv(text: str) -> list[dict[str, Any]]:
+    """Items from CSV text (see :func:`read_items_csv`), blank texts refused; each item's ``line`` is its file
+    line."""
+    return read_items_csv(text).items
+
+
+def _validate_items(raw: list[Any], skipped: int = 0, source: str = "") -> list[dict[str, Any]]:
+    """The items of a spec, each named in errors by its file line when it has one (``line``, from a CSV; then
+    after ``source``, e.g. ``items_csv: line 12: ...``), else by its 0-based position in the JSON list."""
     if not raw:
-        raise BadRequest("item list is empty: an experiment needs at least 2 items")
+        raise BadRequest("item list is empty: an experiment needs at least 2 items"
+                         + (f" ({skipped} blank ones left out)" if skipped else ""))
     if len(raw) > MAX_ITEMS:
         raise BadRequest(f"too many items: {len(raw)} > {MAX_ITEMS}")
     seen: dict[str, int] = {}
@@ -246,31 +382,86 @@ def _validate_items(raw: list[Any]) -> list[dict[str, Any]]:
             it = {"text": it}
         if not isinstance(it, dict):
             raise BadRequest(f"item {i}: must be an object with 'text' (and optional 'id', 'image_url')")
+        line = it.get("line")
+        where = f"{source}: line {line}" if isinstance(line, int) else f"item {i}"
         text = it.get("text")
         if not isinstance(text, str) or not text.strip():
-            raise BadRequest(f"item {i}: 'text' must be a non-empty string")
+            raise BadRequest(f"{where}: 'text' must be a non-empty string")
         if len(text) > MAX_ITEM_TEXT:
-            raise BadRequest(f"item {i}: 'text' is {len(text)} characters long; at most {MAX_ITEM_TEXT} are allowed")
-        check_text(text, f"item {i}: 'text'")
+            raise BadRequest(f"{where}: 'text' is {len(text)} characters long; at most {MAX_ITEM_TEXT} are allowed")
+        check_text(text, f"{where}: 'text'")
         ext = it.get("id")
         if ext is not None and (isinstance(ext, bool) or not isinstance(ext, str | int)):
-            raise BadRequest(f"item {i}: 'id' must be a string or an integer")
+            raise BadRequest(f"{where}: 'id' must be a string or an integer")
         if isinstance(ext, str) and len(ext) > MAX_ITEM_ID:
-            raise BadRequest(f"item {i}: 'id' must be 1..{MAX_ITEM_ID} characters")
+            raise BadRequest(f"{where}: 'id' must be 1..{MAX_ITEM_ID} characters")
         ext = str(i) if ext is None else str(ext).strip()
         if not ext or len(ext) > MAX_ITEM_ID:
-            raise BadRequest(f"item {i}: 'id' must be 1..{MAX_ITEM_ID} characters")
-        check_text(ext, f"item {i}: 'id'")
+            raise BadRequest(f"{where}: 'id' must be 1..{MAX_ITEM_ID} characters")
+        check_text(ext, f"{where}: 'id'")
         if ext in seen:
-            raise BadRequest(f"duplicate item id {ext!r} (items {seen[ext]} and {i})")
-        seen[ext] = i
+            raise BadRequest(f"{source + ': ' if isinstance(line, int) else ''}duplicate item id {ext!r} "
+                             f"({'lines' if isinstance(line, int) else 'items'} "
+                             f"{seen[ext]} and {line if isinstance(line, int) else i})")
+        seen[ext] = line if isinstance(line, int) else i
         img = it.get("image_url")
         if img is not None:
-            check_image_url(img, f"item {i}: 'image_url'")
+            check_image_url(img, f"{where}: 'image_url'")
         out.append({"id": ext, "text": text.strip(), "image_url": img})
     if len(out) < 2:
-        raise BadRequest(f"an experiment needs at least 2 items, got {len(out)}")
+        raise BadRequest(f"an experiment needs at least 2 items, got {len(out)}"
+                         + (f" ({skipped} blank ones left out)" if skipped else ""))
     return out
+
+
+#: the base64 of an items file at most (the request's body is limited to 5 MB anyway)
+MAX_ITEMS_FILE_BASE64 = 8_000_000
+
+
+def _spec_items(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The validated items of a spec (``items``, ``items_csv`` or ``items_csv_base64``) and the file lines of the
+    rows left out for a blank text (``skip_blank``)."""
+    given = [key for key in ("items", "items_csv", "items_csv_base64") if spec.get(key) is not None]
+    if len(given) > 1:
+        raise BadRequest(f"give one of 'items', 'items_csv' and 'items_csv_base64', not both {given[0]!r} and "
+                         f"{given[1]!r}")
+    skip_blank = spec.get("skip_blank", False)
+    if not isinstance(skip_blank, bool):
+        raise BadRequest("skip_blank must be true or false")
+    if skip_blank and given == ["items"]:
+        raise BadRequest("skip_blank applies to an items file (items_csv, items_csv_base64): leave blank items out "
+                         "of the 'items' list")
+    if given == ["items_csv_base64"]:
+        data = spec["items_csv_base64"]
+        if not isinstance(data, str) or len(data) > MAX_ITEMS_FILE_BASE64:
+            raise BadRequest("items_csv_base64 must be the base64 of the items file (at most 6 MB)")
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise BadRequest("items_csv_base64 is not valid base64") from None
+        read = read_items_csv(decode_items_csv(raw), skip_blank, where="items file")
+        return _validate_items(read.items, len(read.skipped_lines), "items file"), read.skipped_lines
+    if given == ["items_csv"]:
+        if not isinstance(spec["items_csv"], str):
+            raise BadRequest("items_csv must be CSV text")
+        read = read_items_csv(spec["items_csv"], skip_blank)
+        return _validate_items(read.items, len(read.skipped_lines), "items_csv"), read.skipped_lines
+    raw_items = spec.get("items")
+    if raw_items is None:
+        raise BadRequest("item list is empty: give 'items' (a JSON list), 'items_csv' (CSV text) or "
+                         "'items_csv_base64' (an items file's bytes)")
+    if not isinstance(raw_items, list):
+        raise BadRequest("items must be a list")
+    return _validate_items(raw_items), []
+
+
+def item_intake(spec: dict[str, Any]) -> dict[str, Any]:
+    """What a valid spec's items come to: ``n_items`` created, ``skipped_blank`` rows of the items file left out
+    for a blank text and the first :data:`MAX_SKIPPED_LINES` of their lines (``skipped_blank_lines``). Reads
+    the items again (a few milliseconds for a contest's thousands of captions); BadRequest as
+    :func:`validate_spec` for an invalid one."""
+    items, skipped = _spec_items(spec)
+    return {"n_items": len(items), "skipped_blank": len(skipped), "skipped_blank_lines": skipped[:MAX_SKIPPED_LINES]}
 
 
 def _number(x: int | float) -> str:
@@ -438,8 +629,10 @@ def one_line(message: str, limit: int = MAX_DETAIL) -> str:
 def _validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
     """Check the body of ``POST /api/experiments`` and return what to store; BadRequest names the problem.
 
-    Keys: ``name``, ``items`` (list of {id, text, image_url} or strings) or ``items_csv`` (CSV
-    text), ``labels`` (list of {name, reward}; default the caption contest's), one learner as
+    Keys: ``name``, ``items`` (list of {id, text, image_url} or strings), ``items_csv`` (CSV
+    text) or ``items_csv_base64`` (the bytes of an items file, which must be UTF-8; see
+    :func:`read_items_csv`), ``skip_blank`` (an items file's rows with a blank text are left out and
+    counted instead of refused), ``labels`` (list of {name, reward}; default the caption contest's), one learner as
     ``algorithm`` + ``params`` or several as ``algorithms`` (list of {label, algorithm, params,
     share, seed}), the shortcuts ``k``, ``delta``, ``budget`` (merged into every learner that
     takes them; ``delta`` is the target error probability, default :data:`DEFAULT_DELTA`, and
@@ -451,20 +644,7 @@ def _validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
     if not isinstance(name, str) or len(name) > MAX_NAME:
         raise BadRequest(f"name must be a string of at most {MAX_NAME} characters")
     check_text(name, "name")
-    if spec.get("items") is not None and spec.get("items_csv") is not None:
-        raise BadRequest("give either 'items' or 'items_csv', not both")
-    if spec.get("items_csv") is not None:
-        if not isinstance(spec["items_csv"], str):
-            raise BadRequest("items_csv must be CSV text")
-        check_text(spec["items_csv"], "items_csv")
-        raw_items = parse_items_csv(spec["items_csv"])
-    else:
-        raw_items = spec.get("items")
-    if raw_items is None:
-        raise BadRequest("item list is empty: give 'items' (a JSON list) or 'items_csv' (CSV text)")
-    if not isinstance(raw_items, list):
-        raise BadRequest("items must be a list")
-    items = _validate_items(raw_items)
+    items, skipped = _spec_items(spec)
     labels = _validate_labels(spec.get("labels"))
     seed = spec.get("seed")
     if seed is None:
@@ -532,4 +712,4 @@ def _validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
     return ExperimentSpec(name=name, items=items, labels=labels, learners=learners, k=ks.pop(),
                           query_expiry_seconds=None if expiry is None else float(expiry),
                           instructions=instructions, image=_validate_image(spec.get("image")), repeats=repeats,
-                          answers_per_participant=per)
+                          answers_per_participant=per, skipped_blank_lines=skipped)

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from pydantic import Field
 
 from purebandits.service.deps import EidPath, StudyDep, TokenDep
 from purebandits.service.errors import RateLimited
@@ -32,6 +33,7 @@ from purebandits.service.schemas import (
     error_responses,
 )
 from purebandits.service.spool import Spool, spooled_bytes
+from purebandits.service.validation import MAX_SKIPPED_LINES, item_intake
 
 router = APIRouter(prefix="/api/experiments", tags=["owners"], responses=error_responses(400, 401, 404, 413, 422, 503))
 
@@ -45,16 +47,41 @@ def base_url(request: Request) -> str:
     return (request.app.state.settings.public_url or "").rstrip("/")
 
 
-@router.post("", status_code=201, response_model=ExperimentCreated)
-def create_experiment(body: ExperimentCreate, study: StudyDep, token: TokenDep, request: Request) -> Any:
-    """Create an experiment; the response holds the owner token (shown only once)."""
+class ExperimentIntake(ExperimentCreate):
+    """A new experiment, its items also as an items file's bytes (what the /new form sends) and with blank rows
+    left out on request."""
+
+    items_csv_base64: str | None = Field(
+        None, description="the items file's bytes, base64-encoded: UTF-8 CSV (a byte-order mark is fine; other "
+        "encodings are refused with the line and byte), read as items_csv")
+    skip_blank: bool | None = Field(
+        None, description="with an items file: leave out rows whose text is blank (counted in the response) "
+        "instead of refusing the file at the first one's line")
+
+
+class ExperimentCreatedItems(ExperimentCreated):
+    """The new experiment (id, owner token, URLs) and the number of items it was created with."""
+
+    n_items: int = Field(..., description="items created")
+    skipped_blank: int = Field(0, description="rows of the items file left out for a blank text (skip_blank)")
+    skipped_blank_lines: list[int] = Field(
+        default_factory=list, description=f"their file lines (the first {MAX_SKIPPED_LINES})")
+
+
+@router.post("", status_code=201, response_model=ExperimentCreatedItems)
+def create_experiment(body: ExperimentIntake, study: StudyDep, token: TokenDep, request: Request) -> Any:
+    """Create an experiment; the response holds the owner token (shown only once) and the number of items
+    created (and of blank rows left out)."""
     study.check_admin(token, "creating experiments")
     # anyone may create when the server has no admin token: then creates are limited per client address
     origin = None if study.settings.admin_token else (request.client.host if request.client else "unknown")
-    eid, owner_token = study.create_experiment(body.to_spec(), origin)
+    spec = body.to_spec()
+    eid, owner_token = study.create_experiment(spec, origin)
     base = base_url(request)
+    # the counts from the items as the create read them (a second read of a valid spec: milliseconds for a
+    # contest's thousands of captions)
     return {"id": eid, "owner_token": owner_token, "participant_url": f"{base}/rate/{eid}",
-            "dashboard_url": f"{base}/dashboard/{eid}#token={owner_token}"}
+            "dashboard_url": f"{base}/dashboard/{eid}#token={owner_token}", **item_intake(spec)}
 
 
 @router.get("", response_model=ExperimentList)
