@@ -106,8 +106,11 @@ def new_experiment(request: Request) -> HTMLResponse:
     order = list(KIND_TITLES)
     kinds = sorted({lr["kind"] for lr in learners}, key=lambda k: (order.index(k) if k in order else len(order), k))
     groups = [(kind, KIND_TITLES.get(kind, kind), [lr for lr in learners if lr["kind"] == kind]) for kind in kinds]
+    # whether creating needs the admin token: the form asks for it before it uploads the items file
+    admin_required = bool(request.app.state.settings.admin_token)
     return templates.TemplateResponse(request, "new.html", {"groups": groups, "labels": DEFAULT_LABELS,
-                                                            "default_algorithm": DEFAULT_ALGORITHM})
+                                                            "default_algorithm": DEFAULT_ALGORITHM,
+                                                            "admin_required": admin_required})
 
 
 @router.get("/admin", response_class=HTMLResponse)

@@ -1,6 +1,8 @@
-// New-experiment form: reads the items CSV as text and the context image as base64 (FileReader),
-// builds the JSON body of POST /api/experiments and shows the owner token once.
-// The admin token (asked for only when the server answers 401) stays in sessionStorage.
+// New-experiment form: sends the items file's bytes (base64: the server reads them as UTF-8, and refuses
+// another encoding by line, as the CLI does) and the context image as base64 (FileReader), builds the JSON
+// body of POST /api/experiments and shows the owner token once, with the number of items created.
+// The admin token is asked for before anything is uploaded when the server has one (the page says so),
+// else when the server answers 401; it stays in sessionStorage.
 (function () {
   "use strict";
   const cfg = JSON.parse(document.getElementById("config").textContent);
@@ -72,27 +74,48 @@
       const reader = new FileReader();
       reader.onload = () => resolve(reader.result);
       reader.onerror = () => reject(new Error(`could not read ${file.name}`));
-      if (how === "text") reader.readAsText(file); else reader.readAsDataURL(file);
+      if (how === "bytes") reader.readAsArrayBuffer(file); else reader.readAsDataURL(file);
     });
   }
 
   function kb(n) { return n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} kB` : `${(n / 1024 / 1024).toFixed(2)} MB`; }
 
-  // a quick look at the header and the number of lines; the server parses the CSV properly
+  // rows of CSV text: line breaks inside double quotes (a caption's own) do not end a row
+  function csvRows(text) {
+    let rows = 0, quoted = false, blank = true;
+    for (let i = 0; i < text.length; i++) {
+      const c = text[i];
+      if (c === '"') quoted = !quoted;
+      if (c === "\n" && !quoted) { if (!blank) rows++; blank = true; } else if (c !== "\r") blank = false;
+    }
+    return rows + (blank ? 0 : 1);
+  }
+
+  // a quick look at the header, the number of rows and the encoding; the server reads the file properly
   $("items-file").addEventListener("change", async () => {
     const info = $("items-info");
     info.textContent = ""; info.classList.remove("error");
     const file = $("items-file").files[0];
     if (!file) return;
     try {
-      const text = await readFile(file, "text");
-      const lines = text.split(/\r?\n/).filter((ln) => ln.trim() !== "");
-      const header = (lines[0] || "").split(",").map((h) => h.trim().replace(/^"|"$/g, "").toLowerCase());
+      const bytes = new Uint8Array(await readFile(file, "bytes"));
+      let text;
+      try { text = new TextDecoder("utf-8", {fatal: true}).decode(bytes); } catch (e) {
+        const loose = new TextDecoder("utf-8").decode(bytes);
+        const line = loose.slice(0, Math.max(0, loose.indexOf("\ufffd"))).split("\n").length;
+        info.textContent = `${file.name} is not UTF-8 text (line ${line}): save it as UTF-8 (in a spreadsheet: "CSV UTF-8"); the server refuses it as it is.`;
+        info.classList.add("error");
+        return;
+      }
+      text = text.replace(/^\ufeff/, "");
+      const first = text.split(/\r?\n/, 1)[0] || "";
+      const header = first.split(",").map((h) => h.trim().replace(/^"|"$/g, "").toLowerCase());
       if (!header.includes("text") && !header.includes("caption")) {
         info.textContent = `${file.name}: the first row needs a column "text" or "caption" (found: ${header.join(", ") || "nothing"})`;
         info.classList.add("error");
       } else {
-        info.textContent = `${file.name}: about ${lines.length - 1} items, ${kb(file.size)}`;
+        const n = Math.max(0, csvRows(text) - 1);
+        info.textContent = `${file.name}: about ${n.toLocaleString("en-US")} items, ${kb(file.size)}`;
       }
     } catch (e) { info.textContent = String(e.message || e); info.classList.add("error"); }
   });
@@ -141,7 +164,11 @@
     if (!body.name) throw new Error("Give the experiment a name.");
     const csv = $("items-file").files[0];
     if (!csv) throw new Error("Choose the items CSV file.");
-    body.items_csv = await readFile(csv, "text");
+    // the file's bytes, not text decoded here: a browser would turn bytes that are not UTF-8 into U+FFFD
+    // without a word, where the server refuses them by line
+    const data = await readFile(csv, "dataURL");
+    body.items_csv_base64 = data.slice(data.indexOf(",") + 1);
+    if ($("skip-blank").checked) body.skip_blank = true;
     const image = $("image-file").files[0];
     if (image) {
       if (!IMAGE_TYPES.includes(image.type)) throw new Error(`The context image must be PNG, JPEG, GIF or WebP (${image.name} is ${image.type || "of unknown type"}).`);
@@ -219,13 +246,23 @@
     $("admin-token").value = "";
     $("admin-token-row").hidden = false;
     showError(rejected ? "The admin token was not accepted: enter it again and press Create experiment."
-                       : "This server needs the admin token to create experiments: enter it and press Create experiment.");
+                       : "This server needs its admin token to create experiments: enter it above and press Create experiment.");
     $("admin-token").focus();
   }
 
   function showCreated(data) {
     $("new-form").hidden = true;
     $("created-id").textContent = String(data.id);
+    // the number of items the server created (an older server does not say)
+    const n = typeof data.n_items === "number" ? data.n_items : null, skipped = data.skipped_blank || 0;
+    let items = n === null ? "" : `with ${n.toLocaleString("en-US")} item${n === 1 ? "" : "s"}`;
+    if (n !== null && skipped) {
+      const lines = data.skipped_blank_lines || [];
+      items += `; ${skipped.toLocaleString("en-US")} row${skipped === 1 ? "" : "s"} with a blank text left out` +
+        (lines.length ? ` (line${lines.length === 1 ? "" : "s"} ${lines.join(", ")}${lines.length < skipped ? ", …" : ""})` : "");
+    }
+    $("created-items").textContent = items;
+    $("created-items").hidden = !items;
     $("owner-token").textContent = data.owner_token;
     // the server gives root-relative links when it has no public URL configured: show them in full
     const rateUrl = new URL(data.participant_url, location.href).href;
@@ -238,16 +275,20 @@
     selectToken();
   }
 
+  // a server with an admin token says so in the page: the token is asked for before the file goes up
+  if (cfg.admin_required && !sessionStorage.getItem(ADMIN_KEY)) $("admin-token-row").hidden = false;
+
   $("new-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     showError("");
     const button = $("create");
     button.disabled = true; button.textContent = "Creating…";
     try {
+      const token = adminToken();
+      if (cfg.admin_required && !token) { askAdminToken(false); return; }
       let body;
       try { body = await buildBody(); } catch (e) { showError(e.message || String(e)); return; }
       const headers = {"Content-Type": "application/json"};
-      const token = adminToken();
       if (token) headers.Authorization = "Bearer " + token;
       let r;
       try {
