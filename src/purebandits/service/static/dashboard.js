@@ -111,6 +111,25 @@
   }
   // the header's button: the learner shown (the only one, or the selected tab)
   $("export-summary").addEventListener("click", () => downloadSummary(learner || learners[0] || null));
+  // every learner's participants and results over time (each row names its learner)
+  $("export-participants").addEventListener("click", () => download("participants.csv", `experiment-${eid}-participants.csv`));
+  $("export-history").addEventListener("click", () => download("history.csv", `experiment-${eid}-history.csv`));
+
+  // Pause / Resume / Stop take only what the status allows: a stopped (or archived) experiment takes none
+  const CONTROL_TITLES = {
+    pause: {paused: "the experiment is paused", stopped: "the experiment is stopped for good", archived: "the experiment is archived"},
+    resume: {active: "the experiment is running", stopped: "the experiment is stopped for good: it cannot be resumed", archived: "the experiment is archived"},
+    stop: {stopped: "the experiment is stopped", archived: "the experiment is archived"},
+  };
+  function drawControls(status) {
+    const allowed = {pause: status === "active", resume: status === "paused", stop: status === "active" || status === "paused"};
+    Object.keys(allowed).forEach((name) => {
+      const b = $(name);
+      b.disabled = !allowed[name];
+      const why = allowed[name] ? "" : (CONTROL_TITLES[name][status] || "");
+      if (why) b.title = why; else b.removeAttribute("title");
+    });
+  }
 
   // a count with thousands separators: a contest's 1,000,000 answers, not 1000000
   function count(n) { return Number(n).toLocaleString("en-US"); }
@@ -362,7 +381,12 @@
 
   async function pollComparison(mine) {
     const r = await fetch(`/api/experiments/${eid}/comparison`, {headers: auth()});
-    if (r.ok && mine === seq) drawComparison(await r.json());
+    if (!r.ok || mine !== seq) return;
+    const cmp = await r.json();
+    if (mine !== seq) return;
+    lastCmp = cmp;
+    drawComparison(cmp);
+    if (lastRes) drawDone(lastRes, cmp);  // the banner names every learner that stopped
   }
 
   // ---- stopping progress in words: the rule as the server describes it, the fraction as a bar (or, when
@@ -409,31 +433,57 @@
     $("margin-text").hidden = !margin;
   }
 
-  // ---- the learner stopped: a banner at the top with its recommendation and what happens next
+  // ---- a learner stopped: a banner at the top with its recommendation and what happens next; with several
+  // learners it names every one that stopped (from the comparison), whichever learner's tab is shown
   let onDoneDirty = false;  // the owner is editing the on-done form: the polls leave it alone
-  function drawDone(res) {
-    const multi = learners.length > 1, done = Boolean(res.done);
-    const who = multi ? `The learner ${res.algorithm_label}` : "The learner";
-    const banner = $("done-banner"), form = $("on-done");
+  let lastRes = null, lastCmp = null;
+
+  function recommendationText(p, rec) {
+    rec.forEach((r, i) => {
+      if (i) p.append(", ");
+      p.append("“");
+      p.appendChild(el("strong", "rec-item", r.text));
+      p.append("”");
+    });
+  }
+
+  function drawDone(res, cmp) {
+    const multi = learners.length > 1;
+    const banner = $("done-banner"), form = $("on-done"), p = $("done-text"), list = $("done-list");
+    // the learners that stopped: this one (one learner), or each of the comparison's (several)
+    const all = multi && cmp ? cmp.algorithms : [];
+    const stopped = all.filter((a) => a.done);
+    const done = multi ? stopped.length > 0 : Boolean(res.done);
     banner.hidden = !done;
-    if (done) {
+    p.textContent = ""; list.textContent = "";
+    list.hidden = !multi || !done;
+    if (done && !multi) {
       const ld = res.learner_done;
       const n = ld ? ld.at_answers : (res.stopping && res.stopping.n_pulls !== undefined ? res.stopping.n_pulls : res.n_told);
-      const p = $("done-text");
-      p.textContent = "";
-      p.append(`${who} stopped after ${n} answers${ld && ld.at ? " at " + when(ld.at) : ""}: its recommendation is `);
-      res.recommendation.forEach((r, i) => {
-        if (i) p.append(", ");
-        p.append("“");
-        p.appendChild(el("strong", "rec-item", r.text));
-        p.append("”");
+      p.append(`The learner stopped after ${n} answers${ld && ld.at ? " at " + when(ld.at) : ""}: its recommendation is `);
+      recommendationText(p, res.recommendation);
+      p.append(".");
+    } else if (done) {
+      const running = all.filter((a) => !a.done).map((a) => a.label);
+      p.append(stopped.length === all.length ? `Every learner has stopped (${all.length}).`
+        : `${stopped.length} of ${all.length} learners have stopped; ${running.join(", ")} ${running.length === 1 ? "is" : "are"} still running.`);
+      stopped.forEach((a) => {
+        const li = el("li", "");
+        li.dataset.label = a.label;
+        const n = a.stopped_at_answers === null || a.stopped_at_answers === undefined ? "?" : a.stopped_at_answers;
+        li.appendChild(el("b", "", a.label));
+        li.append(` stopped after ${n} answers${a.stopped_at ? " at " + when(a.stopped_at) : ""}: its recommendation is `);
+        recommendationText(li, a.recommendation || []);
+        li.append(".");
+        list.appendChild(li);
       });
-      p.append(". " + (res.status === "stopped" ? "The experiment is stopped." :
-        `The experiment is still ${res.status === "paused" ? "paused" : "open to participants"}` +
-        (multi ? " (other learners may still be running)." : ".")));
-      $("done-stop").hidden = res.status === "stopped";
     }
-    // the on-done settings: in the banner once the learner stopped, else under the stopping progress
+    if (done) {
+      p.append(" " + ({stopped: "The experiment is stopped.", archived: "The experiment is archived.",
+        paused: "The experiment is still paused."}[res.status] || "The experiment is still open to participants."));
+      $("done-stop").hidden = res.status === "stopped" || res.status === "archived";
+    }
+    // the on-done settings: in the banner once a learner stopped, else under the stopping progress
     const home = done ? $("done-slot") : $("on-done-home");
     if (form.parentNode !== home) home.appendChild(form);
     const od = res.on_done;
@@ -503,7 +553,9 @@
       : "none yet (no answers)";
     $("label-totals").textContent = Object.entries(res.label_totals).map(([k, v]) => `${k}: ${v}`).join(" · ");
     drawStopping(res);
-    drawDone(res);
+    drawControls(res.status);
+    lastRes = res;
+    drawDone(res, lastCmp);
     drawTable(res);
     document.body.dataset.version = String(res.version);
   }
