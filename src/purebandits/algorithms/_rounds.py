@@ -15,6 +15,17 @@ Budget: ``planned_`` counts every pull a round has committed to (asked or still 
 opening functions clip a round so ``planned_ <= budget``. A cancelled pull is re-issued, not
 re-planned, so the answered pulls never exceed the budget.
 
+Restricted asks (``ask(n, allowed=...)``, :meth:`_RoundLearner._ask_allowed`): the next allowed
+pull of the round's schedule, found by the same round-robin scan; when none of the round's
+remaining pulls is allowed, an off-schedule ("extra") pull of an allowed active arm with the
+fewest pulls (answered + pending), or of any allowed arm with the fewest pulls if no active arm
+is allowed. Extras are not charged to the schedule (``planned_``), which keeps its allocation:
+the schedule's pulls stay within ``budget`` and the extras, counted in ``extra_``, come on top.
+``extra_out_[arm]`` counts the arm's extras still out: an answer is the schedule's while the
+arm has a scheduled pull out (``pending_[arm] > extra_out_[arm]`` before it), a cancel takes an
+extra first (it is not re-issued), a scheduled pull is re-issued as before; ``out_`` counts the
+schedule's pulls only, so a round does not wait for extras.
+
 Both drivers run the same code: a family provides two ``@njit`` functions, ``open`` (fill
 ``todo_`` / ``order_`` for round ``round_``) and ``close`` (apply the decision; return True
 when finished), called by the Python learner and by its compiled kernel, which hands out the
@@ -185,6 +196,24 @@ def draw_round_sums(model: RewardModel, arms: np.ndarray, m: np.ndarray,
     return cnt @ model.values, cnt @ (model.values**2)
 
 
+def fewest_pulls(mask: np.ndarray, counts: np.ndarray, pending: np.ndarray) -> int:
+    """The arm of ``mask`` (not empty) with the fewest pulls, answered + pending; ties to the lower index.
+
+    It reads counts only, never rewards (the off-schedule pulls of the round and elimination
+    learners, and NonAdaptive's, are chosen so).
+    """
+    return int(np.where(mask, counts + pending, np.iinfo(np.int64).max).argmin())
+
+
+def first_from(ok: np.ndarray, p: int) -> int:
+    """The first True position of ``ok`` at or after ``p``, cyclically (a round-robin scan); -1 if none."""
+    if ok[p:].any():
+        return p + int(ok[p:].argmax())
+    if ok[:p].any():
+        return int(ok[:p].argmax())
+    return -1
+
+
 # ------------------------------------------------------------------------- the base class
 class _RoundLearner(Learner):
     """Base of the fixed-budget learners: rounds of pulls, a decision when a round is answered.
@@ -194,6 +223,39 @@ class _RoundLearner(Learner):
     True when finished), ``_final() -> list`` (the k arms when finished) and
     ``_kernel(stream, max_pulls)`` (the compiled loop). ``status_`` holds 0 (active),
     1 (accepted) or 2 (rejected) per arm.
+
+    Restricted asks (``ask(n, allowed=...)``): the round's next allowed pull, in the round-robin
+    order of the unrestricted ask (the same arm when every arm is allowed); ``[]`` only while
+    the round waits for answers, as without the restriction. When none of the round's remaining
+    pulls is allowed: an extra pull of the allowed active arm with the fewest pulls (answered +
+    pending, ties to the lower index), or, if no active arm is allowed, of the allowed arm with
+    the fewest pulls; an accepted or rejected arm's answer is recorded but decides nothing (the
+    rounds' rules read the active arms only, and the accepted set is fixed).
+
+    How the extras are counted: not in the schedule. ``planned_`` and every round's allocation
+    are those of the unrestricted run, so the schedule's answers stay within ``budget``; the
+    extras (``extra_``, pulls handed out off schedule and not cancelled) come on top, so a run
+    driven with restrictions may collect up to ``budget + extra_`` answers. Charging them to the
+    budget instead would shorten the last rounds (their allocation is clipped to what is left),
+    and the error bound is stated for the schedule's allocation.
+
+    The guarantee: the papers' bounds (SR, SAR, SH, NSE, NSAR: ALGORITHMS.md 10; OptMAI: 12) rest
+    on Hoeffding bounds for the active arms' means after each round, from the schedule's number
+    of samples. Restricted, every active arm still gets all of its scheduled pulls in every round
+    (a round closes only when they are answered); an extra only adds samples to an active arm's
+    mean (the round's mean for SH and for OptMAI without reuse, the cumulative mean otherwise).
+    Where it needs care: an arm's count is then random, and it may depend on earlier answers
+    (through which arms are still active). Hoeffding's maximal inequality covers that: an arm's
+    running mean from ``n`` samples on is a reverse martingale, so ``P(sup_{t >= n} |mean_t - mu|
+    >= eps)`` obeys the bound at ``t = n``, and a mean from any random number ``N >= n`` of the
+    arm's samples is as concentrated as one from ``n``. The papers bound the difference of two
+    equal-count means in one step; from the two arms' bounds at half the gap each (rewards in
+    [0, 1]) it has the same exponent and at most twice the factor in front. So each error bound
+    holds restricted, with the same budget ``T`` and at most twice its constant. Two more
+    caveats: the bound is for the schedule's ``T`` answers, not the ``T + extra_`` collected
+    (the extras are spent without being planned), and it assumes, as the unrestricted one does,
+    that an answer's distribution does not depend on which participant gives it (here, on the
+    items that participant has already rated).
     """
 
     kind = "fixed_budget"
@@ -221,11 +283,18 @@ class _RoundLearner(Learner):
         self.out_ = 0
         self.round_ = 1
         self.planned_ = 0
+        self.extra_out_ = np.zeros(n, dtype=np.int64)
+        self.extra_ = 0
         self._start_rounds()
         self._open()
         self.ptr_ = 0
         if self.left_ == 0:
             self._cycle()
+
+    def _restore(self) -> None:
+        if "extra_out_" not in self.__dict__:  # a state saved before restricted asks existed: none were made
+            self.extra_out_ = np.zeros(self.n_arms_, dtype=np.int64)
+            self.extra_ = 0
 
     def _start_rounds(self) -> None:
         """Allocate family-specific state before the first round opens."""
@@ -256,12 +325,44 @@ class _RoundLearner(Learner):
         self.ptr_ = (p + 1) % m
         return arm
 
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        if self.left_ == 0:
+            return -1  # the round waits for answers (the unrestricted ask returns [] too)
+        m, j = self.m_, self.ptr_
+        order = self.order_[:m]
+        arm = order[j]
+        if not (mask[arm] and self.todo_[arm] > 0):  # else the scan's first position is the answer: O(1)
+            j = first_from(mask[order] & (self.todo_[order] > 0), j)
+            if j < 0:
+                return self._extra_pull(mask)
+        arm = int(order[j])
+        self.todo_[arm] -= 1
+        self.left_ -= 1
+        self.out_ += 1
+        self.ptr_ = (j + 1) % m
+        return arm
+
+    def _extra_pull(self, mask: np.ndarray) -> int:
+        """An off-schedule pull: the allowed active arm with the fewest pulls, else the allowed arm with the fewest."""
+        play = mask & (self.status_ == ACTIVE)
+        arm = fewest_pulls(play if play.any() else mask, self.counts_, self.pending_)
+        self.extra_out_[arm] += 1
+        self.extra_ += 1
+        return arm
+
     def _on_tell(self, arm: int, reward: float) -> None:
         if not self.done_:
-            self.out_ -= 1
+            if self.extra_ and self.extra_out_[arm] > self.pending_[arm]:  # every pull out of the arm was an extra
+                self.extra_out_[arm] -= 1
+            else:
+                self.out_ -= 1
 
     def _on_cancel(self, arm: int) -> None:
         if not self.done_:
+            if self.extra_ and self.extra_out_[arm] > 0:  # an extra is dropped, not re-issued
+                self.extra_out_[arm] -= 1
+                self.extra_ -= 1
+                return
             self.out_ -= 1
             self.todo_[arm] += 1
             self.left_ += 1

@@ -7,6 +7,15 @@ when all its pulls are answered. A cancelled pull goes back into the schedule an
 re-issued. ``ask`` returns ``[]`` only while the schedule is handed out and answers are
 still missing. The stage-closing rules are Numba functions shared by the Python learner and
 the compiled kernel.
+
+Restricted asks (``ask(n, allowed=...)``, :meth:`_Staged._ask_allowed`): the next allowed pull of
+the stage's schedule in the same cyclic scan; when none of the stage's remaining pulls is allowed,
+an off-schedule ("extra") pull of the allowed arm still in play with the fewest pulls (answered +
+pending), or of the allowed arm with the fewest pulls if no arm in play is allowed.
+``extra_out_[arm]`` counts the arm's extras still out: an answer is the schedule's while the arm
+has a scheduled pull out (``pending_[arm] > extra_out_[arm]`` before it) and goes into the stage's
+sums then; an extra's answer is recorded in the counts and sums only (``extra_`` counts the extras
+handed out and not cancelled); a cancel takes an extra first, which is not re-issued.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from purebandits.algorithms._ls_incremental import LSCheck
+from purebandits.algorithms._rounds import fewest_pulls, first_from
 from purebandits.base import Learner, StoppingProgress, check_param, top_k_by
 from purebandits.bounds import edmm_radius_s, ls_delta, ls_radius_s
 from purebandits.instances.rewards import RewardStream, stream_draw
@@ -191,8 +201,18 @@ class _Staged(Learner):
 
     State: ``need_`` (pulls of each arm still to hand out in this stage), ``ptr_`` (position
     of the cyclic scan in the stage's arm list), ``left_`` (pulls still to hand out),
-    ``remaining_`` (pulls of the stage not yet answered).
+    ``remaining_`` (pulls of the stage not yet answered), ``extra_out_`` and ``extra_``
+    (off-schedule pulls of restricted asks: see the module docstring).
     """
+
+    def _restore(self) -> None:
+        if "extra_out_" not in self.__dict__:  # a new learner, or a state saved before restricted asks existed
+            self.extra_out_ = np.zeros(self.n_arms_, dtype=np.int64)
+            self.extra_ = 0
+
+    def _play_arms(self) -> np.ndarray:
+        """The arms still in play (an extra pull goes to one of them when it can)."""
+        return self.act_[: self.n_act_]
 
     def _stage_arms(self) -> tuple[np.ndarray, int]:
         raise NotImplementedError
@@ -209,14 +229,44 @@ class _Staged(Learner):
         self.left_ -= 1
         return int(arm)
 
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        if self.left_ <= 0:
+            return -1  # the stage waits for answers (the unrestricted ask returns [] too)
+        arms, n_stage = self._stage_arms()
+        stage = arms[:n_stage]
+        j = self.ptr_
+        arm = stage[j]
+        if not (mask[arm] and self.need_[arm] > 0):  # else the scan's first position is the answer: O(1)
+            j = first_from(mask[stage] & (self.need_[stage] > 0), j)
+        if j >= 0:
+            arm = int(stage[j])
+            self.need_[arm] -= 1
+            self.ptr_ = (j + 1) % n_stage
+            self.left_ -= 1
+            return arm
+        play = np.zeros(self.n_arms_, dtype=np.bool_)
+        play[self._play_arms()] = True
+        play &= mask
+        arm = fewest_pulls(play if play.any() else mask, self.counts_, self.pending_)
+        self.extra_out_[arm] += 1
+        self.extra_ += 1
+        return arm
+
     def _on_cancel(self, arm: int) -> None:
         if self.done_:
+            return
+        if self.extra_ and self.extra_out_[arm] > 0:  # an extra is dropped, not re-issued
+            self.extra_out_[arm] -= 1
+            self.extra_ -= 1
             return
         self.need_[arm] += 1  # re-issued later in the same stage
         self.left_ += 1
 
     def _on_tell(self, arm: int, reward: float) -> None:
         if self.done_:
+            return
+        if self.extra_ and self.extra_out_[arm] > self.pending_[arm]:  # every pull out of the arm was an extra:
+            self.extra_out_[arm] -= 1  # recorded in the counts and sums only
             return
         self._stage_tell(arm, reward)
         self.remaining_ -= 1
@@ -276,6 +326,17 @@ class SuccessiveElimination(_Staged):
     Notes
     -----
     The recommendation before the end is the empirical best active arm.
+
+    Restricted asks (``ask(n, allowed=...)``): the round's next allowed pull (each active arm
+    once per round, in the unrestricted ask's cyclic order); when none of the round's remaining
+    pulls is allowed, an extra pull of the allowed active arm with the fewest pulls (answered +
+    pending), else of the allowed arm with the fewest pulls (an eliminated arm: recorded, decides
+    nothing, as the rule reads the active arms only). An extra's answer joins the arm's counts and
+    sums, which the elimination test reads at each arm's own count. The guarantee holds as is:
+    both radii are per-arm bounds at every count of the arm (LS: the anytime LIL bound; EDMM:
+    failure at most ``delta/(c n t^2)`` at count t, summed over every count and arm), so on the
+    same event every elimination is right, at equal counts or not and whatever chose the arms. A round waits for its scheduled
+    pulls only, not for extras.
 
     References
     ----------
@@ -407,6 +468,16 @@ class MedianElimination(_Staged):
     "Below the median" with ties is read as "keep the ``ceil(|S|/2)`` best, ties to the lower
     index", so every round halves the set. The recommendation before the end is the
     empirical best surviving arm (all answered pulls).
+
+    Restricted asks (``ask(n, allowed=...)``): the round's next allowed pull (the unrestricted
+    ask's cyclic order); when none of the round's remaining pulls is allowed, an extra pull of
+    the allowed surviving arm with the fewest pulls (answered + pending), else of the allowed arm
+    with the fewest pulls. An extra's answer is recorded in the counts and sums (the
+    recommendation before the end) but not in the round's means, which stay the schedule's
+    ``me_stage_pulls`` fresh samples of each arm: EDMM02's proof (Hoeffding at exactly that
+    many samples per arm and round) holds verbatim, the restriction only delays the rounds. Like
+    the unrestricted bound, it assumes an answer's distribution does not depend on which
+    participant gives it.
 
     References
     ----------
@@ -562,6 +633,17 @@ class ExpGapElimination(_Staged):
     samples is unknown; ALGORITHMS.md 2.3). LS, in contrast, uses all answered pulls of each
     arm. The recommendation before the end is the empirical best arm of S_r.
 
+    Restricted asks (``ask(n, allowed=...)``): the next allowed pull of the current stage (the
+    sampling step's or the Median Elimination round's schedule, in the unrestricted ask's cyclic
+    order); when none of the stage's remaining pulls is allowed, an extra pull of the allowed
+    arm of S_r with the fewest pulls (answered + pending), else of the allowed arm with the
+    fewest pulls. An extra's answer goes into the counts and sums only, never into a stage's
+    means (``p_hat^r`` and ME's round means stay the schedule's fresh samples), so KKS13's
+    bounds hold verbatim and the restriction only delays the stages. LS reads every answer,
+    extras included (of an eliminated arm too): its event is that every arm stays within its
+    anytime LIL bound at every count of its own (ALGORITHMS.md 0.2), whatever chose the arms,
+    so an extra can make it fire sooner, not wrongly.
+
     References
     ----------
     Z. Karnin, T. Koren, O. Somekh. Almost optimal exploration in multi-armed bandits. ICML 2013.
@@ -624,6 +706,7 @@ class ExpGapElimination(_Staged):
     _lsc: LSCheck | None = None
 
     def _restore(self) -> None:
+        super()._restore()
         self._lsc = LSCheck(self._d_ls, float(self.sigma))  # the ask/tell path's LS tracker, rebuilt on its next check
 
     def __getstate__(self) -> dict:

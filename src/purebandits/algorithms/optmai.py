@@ -173,6 +173,15 @@ class OptMAI(_RoundLearner):
       ``1 - reward`` means and returns the other K, exactly as a run of ``k = n - K`` fed
       ``1 - x`` would (at ``2K = n`` both problems have the same size, so nothing is flipped).
 
+    Restricted asks (``ask(n, allowed=...)``): the round's next allowed pull; when none of the
+    round's remaining pulls is allowed, an extra pull of the allowed active arm with the fewest
+    pulls, off the schedule and on top of the budget (``extra_``; rule and argument in
+    :class:`~purebandits.algorithms._rounds._RoundLearner`). Its answer joins the arm's mean
+    (all samples with ``reuse``, the round's otherwise) and its count, which decides where a
+    later round's remainder goes (the fewest samples). Every active arm still gets its share of
+    each round, so Thm 4.3's per-arm Hoeffding bounds, hence its regret bound, hold with the
+    same Q (at most twice the constant in front of each exponential).
+
     Parameters
     ----------
     k : int, default=1

@@ -9,6 +9,13 @@ Successive Rejects schedule with ``logbar(n) = 1/2 + sum_{i=2}^n 1/i``):
   is in the empirical top ``l_r`` (slots left), rejecting it otherwise.
 
 SAR is NSAR with p = 1 (the same code path, so the two coincide on the same seed).
+
+Restricted asks (``ask(n, allowed=...)``), the same for all four: the phase's next allowed pull;
+when none of the phase's remaining pulls is allowed, an extra pull of the allowed active arm with
+the fewest pulls, off the schedule and on top of the budget (``extra_``), whose answer joins the
+arm's cumulative mean (:class:`~purebandits.algorithms._rounds._RoundLearner` gives the rule and
+the argument). Every active arm still has at least ``n_r`` samples after phase r, so each error
+bound of ALGORITHMS.md 10.1-10.5 holds with the same T and at most twice its constant.
 """
 
 from __future__ import annotations
@@ -179,6 +186,10 @@ class SuccessiveRejects(_SRFamily):
     k > 1 it rejects n - k arms and returns the survivors, on the schedule of
     :func:`nsar_schedule` with its k-adjusted constant (our generalisation; at k = 1 it is SR).
 
+    Restricted asks: the phase's next allowed pull, else an extra pull of an allowed active arm
+    on top of the budget (module docstring); ABM10's bound holds with the same T and at most
+    twice its constant.
+
     Parameters
     ----------
     k : int, default=1
@@ -211,6 +222,10 @@ class SuccessiveAcceptsRejects(_SRFamily):
     read with ties by rank). It stops as soon as the answer is fixed (no slot left, or as many
     slots as active arms), which changes no output and only saves pulls.
 
+    Restricted asks: the phase's next allowed pull, else an extra pull of an allowed active arm
+    on top of the budget (module docstring); BWV13's bound holds with the same T and at most
+    twice its constant.
+
     Parameters
     ----------
     k : int, default=1
@@ -237,6 +252,10 @@ class NSE(_SRFamily):
 
     ``p < 1`` spends more early (many competitive arms), ``1 < p <= 2`` more late (few);
     p = 1 is Successive Rejects. k > 1 as in :class:`SuccessiveRejects`.
+
+    Restricted asks: the phase's next allowed pull, else an extra pull of an allowed active arm
+    on top of the budget (module docstring); the bound of Table I holds with the same T and at most
+    twice its constant.
 
     Parameters
     ----------
@@ -265,6 +284,10 @@ class NSE(_SRFamily):
 
 class NSAR(_SRFamily):
     """NSAR: SAR's accept/reject rule on NSE's nonlinear schedule (p = 1 is SAR exactly).
+
+    Restricted asks: the phase's next allowed pull, else an extra pull of an allowed active arm
+    on top of the budget (module docstring); Prop. 2's bound holds with the same T and at most
+    twice its constant.
 
     Parameters
     ----------

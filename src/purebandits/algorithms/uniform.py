@@ -6,6 +6,7 @@ import numpy as np
 from numba import njit
 
 from purebandits.algorithms._ls_incremental import LSCheck
+from purebandits.algorithms._rounds import fewest_pulls
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import ls_delta
 from purebandits.instances.rewards import RewardStream, stream_draw
@@ -29,6 +30,17 @@ class NonAdaptive(Learner):
     JMNB14 Sec. 5, "nonadaptive + LS": the sampling itself has no failure mode, so the whole
     error budget ``delta`` goes to LS (ALGORITHMS.md 2.1 marks this uncertain; giving LS the
     full nu is the reading under which the procedure is exactly delta-correct).
+
+    Restricted asks (``ask(n, allowed=...)``, a participant who rates each item once): the
+    first allowed arm still due in the current pass over the permutation (positions
+    ``next_`` to the end); it is swapped into position ``next_`` and the pass moves on, so the
+    arms skipped keep their turn in this pass and every arm still gets one pull per pass. When
+    none of the arms still due is allowed, an extra pull of the allowed arm with the fewest
+    pulls (answered + pending; ties to the lower index), the pass unchanged. With every arm
+    allowed it is the unrestricted cycle. LS's guarantee does not depend on how arms are chosen:
+    its event is that every arm stays within its anytime LIL bound at every count of its own
+    (ALGORITHMS.md 0.2), so unequal counts from extra pulls or skipped turns change when it
+    stops, not its error probability.
 
     Parameters
     ----------
@@ -84,6 +96,18 @@ class NonAdaptive(Learner):
         arm = int(self.order_[self.next_])
         self.next_ = (self.next_ + 1) % self.n_arms_
         return arm
+
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        order, nxt = self.order_, self.next_
+        due = mask[order[nxt:]]  # the arms still due in this pass, in their order
+        if due.any():
+            q = nxt + int(due.argmax())
+            if q != nxt:  # the skipped arm at next_ takes q's place: it keeps its turn in this pass
+                order[nxt], order[q] = order[q], order[nxt]
+            self.next_ = (nxt + 1) % self.n_arms_
+            return int(order[nxt])
+        # every arm still due is excluded (next_ > 0 here: at a pass's start every arm is due)
+        return fewest_pulls(mask, self.counts_, self.pending_)
 
     def _on_tell(self, arm: int, reward: float) -> None:
         self._lsc.told(arm, self.t_)

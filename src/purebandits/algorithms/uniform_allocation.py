@@ -52,6 +52,14 @@ class UniformAllocation(_RoundLearner):
     Ties among the means at the k-th place are broken at random (with few Bernoulli samples
     ties are common, and a lower-index rule would favour arms by their position).
 
+    Restricted asks (``ask(n, allowed=...)``): the next allowed pull of the schedule in its
+    round-robin order; when none of the remaining pulls is allowed, an extra pull of the allowed
+    arm with the fewest pulls, on top of the budget (``extra_``;
+    :class:`~purebandits.algorithms._rounds._RoundLearner`). Every arm still gets its
+    ``floor(T/n)`` pulls (the extras only add samples), so the top-k means are from at least the
+    unrestricted numbers of samples and any bound for UNI at budget T holds with at most twice
+    its constant.
+
     Parameters
     ----------
     k : int, default=1
