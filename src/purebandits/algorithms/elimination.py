@@ -335,8 +335,8 @@ class SuccessiveElimination(_Staged):
     sums, which the elimination test reads at each arm's own count. The guarantee holds as is:
     both radii are per-arm bounds at every count of the arm (LS: the anytime LIL bound; EDMM:
     failure at most ``delta/(c n t^2)`` at count t, summed over every count and arm), so on the
-    same event every elimination is right, at equal counts or not and whatever chose the arms. A round waits for its scheduled
-    pulls only, not for extras.
+    same event every elimination is right, at equal counts or not and whatever chose the arms.
+    A round waits for its scheduled pulls only, not for extras.
 
     References
     ----------
