@@ -62,8 +62,8 @@ from purebandits.heaps import keyheap_init, keyheap_key, keyheap_update
 from purebandits.jit import borrow
 from purebandits.ranking import topk_fill
 
-__all__ = ["incremental_supported", "inc_new", "inc_ask", "inc_note", "inc_tell", "inc_told", "inc_stop",
-           "inc_pair", "inc_progress"]
+__all__ = ["incremental_supported", "inc_new", "inc_ask", "inc_ask_allowed", "inc_note", "inc_tell", "inc_told",
+           "inc_stop", "inc_pair", "inc_progress"]
 
 # fw rows: per-arm values, then the heap keys in heap order
 _MEAN, _SS, _SLO, _SHI, _PS, _PLO, _PHI = range(7)
@@ -324,6 +324,137 @@ def _pair(code, bp, k, counts, sums, pending, fw, iw, top):  # pragma: no cover 
 def inc_pair(code, bp, k, counts, sums, pending, fw, iw, top):  # pragma: no cover - compiled
     """The sampling pair (h, l) on the current state, every arm answered (for tests)."""
     return _pair(code, bp, k, counts, sums, pending, fw, iw, top)
+
+
+@njit(cache=True)
+def _exact_value(code, bp, pending, fw, i, lower):  # pragma: no cover - compiled
+    """Make arm i's sampling bound exact (lower if ``lower``, else upper) in the rows, shared with its stop bound
+    when it has no pending pull (same count, mean and side: the same value, as :func:`_resolve` shares it);
+    returns it. The heaps are not re-keyed: :func:`_rekey_exact` does it."""
+    v = _exact(code, bp, fw[_MEAN, i], fw[_PS, i], lower)
+    fw[_PLO, i] = v
+    fw[_PHI, i] = v
+    if pending[i] == 0:
+        fw[_SLO, i] = v
+        fw[_SHI, i] = v
+    return v
+
+
+@njit(cache=True)
+def _rekey_exact(pending, fw, iw, n, i, lower):  # pragma: no cover - compiled
+    """Re-key arm i in the sampling heap of its side (and the stop heap, if shared) after :func:`_exact_value`."""
+    v = fw[_PLO, i]
+    if lower:
+        _set(fw, iw, _HPL, n, i, -v)
+        if pending[i] == 0:
+            _set(fw, iw, _HSL, n, i, -v)
+    else:
+        _set(fw, iw, _HPU, n, i, v)
+        if pending[i] == 0:
+            _set(fw, iw, _HSU, n, i, v)
+
+
+@njit(cache=True)
+def _walk_allowed(code, bp, pending, fw, iw, n, heap, lower, mask, stack, fixed, nfix):  # pragma: no cover
+    """The allowed arm of a sampling heap's side with the best exact bound (the least lower bound of a top arm,
+    ``lower``, or the greatest upper bound of another arm; ties to the lower index), by a walk down the heap.
+
+    Keys are optimistic ends of the brackets (``-lo`` for lower bounds, ``hi`` for upper ones), so every
+    arm's exact value is at most its key, and a node's key and arm bound those of its subtree (larger key,
+    ties to the lower arm): a subtree is skipped when its root's key is below the best value found, or
+    equal to it with a higher arm (no arm in it can win or tie to a lower index). Arms of the other side
+    (key -inf) are never visited. Allowed arms visited get an exact value (:func:`_exact_value`; listed in
+    ``fixed`` from ``nfix``, re-keyed by the caller after the walk: the walk reads the heap as it was).
+    Returns (arm, its exact bound, nfix); arm -1 when no allowed arm is on that side.
+    """
+    hkey = fw[_KEY0 + heap]
+    harm = iw[heap]
+    plo = fw[_PLO]
+    phi = fw[_PHI]
+    best = -1
+    best_v = -math.inf  # the best key value found: -lower bound or upper bound
+    stack[0] = 0
+    size = 1
+    while size > 0:
+        size -= 1
+        p = stack[size]
+        kp = hkey[p]
+        if kp == -math.inf or kp < best_v or (kp == best_v and harm[p] > best):
+            continue
+        a = harm[p]
+        if mask[a]:
+            v = plo[a]
+            if v != phi[a]:
+                v = _exact_value(code, bp, pending, fw, a, lower)
+                fixed[nfix] = a
+                nfix += 1
+            if lower:
+                v = -v
+            if best < 0 or v > best_v or (v == best_v and a < best):
+                best_v = v
+                best = a
+        ch = 2 * p + 1
+        if ch < n:
+            d = ch + 1  # hkey[n] is the sentinel (-inf)
+            if hkey[d] > hkey[ch] or (hkey[d] == hkey[ch] and harm[d] < harm[ch]):
+                ch, d = d, ch
+            # the better child goes on last, so it is walked first and raises best_v sooner
+            if d < n:
+                stack[size] = d
+                size += 1
+            stack[size] = ch
+            size += 1
+    return best, (-best_v if lower else best_v), nfix
+
+
+@njit(cache=True)
+def inc_ask_allowed(code, bp, k, counts, sums, pending, fw, iw, top, mask):  # pragma: no cover - compiled
+    """The restricted rule's candidates on the sampling bounds, every arm answered: ``(a, b, crit_a, crit_b)``.
+
+    ``a`` is the allowed top arm with the lowest lower bound and ``b`` the allowed other arm with the
+    highest upper bound (ties to the lower index; -1 when no such arm is allowed), ``crit_a = ucb_l - lcb_a``
+    and ``crit_b = ucb_b - lcb_h`` (h, l: the sampling pair): the values of the O(n) reference
+    (``_LUCBFamily._reference_ask_allowed``). When h and l are both allowed they are ``(h, l, 0, 0)``
+    (a tie, as there) after the O(log n) pair alone; otherwise the allowed side's best arm is h (l) when
+    allowed, else found by :func:`_walk_allowed`. Exact bounds found are kept in the workspace, as the
+    pair's are. Pending pulls are not changed. (``lower`` flags and heap rows are passed as runtime
+    values: see :func:`_resolve`.)
+    """
+    counts, sums, pending, fw, iw, top, mask = borrow(counts), borrow(sums), borrow(pending), borrow(fw), \
+        borrow(iw), borrow(top), borrow(mask)
+    h, el = _pair(code, bp, k, counts, sums, pending, fw, iw, top)
+    if mask[h] and mask[el]:
+        return h, el, 0.0, 0.0
+    n = counts.shape[0]
+    lcb_h = fw[_PLO, h]
+    if lcb_h != fw[_PHI, h]:
+        lcb_h = _exact_value(code, bp, pending, fw, h, np.bool_(True))
+        _rekey_exact(pending, fw, iw, n, h, np.bool_(True))
+    ucb_l = fw[_PHI, el]
+    if ucb_l != fw[_PLO, el]:
+        ucb_l = _exact_value(code, bp, pending, fw, el, np.bool_(False))
+        _rekey_exact(pending, fw, iw, n, el, np.bool_(False))
+    stack = np.empty(n + 1, dtype=np.int64)
+    fixed = np.empty(n, dtype=np.int64)
+    nfix = 0
+    if mask[h]:
+        a, lcb_a = h, lcb_h
+    else:
+        a, lcb_a, nfix = _walk_allowed(code, bp, pending, fw, iw, n, np.int64(_HPL), np.bool_(True), mask, stack,
+                                       fixed, nfix)
+        for j in range(nfix):
+            _rekey_exact(pending, fw, iw, n, fixed[j], np.bool_(True))
+        nfix = 0
+    if mask[el]:
+        b, ucb_b = el, ucb_l
+    else:
+        b, ucb_b, nfix = _walk_allowed(code, bp, pending, fw, iw, n, np.int64(_HPU), np.bool_(False), mask, stack,
+                                       fixed, nfix)
+        for j in range(nfix):
+            _rekey_exact(pending, fw, iw, n, fixed[j], np.bool_(False))
+    crit_a = ucb_l - lcb_a if a >= 0 else -math.inf
+    crit_b = ucb_b - lcb_h if b >= 0 else -math.inf
+    return a, b, crit_a, crit_b
 
 
 @njit(cache=True)

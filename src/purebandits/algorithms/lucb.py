@@ -41,6 +41,7 @@ from numpy.typing import ArrayLike
 
 from purebandits.algorithms._lucb_incremental import (
     inc_ask,
+    inc_ask_allowed,
     inc_new,
     inc_note,
     inc_progress,
@@ -54,6 +55,7 @@ from purebandits.algorithms._lucb_round_asktell import (
     rat_ask,
     rat_new,
     rat_note,
+    rat_pair,
     rat_stop,
     rat_tell,
     rat_told,
@@ -103,6 +105,37 @@ class _LUCBFamily(Learner):
     Subclasses set ``_rule`` (pair or random), ``_strict`` (stop comparison) and implement
     :meth:`_bound` returning the bound code and its parameter vector; ``_eps_stop`` is the
     PAC tolerance (0 unless the learner has an ``epsilon`` in the PAC sense).
+
+    Restricted asks (``ask(n, allowed=...)``, a participant rates each item once), for every
+    learner of the family:
+
+    1. the queued second arm of a pair, if allowed (else it stays queued, for the next ask that
+       allows it: the pair rule's l is pulled as soon as some participant can rate it);
+    2. during the initialisation, the allowed unanswered arm with the fewest pending pulls (lowest
+       index);
+    3. else a sampling decision (``rounds_`` + 1) on the sampling bounds (virtual pulls
+       ``T = counts + pending``, as unrestricted) that pulls the allowed arm whose bound most
+       decides the stop: the allowed top arm ``a`` with the lowest lower bound and the allowed
+       other arm ``b`` with the highest upper bound, compared by their overlap with the other
+       side, ``ucb_l - lcb_a`` and ``ucb_b - lcb_h`` (h and l: the unrestricted pair). h and l
+       have the largest overlap, ``ucb_l - lcb_h``, so whenever one of them is allowed the arm is
+       h or l (or an arm whose bound equals theirs). On a tie (``a = h`` and ``b = l`` when both
+       are allowed) the family's own rule applies to the pair (a, b): the pair rule pulls a and
+       queues b (if no arm is queued already), the random rule pulls a with probability
+       ``T_b/(T_a + T_b)`` (``rng_``). So when h and l are both allowed the decision is the
+       unrestricted one.
+
+    Why the guarantee holds: the stop test compares per-arm anytime bounds whose failure
+    probability is a union over arms and time (counts, and for LUCB1 and KL-LUCB rounds), which
+    hold whatever the sampling rule; the sampling rule matters for the sample complexity only.
+    LUCB1 and KL-LUCB's round-indexed bounds are unions over rounds t and counts ``u <= t``: each
+    decision above counts a round, and a round gives an arm at most one pull (a pair is two
+    distinct arms), so an arm's count never exceeds ``rounds_ + 1`` in a sequential run, as
+    unrestricted. Cost: with the incremental workspace of the round-free bounds, O(log n) when h
+    and l are both allowed, else a walk down the sampling heaps to the best allowed arm of each
+    side (:func:`~purebandits.algorithms._lucb_incremental.inc_ask_allowed`); LUCB1 and KL-LUCB
+    take the pair from their workspace when h and l are both allowed and the O(n) reference
+    otherwise. The workspaces note the pending pull (they are not dropped).
 
     Attributes
     ----------
@@ -200,6 +233,59 @@ class _LUCBFamily(Learner):
         self._rinc = None
         return self._reference_ask_one()
 
+    # ------------------------------------------------------------------ restricted asks
+    # ask(n, allowed=...) (see the class docstring, "Restricted asks"). The O(n) reference is
+    # _reference_ask_allowed (family_select from scratch); ask() takes the workspaces' path
+    # (_ask_allowed_inc, _ask_allowed_rinc), which makes the same decisions (tests/test_allowed_ask_lucb.py).
+
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        # Learner.ask's per-arm hook (the reference path, e.g. with _incremental = False): it changes pending_
+        # behind the workspaces, so drop them, as _ask_one does
+        self._inc = None
+        self._rinc = None
+        return self._reference_ask_allowed(mask)
+
+    def _reference_ask_allowed(self, mask: np.ndarray) -> int:
+        """The restricted rule from scratch (O(n)); changes ``queued_``, ``rounds_``, ``rng_`` but not ``pending_``."""
+        q = self.queued_
+        if q >= 0 and mask[q]:
+            self.queued_ = -1
+            return int(q)
+        zero = np.flatnonzero(mask & (self.counts_ == 0))
+        if zero.size:  # initialisation: the allowed unanswered arm with the fewest pending (lowest index)
+            return int(zero[np.argmin(self.pending_[zero])])
+        T = self.counts_ + self.pending_
+        h, el = self._select(T)
+        self.rounds_ += 1
+        top = self._in_top
+        a, b = -1, -1
+        ma, mb = mask & top, mask & ~top
+        if ma.any():
+            a = int(np.flatnonzero(ma)[np.argmin(self._lcb[ma])])
+        if mb.any():
+            b = int(np.flatnonzero(mb)[np.argmax(self._ucb[mb])])
+        crit_a = float(self._ucb[el] - self._lcb[a]) if a >= 0 else -math.inf
+        crit_b = float(self._ucb[b] - self._lcb[h]) if b >= 0 else -math.inf
+        return self._restricted_pick(a, b, crit_a, crit_b)
+
+    def _restricted_pick(self, a: int, b: int, crit_a: float, crit_b: float) -> int:
+        """The restricted decision from the best allowed top arm ``a`` (lowest lower bound) and other arm ``b``
+        (highest upper bound), -1 when none is allowed, and their overlaps with the other side
+        (``crit_a = ucb_l - lcb_a``, ``crit_b = ucb_b - lcb_h``): the larger overlap; on a tie (a = h and
+        b = l when both are allowed) the family's own rule on the pair (a, b): the pair rule returns a and
+        queues b (if no arm is queued already), the random rule draws h with probability T_b/(T_a + T_b)."""
+        if b < 0 or (a >= 0 and crit_a > crit_b):
+            return a
+        if a < 0 or crit_b > crit_a:
+            return b
+        if self._rule == RULE_PAIR:
+            if self.queued_ < 0:
+                self.queued_ = b
+            return a
+        ta = int(self.counts_[a] + self.pending_[a])
+        tb = int(self.counts_[b] + self.pending_[b])
+        return int(random_pick(a, b, ta, tb, self.rng_.random()))
+
     # ------------------------------------------------------------------ incremental ask/tell
     # For round-free bounds, ask, tell and cancel keep the rule's quantities between calls
     # (purebandits.algorithms._lucb_incremental): O(log n) per call instead of an O(n) pass of
@@ -247,8 +333,14 @@ class _LUCBFamily(Learner):
         self._rinc = rinc
         return rinc
 
-    def ask(self, n: int = 1) -> list[int]:
-        """Return up to ``n`` arms to pull next; ``[]`` once done (incremental path when it applies)."""
+    def ask(self, n: int = 1, allowed: ArrayLike | None = None) -> list[int]:
+        """Return up to ``n`` arms to pull next; ``[]`` once done (incremental path when it applies).
+
+        ``allowed`` (a boolean mask or arm indices) restricts the choice: see the class docstring,
+        "Restricted asks", and :meth:`Learner.ask`.
+        """
+        if allowed is not None:
+            return self._ask_restricted(n, allowed)
         inc = self._inc
         if inc is None:
             rinc = self._rinc
@@ -282,6 +374,65 @@ class _LUCBFamily(Learner):
                     self.queued_ = el
                 out.append(arm)
         return out
+
+    def _ask_restricted(self, n: int, allowed: ArrayLike) -> list[int]:
+        """:meth:`ask` with ``allowed``: :meth:`Learner.ask`'s contract and checks, on a workspace when there is one."""
+        if not hasattr(self, "n_arms_"):
+            return Learner.ask(self, n, allowed)  # raises NotStartedError
+        inc = self._inc
+        rinc = None
+        if inc is None:
+            rinc = self._rinc if self._rinc is not None else self._rinc_state()
+            if rinc is None:
+                inc = self._inc_state()
+                if inc is None:  # the reference rule (_ask_allowed), e.g. with _incremental = False, or done
+                    return Learner.ask(self, n, allowed)
+        if n.__class__ is not int or n < 1:
+            check_param("n", n, low=1, integer=True)
+            n = int(n)
+        mask = self.allowed_mask(allowed)
+        if self.done_ or not mask.any():
+            return []
+        mask = np.ascontiguousarray(mask)
+        if inc is not None:
+            return [self._ask_allowed_inc(mask, inc) for _ in range(n)]
+        return [self._ask_allowed_rinc(mask, rinc) for _ in range(n)]
+
+    def _ask_allowed_inc(self, mask: np.ndarray, inc: tuple) -> int:
+        """One restricted ask on the round-free bounds' workspace (the pending pull added and noted)."""
+        code, bp, k, _, counts, sums, _, pending, fw, iw, top, scal = inc[:12]
+        q = self.queued_
+        if q >= 0 and mask[q]:
+            self.queued_ = -1
+            arm = q
+        elif scal[0] > 0:  # initialisation (an arm has no answer): the reference's O(n) rule
+            arm = self._reference_ask_allowed(mask)
+        else:
+            a, b, crit_a, crit_b = inc_ask_allowed(code, bp, k, counts, sums, pending, fw, iw, top, mask)
+            self.rounds_ += 1
+            arm = self._restricted_pick(int(a), int(b), crit_a, crit_b)
+        inc_note(counts, pending, fw, iw, arm, 1)
+        return arm
+
+    def _ask_allowed_rinc(self, mask: np.ndarray, rinc: tuple) -> int:
+        """One restricted ask with LUCB1 / KL-LUCB's workspace: the pair from it when h and l are both allowed
+        (then the decision is the unrestricted rule's), else the O(n) reference; the pending pull is noted."""
+        counts, sums, _, pending, IW, FW, top, scal = rinc[:8]
+        q = self.queued_
+        if q >= 0 and mask[q]:
+            self.queued_ = -1
+            arm = q
+        elif scal[NZERO] > 0:
+            arm = self._reference_ask_allowed(mask)
+        else:
+            h, el = rat_pair(counts, sums, pending, IW, FW, top, self.rounds_)
+            if mask[h] and mask[el]:
+                self.rounds_ += 1
+                arm = self._restricted_pick(int(h), int(el), 0.0, 0.0)
+            else:
+                arm = self._reference_ask_allowed(mask)
+        rat_note(counts, pending, IW, FW, arm, 1)
+        return arm
 
     def _ask_round(self, rinc: tuple, n: int) -> list[int]:
         """:meth:`ask` on the round-dependent bounds' workspace."""
@@ -484,6 +635,10 @@ class LUCB1(_LUCBFamily):
     ``(mu_l + beta_l) - (mu_h - beta_h) < epsilon`` and output the empirical top-K; otherwise
     pull both h and l.
 
+    Restricted asks: the family's rule (``_LUCBFamily``, "Restricted asks"); each decision counts
+    a round, so an arm's count stays within ``rounds_ + 1`` and the round-indexed bound (a union
+    over rounds t and counts u <= t) still covers it: the guarantee is unchanged.
+
     Parameters
     ----------
     k : int, default=1
@@ -545,6 +700,10 @@ class KLLUCB(_LUCBFamily):
     with the exploration rate ``beta(t, delta) = log(k1 n t^alpha / delta)`` (KK13 Sec. 2,
     Theorem 1 condition ``k1 > 2e + 1 + e/(alpha-1) + (e+1)/(alpha-1)^2``; the experiments use
     alpha = 1.1, k1 = 405.5). Stop when ``U_l - L_h < epsilon``; otherwise pull h and l.
+
+    Restricted asks: the family's rule (``_LUCBFamily``, "Restricted asks"); each decision counts
+    a round, so an arm's count stays within ``rounds_ + 1`` and the round-indexed bound (a union
+    over rounds t and counts u <= t) still covers it: the guarantee is unchanged.
 
     Parameters
     ----------
@@ -654,6 +813,11 @@ class LilLUCB(_LilBase):
     ``mu_h - U_h > mu_l + U_l`` (strict), else pull both. Top-K: the same delta'/n for every
     arm (JLQ17 footnote 2), so it coincides with :class:`LUCBPlusPlus` when K = n/2.
 
+    Restricted asks: the family's rule (``_LUCBFamily``, "Restricted asks"): the queued l if
+    allowed (else it waits for an ask that allows it), h and l when both are allowed, otherwise
+    the allowed arm whose bound overlaps the other side most; the stop's anytime bounds hold
+    whatever the sampling, so the guarantee is unchanged.
+
     Parameters
     ----------
     k : int, default=1
@@ -696,6 +860,11 @@ class LUCBPlusPlus(_LilBase):
     ``U(T, delta'/(2k))`` for their upper bound (SJR17 Sec. 5 "LUCB++"; ALGORITHMS.md 5);
     stop when ``mu_h - U_h > mu_l + U_l`` (strict), else pull both h and l.
 
+    Restricted asks: the family's rule (``_LUCBFamily``, "Restricted asks"): the queued l if
+    allowed (else it waits for an ask that allows it), h and l when both are allowed, otherwise
+    the allowed arm whose bound overlaps the other side most; the stop's anytime bounds hold
+    whatever the sampling, so the guarantee is unchanged.
+
     Parameters
     ----------
     k, delta, preset, epsilon, sigma, plus2
@@ -722,6 +891,12 @@ class LilRandLUCB(LUCBPlusPlus):
     h with probability ``T_l/(T_h+T_l)``, else l (the less-pulled arm is more likely),
     drawn with ``rng_.random()``. Theorem 3.1 as printed: correct with probability
     ``>= 1 - c_eps delta'``; with both tails counted it is ``>= 1 - 2 c_eps delta'`` (Notes).
+
+    Restricted asks: the family's rule (``_LUCBFamily``, "Restricted asks"): h with probability
+    ``T_l/(T_h+T_l)``, else l, when both are allowed; otherwise the allowed arm whose bound
+    overlaps the other side most (h or l if one of them is allowed). The stop's anytime bounds
+    hold whatever the sampling, so the guarantee (error <= the same multiple of delta) is
+    unchanged.
 
     Parameters
     ----------
@@ -814,6 +989,11 @@ class LilKLUCB(_LilKLBase):
     Rule (TNM17 Sec. 2): pull both TOP and ``argmax_{i != TOP} U_i(T_i, delta)`` while
     ``L_TOP(T_TOP, delta/(n-1)) <= max_{i != TOP} U_i``; output TOP.
 
+    Restricted asks: the family's rule (``_LUCBFamily``, "Restricted asks"): the queued l if
+    allowed (else it waits for an ask that allows it), h and l when both are allowed, otherwise
+    the allowed arm whose bound overlaps the other side most; the stop's anytime bounds hold
+    whatever the sampling, so the guarantee is unchanged.
+
     Parameters
     ----------
     k : int, default=1
@@ -898,6 +1078,12 @@ class KLRandLUCB(_LilKLBase):
     step, h with probability ``T_l/(T_h+T_l)``, else l; stop when ``L_h >= U_l``. Correctness
     follows from the bounds alone (JLQ17's and TNM17's correctness proofs use only that all
     bounds hold, not the sampling rule): error <= 2 delta.
+
+    Restricted asks: the family's rule (``_LUCBFamily``, "Restricted asks"): h with probability
+    ``T_l/(T_h+T_l)``, else l, when both are allowed; otherwise the allowed arm whose bound
+    overlaps the other side most (h or l if one of them is allowed). The stop's anytime bounds
+    hold whatever the sampling, so the guarantee (error <= the same multiple of delta) is
+    unchanged.
 
     Parameters
     ----------
