@@ -192,3 +192,46 @@ def test_lucb_restricted_ask_keeps_the_workspace():
         lr.tell(arm, r)
         ref.tell(arm, r)
 
+
+# ------------------------------------------------------------------------------------------------------ lil'UCB
+def test_lil_ucb_restricted_arm_has_the_largest_index():
+    """The allowed arm with the largest lil'UCB index at answered + pending pulls (ties to the lowest arm), from
+    the scalar index arm by arm; with asks of several arms and pulls left pending."""
+    from purebandits.algorithms.lil_ucb import LilUCB
+    from purebandits.bounds import lil_ucb_index_s
+
+    n = 9
+    rng = np.random.default_rng(5)
+    means = rng.uniform(0.3, 0.7, n)
+    lr = LilUCB(delta=0.1).start(n, seed=1)
+    pend: list[int] = []
+    for _ in range(600):
+        if lr.done:
+            break
+        T = lr.counts_ + lr.pending_
+        mean = lr.means()
+        index = np.array([np.inf if T[i] == 0 else lil_ucb_index_s(mean[i], float(T[i]), lr._delta_int, lr._eps,
+                                                                   lr._beta, lr._sigma) for i in range(n)])
+        mask = _mask(rng, n)
+        (arm,) = lr.ask(1, allowed=mask)
+        assert arm == int(np.flatnonzero(mask)[np.argmax(index[mask])])
+        pend.append(arm)
+        rng.shuffle(pend)
+        for a in pend[: int(rng.integers(0, len(pend) + 1))]:
+            lr.tell(a, float(rng.random() < means[a]))
+            pend.remove(a)
+
+
+def test_lil_ucb_restricted_asks_stop_with_ls_not_with_the_count_rule():
+    """Every ask restricted to a random half of the arms: the count rule (one arm with lam/(1+lam) of all answers)
+    does not fire, LS does, with the best arm (class docstring, "Restricted asks")."""
+    from purebandits.algorithms.lil_ucb import LilUCB
+    from purebandits.instances.rewards import Bernoulli
+    from purebandits.testing.checks import run_learner_allowed
+
+    model = Bernoulli(np.array([0.8, 0.3, 0.3, 0.2]))
+    count = run_learner_allowed(LilUCB(delta=0.1).start(4, seed=1), model, 2, max_pulls=20_000)
+    assert not count.done and count.counts_[0] < 0.6 * count.n_pulls
+    ls = run_learner_allowed(LilUCB(delta=0.1, ls=True).start(4, seed=1), model, 2, max_pulls=20_000)
+    assert ls.done and ls.recommend() == [0]
+
