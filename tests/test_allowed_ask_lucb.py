@@ -235,3 +235,58 @@ def test_lil_ucb_restricted_asks_stop_with_ls_not_with_the_count_rule():
     ls = run_learner_allowed(LilUCB(delta=0.1, ls=True).start(4, seed=1), model, 2, max_pulls=20_000)
     assert ls.done and ls.recommend() == [0]
 
+
+# ------------------------------------------------------------------------------------------------------ AT-LUCB
+def test_at_lucb_restricted_arm_maximises_the_overlap():
+    """AT-LUCB: after the round's stage update, the allowed arm with the largest overlap (top arm a: U_l - L_a,
+    other arm b: U_b - L_h) at the stage's radius, from the scalar radius arm by arm; h (and l queued) when both
+    are allowed, as the unrestricted ask; a queued arm that is not allowed is dropped."""
+    from purebandits.algorithms.at_lucb import ATLUCB, at_lucb_radius
+
+    n, k = 8, 2
+    rng = np.random.default_rng(6)
+    means = rng.uniform(0.2, 0.8, n)
+    lr = ATLUCB(k, delta=0.05).start(n, seed=3)
+    while (lr.counts_ == 0).any():
+        for arm in lr.ask(1):
+            lr.tell(arm, float(rng.random() < means[arm]))
+    both = dropped = 0
+    for _ in range(400):
+        if lr.done:
+            break
+        if lr.queue_ and rng.random() < 0.5:
+            q = lr.queue_[0]
+            mask = _mask(rng, n)
+            mask[q] = False
+            if not mask.any():
+                continue
+            lr.ask(1, allowed=mask)
+            assert lr.queue_[:1] != [q]  # dropped (a new pair's second arm is allowed, so it is not q)
+            dropped += 1
+            for a in np.flatnonzero(lr.pending_):
+                lr.tell(int(a), float(rng.random() < means[a]))
+            continue
+        for arm in lr.ask(1) if lr.queue_ else []:  # finish the pair
+            lr.tell(arm, float(rng.random() < means[arm]))
+        free = copy.deepcopy(lr)
+        free.ask(1)  # the unrestricted round: its stage and pair
+        stage, t = free.stage_, float(free.round_)
+        T = lr.counts_ + lr.pending_
+        mu = lr.means()
+        rad = np.array([at_lucb_radius(float(T[i]), t, n, lr.delta1, stage, lr.alpha, lr.sigma) for i in range(n)])
+        top = np.zeros(n, dtype=bool)
+        top[top_k_by(mu, k)] = True
+        lcb, ucb = mu - rad, mu + rad
+        h = int(np.flatnonzero(top)[np.argmin(lcb[top])])
+        el = int(np.flatnonzero(~top)[np.argmax(ucb[~top])])
+        crit = np.where(top, ucb[el] - lcb, ucb - lcb[h])
+        mask = _mask(rng, n)
+        (arm,) = lr.ask(1, allowed=mask)
+        assert lr.stage_ == stage and mask[arm] and crit[arm] == crit[mask].max()
+        if mask[h] and mask[el]:
+            both += 1
+            assert arm == h and lr.queue_ == [el] and free.queue_ == [el]
+        for a in np.flatnonzero(lr.pending_):
+            lr.tell(int(a), float(rng.random() < means[a]))
+    assert both > 5 and dropped > 5
+

@@ -95,6 +95,37 @@ def at_lucb_pair(mu, u, top, t, delta1, stage, alpha, sigma):  # pragma: no cove
 
 
 @njit(cache=True)
+def at_lucb_allowed_pair(mu, u, top, t, delta1, stage, alpha, sigma, mask):  # pragma: no cover - compiled
+    """The restricted rule's candidates: ``(a, b, crit_a, crit_b)`` (``ATLUCB._ask_allowed``).
+
+    With :func:`at_lucb_pair`'s bounds (the same arithmetic): ``a`` = the allowed top arm with the lowest
+    lower bound, ``b`` = the allowed other arm with the highest upper bound (ties to the lower index, -1 when
+    none is allowed), ``crit_a = U_l - L_a`` and ``crit_b = U_b - L_h``.
+    """
+    n = mu.shape[0]
+    rad = _radii(u, _at_lucb_scale(t, n, delta1, stage, alpha, sigma))
+    h, lo, a, b = -1, -1, -1, -1
+    lo_h, up_l, lo_a, up_b = math.inf, -math.inf, math.inf, -math.inf
+    for i in range(n):
+        r = rad[i]
+        if top[i]:
+            v = mu[i] - r
+            if v < lo_h or h < 0:
+                lo_h, h = v, i
+            if mask[i] and (v < lo_a or a < 0):
+                lo_a, a = v, i
+        else:
+            v = mu[i] + r
+            if v > up_l or lo < 0:
+                up_l, lo = v, i
+            if mask[i] and (v > up_b or b < 0):
+                up_b, b = v, i
+    crit_a = up_l - lo_a if a >= 0 else -math.inf
+    crit_b = up_b - lo_h if b >= 0 else -math.inf
+    return a, b, crit_a, crit_b
+
+
+@njit(cache=True)
 def at_lucb_separation(mu, u, top, t, delta1, stage, alpha, sigma, eps):  # pragma: no cover - compiled
     """:func:`at_lucb_pair`'s ``(L_h, U_l)`` and how many other arms have ``U_j - L_h < eps``.
 
@@ -474,6 +505,22 @@ class ATLUCB(Learner):
     statistics after round t-1 with round index t in the radius. Pending pulls count in the
     radius of the pair choice (not in the stage update), so concurrent participants spread.
 
+    Restricted asks (``ask(n, allowed=...)``, a participant rates each item once): LUCB1's rule
+    at the stage's confidence restricted to the allowed arms, as in the LUCB family
+    (:class:`~purebandits.algorithms.lucb.LUCB1`). A queued second arm is served if allowed,
+    else dropped (the stop test runs only between rounds, i.e. with an empty queue, so an arm
+    that no participant can rate must not hold it up). Then the allowed unanswered arm with the
+    fewest pending pulls; else a round (the stage update and J as in the unrestricted rule,
+    ``round_`` + 1) that pulls the allowed arm whose bound most decides Term: the allowed top arm
+    ``a`` with the lowest ``L`` and the allowed other arm ``b`` with the highest ``U``, compared by
+    their overlaps with the other side, ``U_l - L_a`` and ``U_b - L_h``; on a tie (in particular
+    ``a = h``, ``b = l`` when both are allowed) a is pulled and b queued, as the unrestricted rule
+    does. The fixed-confidence stop stays valid: LUCB1's radius at ``delta`` holds for every arm
+    and round whatever the sampling rule (a union over arms, rounds t and counts ``u <= t``; a
+    round still gives an arm at most one pull, so ``u <= round_ + 1``). The anytime guarantee of
+    J(t) (its error decaying with t) relies on the sampling rule and is not claimed under
+    restrictions.
+
     Parameters
     ----------
     k : int, default=1
@@ -548,6 +595,36 @@ class ATLUCB(Learner):
                                float(self.alpha), float(self.sigma))
         self.queue_.append(int(lo))
         return int(h)
+
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        """The restricted rule (class docstring, "Restricted asks"); Learner.ask adds the pending pull."""
+        if self.queue_:
+            q = int(self.queue_[0])
+            self.queue_.clear()  # served, or dropped when not allowed (the stop test waits for an empty queue)
+            if mask[q]:
+                return q
+        zero = np.flatnonzero(mask & (self.counts_ == 0))
+        if zero.size:  # initialisation: the allowed unanswered arm with the fewest pending (lowest index)
+            return int(zero[np.argmin(self.pending_[zero])])
+        mu, k = self.means(), int(self.k)
+        t = self.round_ + 1
+        self.stage_, reset = (int(x) for x in at_lucb_round(
+            mu, self.counts_, k, float(t), self.stage_, float(self.delta1), float(self.alpha),
+            float(self.epsilon), float(self.sigma)))
+        if reset:
+            self.J_ = np.flatnonzero(topk_mask(mu, k)).astype(np.int64)
+        self.round_ = t
+        # arms never answered (left out of this ask) keep infinite bounds, whatever their pending pulls
+        u = np.where(self.counts_ > 0, self.counts_ + self.pending_, 0).astype(np.float64)
+        a, b, crit_a, crit_b = at_lucb_allowed_pair(mu, u, topk_mask(mu, k), float(t), float(self.delta1),
+                                                    self.stage_, float(self.alpha), float(self.sigma), mask)
+        a, b = int(a), int(b)
+        if b < 0 or (a >= 0 and crit_a > crit_b):
+            return a
+        if a < 0 or crit_b > crit_a:
+            return b
+        self.queue_.append(b)  # a tie (a = h and b = l when both are allowed): the pair, as the unrestricted rule
+        return a
 
     def _stop_args(self) -> tuple:
         """The arguments of the fixed-confidence test: LUCB1's pair at ``delta`` (stage 1), round ``round_ + 1``."""
