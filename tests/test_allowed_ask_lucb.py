@@ -290,3 +290,59 @@ def test_at_lucb_restricted_arm_maximises_the_overlap():
             lr.tell(int(a), float(rng.random() < means[a]))
     assert both > 5 and dropped > 5
 
+
+# ------------------------------------------------------------------------------------------------------ CLUCB
+@pytest.mark.parametrize("name", ["CLUCB", "LilCLUCB"])
+@pytest.mark.parametrize("n,k", [(7, 1), (12, 3)])
+def test_cpe_incremental_matches_reference_under_restriction(name, n, k):
+    """The top-K workspace path makes the reference's restricted decisions and keeps the same state."""
+    import purebandits.algorithms.cpe as cpe
+
+    cls = getattr(cpe, name)
+    means = np.linspace(0.8, 0.3, n)
+    fast = cls(k, delta=0.1).start(n, seed=5)
+    ref = cls(k, delta=0.1).start(n, seed=5)
+    ref._incremental = False
+    _drive_pair(fast, ref, n, seed=31 + n, steps=1500, means=means)
+    assert fast.state_json() == ref.state_json()
+
+
+@pytest.mark.parametrize("name", ["CLUCB", "LilCLUCB"])
+def test_cpe_restricted_arm_is_the_largest_radius_of_the_symmetric_difference(name):
+    """The allowed arm of M symdiff M~ with the largest radius (answered + pending pulls), else the allowed arm with
+    the largest radius, computed arm by arm from the scalar radius; also on a spanning-tree class (reference path)."""
+    import purebandits.algorithms.cpe as cpe
+    from purebandits.algorithms._cpe_rules import cpe_radius_s
+
+    cls = getattr(cpe, name)
+    edges = [[0, 1], [1, 2], [2, 3], [3, 0], [0, 2], [1, 3]]
+    inside = fallback = 0
+    for decision, n, k in ((None, 10, 2), ({"class": "spanning_tree", "edges": edges}, 6, 1)):
+        rng = np.random.default_rng(8)
+        means = rng.uniform(0.2, 0.8, n)
+        lr = cls(k, delta=0.1, decision=decision).start(n, seed=2)
+        while (lr.counts_ == 0).any():
+            for arm in lr.ask(1):
+                lr.tell(arm, float(rng.random() < means[arm]))
+        for _ in range(300):
+            if lr.done:
+                break
+            pend = lr.ask(int(rng.integers(1, 3))) if rng.random() < 0.3 else []
+            T = lr.counts_ + lr.pending_
+            rad = np.array([cpe_radius_s(float(T[i]), float(lr.t_ + 1), lr._mode, lr._conf, lr._eps, lr.sigma, n)
+                            for i in range(n)])
+            m, mt, _ = lr._decisions()
+            mask = _mask(rng, n)
+            if rng.random() < 0.3 and (mask & (m == mt)).any():
+                mask &= m == mt  # leave the symmetric difference out
+            sel = mask & (m != mt)
+            (arm,) = lr.ask(1, allowed=mask)
+            if sel.any():
+                inside += 1
+                assert arm == int(np.flatnonzero(sel)[np.argmax(rad[sel])])
+            else:
+                fallback += 1
+                assert arm == int(np.flatnonzero(mask)[np.argmax(rad[mask])])
+            for a in pend + [arm]:
+                lr.tell(a, float(rng.random() < means[a]))
+    assert inside > 50 and fallback > 50

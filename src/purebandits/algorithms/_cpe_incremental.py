@@ -67,8 +67,8 @@ from purebandits.instances.rewards import stream_draw
 from purebandits.jit import borrow, borrow_stream
 from purebandits.ranking import topk_tracker_fill, topk_tracker_update
 
-__all__ = ["cpe_inc_new", "cpe_inc_reset", "cpe_inc_ask", "cpe_inc_note", "cpe_inc_tell", "cpe_inc_told",
-           "cpe_inc_kernel", "IS_ROW", "IS_BUILT", "IS_STOP"]
+__all__ = ["cpe_inc_new", "cpe_inc_reset", "cpe_inc_ask", "cpe_inc_ask_allowed", "cpe_inc_note", "cpe_inc_tell",
+           "cpe_inc_told", "cpe_inc_kernel", "IS_ROW", "IS_BUILT", "IS_STOP"]
 
 # float64 rows: per arm, per class, heaps (keys in heap order), scratch, scalars
 _MU, _RAD, _UKEY, _CKEY, _THKEY, _ZKEY, _SCR, _CV, _SV, _SRV, _BV, _FS = range(12)
@@ -654,6 +654,46 @@ def cpe_inc_ask(counts, pending, fw, iw):  # pragma: no cover - compiled
     arm = _pick(counts, pending, True, fw, iw)
     if arm >= 0:
         pending[arm] += 1
+    return arm
+
+
+@njit(cache=True)
+def cpe_inc_ask_allowed(counts, pending, fw, iw, mask):  # pragma: no cover - compiled
+    """One restricted ask, every arm answered (``_CPELearner._ask_allowed``): the allowed arm of M symdiff M~ with
+    the largest radius at answered + pending counts, else the allowed arm with the largest radius (ties to the
+    lower index); its pending pull is added. :func:`_pick`'s radii, so the reference's values: O(K), and one pass
+    over the arms when no arm of the symmetric difference is allowed."""
+    counts, pending, fw, iw, mask = borrow(counts), borrow(pending), borrow(fw), borrow(iw), borrow(mask)
+    lil = iw[_IS, _MODE] == LIL
+    best = -1.0
+    arm = -1
+    for j in range(iw[_IS, _NSD]):
+        a = iw[_SD, j]
+        if not mask[a]:
+            continue
+        if pending[a] > 0:
+            r = _radius(fw, iw, float(counts[a] + pending[a]))
+        elif lil:
+            r = fw[_RAD, a]
+        else:
+            r = _radius(fw, iw, float(counts[a]))
+        if arm < 0 or r > best or (r == best and a < arm):
+            best = r
+            arm = a
+    if arm < 0:
+        for a in range(counts.shape[0]):
+            if not mask[a]:
+                continue
+            if pending[a] > 0:
+                r = _radius(fw, iw, float(counts[a] + pending[a]))
+            elif lil:
+                r = fw[_RAD, a]
+            else:
+                r = _radius(fw, iw, float(counts[a]))
+            if arm < 0 or r > best:
+                best = r
+                arm = a
+    pending[arm] += 1
     return arm
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 from numba import njit
+from numpy.typing import ArrayLike
 
 from purebandits.algorithms._cpe_incremental import (
     _SMALL,
@@ -41,6 +42,7 @@ from purebandits.algorithms._cpe_incremental import (
     IS_ROW,
     IS_STOP,
     cpe_inc_ask,
+    cpe_inc_ask_allowed,
     cpe_inc_kernel,
     cpe_inc_new,
     cpe_inc_note,
@@ -365,6 +367,20 @@ class _CPELearner(Learner):
         arm = int(cpe_pick(self._m, self._mt, self._radii(self.counts_ + self.pending_)))
         return arm
 
+    def _ask_allowed(self, mask: np.ndarray) -> int:
+        """The restricted rule from scratch (class docstring, "Restricted asks"); the reference of the top-K
+        class's workspace path. Learner.ask adds the pending pull (behind the workspace: it is dropped)."""
+        self._inc = None
+        zero = np.flatnonzero(mask & (self.counts_ == 0))
+        if zero.size:  # initialisation: the allowed unanswered arm with the fewest pending (lowest index)
+            return int(zero[np.argmin(self.pending_[zero])])
+        rad = self._radii(self.counts_ + self.pending_)
+        if (self.counts_ > 0).all():
+            sel = mask & (self._m != self._mt)
+            if sel.any():
+                return int(np.flatnonzero(sel)[np.argmax(rad[sel])])  # argmax: the first, i.e. lowest, arm
+        return int(np.flatnonzero(mask)[np.argmax(rad[mask])])
+
     # ------------------------------------------------------------------ incremental ask/tell
     # For the top-K class, ask, tell and cancel keep M, M~ and the symmetric difference between
     # calls (purebandits.algorithms._cpe_incremental): O(K + log n) per answer instead of two O(n)
@@ -392,8 +408,13 @@ class _CPELearner(Learner):
         self._inc = inc
         return inc
 
-    def ask(self, n: int = 1) -> list[int]:
-        """Return up to ``n`` arms to pull next; ``[]`` once done (incremental path for the top-K class)."""
+    def ask(self, n: int = 1, allowed: ArrayLike | None = None) -> list[int]:
+        """Return up to ``n`` arms to pull next; ``[]`` once done (incremental path for the top-K class).
+
+        ``allowed`` restricts the choice (class docstring, "Restricted asks"; :meth:`Learner.ask`).
+        """
+        if allowed is not None:
+            return self._ask_restricted(n, allowed)
         inc = self._inc
         if inc is None:
             inc = self._inc_state() if hasattr(self, "n_arms_") else None
@@ -412,6 +433,39 @@ class _CPELearner(Learner):
                 break
             out.append(arm)
         return out
+
+    def _ask_restricted(self, n: int, allowed: ArrayLike) -> list[int]:
+        """:meth:`ask` with ``allowed``: :meth:`Learner.ask`'s contract and checks, on the workspace when there is one
+        (the same arms as :meth:`_ask_allowed`; the pending pull is noted in the workspace, not dropped)."""
+        inc = self._inc
+        if inc is None:
+            inc = self._inc_state() if hasattr(self, "n_arms_") else None
+            if inc is None:
+                return Learner.ask(self, n, allowed)
+        if n.__class__ is not int or n < 1:
+            check_param("n", n, low=1, integer=True)
+            n = int(n)
+        mask = self.allowed_mask(allowed)
+        if self.done_ or not mask.any():
+            return []
+        mask = np.ascontiguousarray(mask)
+        counts, pending, fw, iw, scal = inc[0], inc[3], inc[4], inc[5], inc[7]
+        out: list[int] = []
+        for _ in range(n):
+            if scal[0] > 0:  # an arm has no answer: the reference rule, then the workspace notes the pull
+                arm = self._restricted_reference(mask)
+                cpe_inc_note(counts, pending, fw, iw, arm, 1)
+            else:
+                arm = int(cpe_inc_ask_allowed(counts, pending, fw, iw, mask))
+            out.append(arm)
+        return out
+
+    def _restricted_reference(self, mask: np.ndarray) -> int:
+        """:meth:`_ask_allowed` keeping the workspace (the caller notes the pending pull in it)."""
+        inc = self._inc
+        arm = self._ask_allowed(mask)
+        self._inc = inc
+        return arm
 
     def tell(self, arm: int, reward: float) -> None:
         """Record the answer ``reward`` of a pull of ``arm`` that was asked before.
@@ -512,6 +566,21 @@ class LilCLUCB(_CPELearner):
     participants spread). Every arm is pulled once first. Sample complexity
     ``O(width^2 sigma^2 sum_i Delta_i^-2 (log 1/delta + log N + log log 1/Delta_i))`` (Thm 4.2).
 
+    Restricted asks (``ask(n, allowed=...)``, a participant rates each item once): the allowed
+    unanswered arm with the fewest pending pulls during the initialisation; then the allowed arm
+    of ``M_t symdiff M~_t`` with the largest radius (answered + pending pulls, as unrestricted;
+    ties to the lowest arm), which is the rule's own arm whenever it is allowed; if no arm of
+    the symmetric difference is allowed, the allowed arm with the largest radius. Why that one:
+    the arms outside the symmetric difference do not change the decision now, and the one with
+    the largest radius is the one whose adjusted mean is furthest from its mean, the likeliest
+    to enter M~ as the bounds tighten (CLUCB's analysis, Lemma 10, counts a pull of arm e as
+    useful while its radius is at least ``Delta_e / (3 width)``: the largest radius is the
+    likeliest to be). Why the guarantee holds: the stop compares M and M~ built from per-arm
+    radii whose failure probability is a union over arms and time (counts up to the round t =
+    answered pulls + 1), which holds whatever the sampling rule; the rule matters for the sample
+    complexity only. Cost (top-K class, incremental workspace): O(K), one pass over the arms
+    when no arm of the symmetric difference is allowed.
+
     Parameters
     ----------
     k : int, default=1
@@ -592,6 +661,21 @@ class CLUCB(_CPELearner):
     Same construction as :class:`LilCLUCB` with CLUCB's radius (t = the round, i.e. answered
     pulls + 1; R = sigma) and CLUCB's stopping rule ``w~(M~_t) == w~(M_t)``. Sample complexity
     ``O(width^2 R^2 H log(n R^2 H/delta))``.
+
+    Restricted asks (``ask(n, allowed=...)``, a participant rates each item once): the allowed
+    unanswered arm with the fewest pending pulls during the initialisation; then the allowed arm
+    of ``M_t symdiff M~_t`` with the largest radius (answered + pending pulls, as unrestricted;
+    ties to the lowest arm), which is the rule's own arm whenever it is allowed; if no arm of
+    the symmetric difference is allowed, the allowed arm with the largest radius. Why that one:
+    the arms outside the symmetric difference do not change the decision now, and the one with
+    the largest radius is the one whose adjusted mean is furthest from its mean, the likeliest
+    to enter M~ as the bounds tighten (CLUCB's analysis, Lemma 10, counts a pull of arm e as
+    useful while its radius is at least ``Delta_e / (3 width)``: the largest radius is the
+    likeliest to be). Why the guarantee holds: the stop compares M and M~ built from per-arm
+    radii whose failure probability is a union over arms and time (counts up to the round t =
+    answered pulls + 1), which holds whatever the sampling rule; the rule matters for the sample
+    complexity only. Cost (top-K class, incremental workspace): O(K), one pass over the arms
+    when no arm of the symmetric difference is allowed.
 
     Parameters
     ----------
