@@ -76,9 +76,10 @@ class LilUCB(Learner):
     needs one arm to hold ``lam/(1+lam)`` (at least half) of all answers, and an arm allowed in a
     smaller share of the asks never does. A crowd that rates each item once gives an item at most
     one answer per participant, so there the count rule practically never stops (nor under the
-    common checks' random halves: ``expected_failed_checks``). LS (``ls=True``) compares LIL bounds
-    that hold for every arm at all times, whatever the sampling (a union over arms and times), so
-    it keeps its nu/2 guarantee under restrictions: use ``ls=True`` with restricted asks.
+    common checks' random halves, which therefore run it with ``ls=True``). LS (``ls=True``)
+    compares LIL bounds that hold for every arm at all times, whatever the sampling (a union over
+    arms and times), so it keeps its nu/2 guarantee under restrictions: use ``ls=True`` with
+    restricted asks.
 
     References
     ----------
@@ -89,12 +90,9 @@ class LilUCB(Learner):
     name = "lil_ucb"
     kind = "fixed_confidence"
     tags = {"top_k": False}
-    #: common checks that fail by design (purebandits.testing.checks: strict xfail)
-    expected_failed_checks = {
-        "check_allowed_ask": "lil'UCB's count rule needs one arm to hold lam/(1+lam) of all answers; with every ask "
-                             "restricted to a random half of the arms no arm does, so it does not stop (ls=True "
-                             "does; class docstring, 'Restricted asks')",
-    }
+    #: the restricted-ask common checks run lil'UCB with LS: its count rule cannot fire when each participant rates
+    #: an item once (class docstring, "Restricted asks")
+    restricted_test_params = {"ls": True}
     paper = "Jamieson, Malloy, Nowak, Bubeck, COLT 2014 (Fig. 1, Thm 2, Sec. 5)"
 
     def __init__(

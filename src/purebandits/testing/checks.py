@@ -10,7 +10,9 @@ learners. A learner declares:
   cannot stop when the top arms tie; the tie check then caps the pulls), ``never_stops`` (an
   anytime baseline such as uniform random sampling: the checks that wait for the stop run
   :data:`NEVER_STOPS_PULLS` pulls instead and check the recommendation then);
-- ``test_params``: parameters the checks add (a budget for fixed-budget learners).
+- ``test_params``: parameters the checks add (a budget for fixed-budget learners);
+- ``restricted_test_params``: parameters the restricted-ask checks add (the stop that stays valid
+  and can fire when every ask is restricted, where the default one cannot).
 
 Adding an algorithm module enrols its learners automatically.
 """
@@ -30,7 +32,8 @@ from purebandits.instances.rewards import Bernoulli, Gaussian, RewardModel
 if TYPE_CHECKING:
     from pytest import MarkDecorator
 
-__all__ = ["CHECKS", "parametrize_with_checks", "run_learner", "run_learner_allowed", "binomial_tolerance", "make_test_learner"]
+__all__ = ["CHECKS", "parametrize_with_checks", "run_learner", "run_learner_allowed", "binomial_tolerance",
+           "make_test_learner"]
 
 #: cap on pulls for checks that must terminate
 MAX_PULLS = 200_000
@@ -38,9 +41,13 @@ MAX_PULLS = 200_000
 NEVER_STOPS_PULLS = 20_000
 
 
-def make_test_learner(cls: type[Learner], **params: Any) -> Learner:
-    """The learner with its ``test_params`` (e.g. a budget) and ``params`` applied."""
+def make_test_learner(cls: type[Learner], restricted: bool = False, **params: Any) -> Learner:
+    """The learner with its ``test_params`` (e.g. a budget) and ``params`` applied; with ``restricted``, also its
+    ``restricted_test_params`` (the settings under which it stops when every ask is restricted, e.g. lil'UCB's
+    LS stop: its count rule cannot fire when each participant rates an item once)."""
     merged = dict(getattr(cls, "test_params", {}) or {})
+    if restricted:
+        merged.update(getattr(cls, "restricted_test_params", {}) or {})
     merged.update(params)
     return cls(**merged)
 
@@ -451,7 +458,7 @@ def check_allowed_ask(cls: type[Learner]) -> None:
     import copy
 
     n = 6
-    learner = make_test_learner(cls, **_k_for(cls, n)).start(n, seed=81)
+    learner = make_test_learner(cls, restricted=True, **_k_for(cls, n)).start(n, seed=81)
     for bad in (np.ones(n + 1, dtype=bool), [n], [-1], [0.5]):
         try:
             learner.ask(1, allowed=bad)
@@ -493,7 +500,7 @@ def check_replay_allowed(cls: type[Learner]) -> None:
     """Replaying asks with the same allowed sets, tells and cancels into a fresh learner gives the same state."""
     n = 6
     params = _k_for(cls, n)
-    a = make_test_learner(cls, **params).start(n, seed=91)
+    a = make_test_learner(cls, restricted=True, **params).start(n, seed=91)
     stream = _easy_model(n, a.k_).stream(92)
     rng = np.random.default_rng(93)
     events: list[tuple] = []
@@ -513,7 +520,7 @@ def check_replay_allowed(cls: type[Learner]) -> None:
                 r = stream.draw(arm)
                 a.tell(arm, r)
                 events.append(("tell", arm, r))
-    b = make_test_learner(cls, **params).start(n, seed=91)
+    b = make_test_learner(cls, restricted=True, **params).start(n, seed=91)
     for ev in events:
         if ev[0] == "ask":
             assert b.ask(ev[1], allowed=ev[2]) == ev[3], "replayed ask(allowed=...) chose other arms"
@@ -538,10 +545,10 @@ def check_error_rate_allowed(cls: type[Learner]) -> None:
     else:
         params["delta"] = 0.1
     target = 0.1
-    k = make_test_learner(cls, **params).k_
+    k = make_test_learner(cls, restricted=True, **params).k_
     errors = 0
     for r in range(runs):
-        learner = make_test_learner(cls, **params).start(n, seed=2000 + r)
+        learner = make_test_learner(cls, restricted=True, **params).start(n, seed=2000 + r)
         run_learner_allowed(learner, Bernoulli(means), 6000 + r,
                             max_pulls=5000 if cls.tags.get("never_stops") else MAX_PULLS)
         if sorted(learner.recommend()) != list(range(k)):
