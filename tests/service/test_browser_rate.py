@@ -102,6 +102,14 @@ def retry_messages(page) -> list[dict]:
     return [m for m in page.evaluate("window.__messages") if "retrying" in m["text"]]
 
 
+def wait_until(page, condition, timeout: float = 15) -> None:
+    """Let the page run (and Playwright deliver its events) until ``condition()`` holds on the test's side."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        page.wait_for_timeout(50)
+
+
 def test_answer_given_offline_is_retried_and_counted_once(browser, server_cls, tmp_path):
     with server_cls(f"sqlite:///{tmp_path / 'offline.sqlite'}", log_dir=tmp_path) as srv:
         exp = Exp(srv)
@@ -110,29 +118,33 @@ def test_answer_given_offline_is_retried_and_counted_once(browser, server_cls, t
         assert page.evaluate("navigator.onLine")
         ctx.set_offline(True)
         page.click("#buttons button[data-label='funny']")
+        nxt = next_item(page)  # the next item (fetched before) at once: the answer waits in the outbox
+        assert nxt != qid
         page.wait_for_function("document.getElementById('message').textContent.includes('Connection lost, retrying')")
-        assert all_disabled(page)
         time.sleep(2)  # several failed attempts: still retrying, nothing counted, nothing reported lost
         assert "Connection lost, retrying" in page.text_content("#message")
-        assert all_disabled(page)
-        assert page.get_attribute("#card", "data-query-id") == qid
+        assert page.text_content("#unsent") == "1 answer waiting to be sent"
+        assert page.get_attribute("#card", "data-query-id") == nxt and not all_disabled(page)
+        assert page.text_content("#n-rated") == "0"
         assert page.is_hidden("#lost")
         assert exp.results()["n_answers"] == 0
+        # the retries went on while the participant could rate the next item
+        assert any(not m["disabled"] for m in retry_messages(page))
         ctx.set_offline(False)  # the `online` event sends it again at once
         t0 = time.monotonic()
-        assert next_item(page) != qid  # the next item
+        page.wait_for_selector("#unsent", state="hidden")
         assert time.monotonic() - t0 < 5
-        assert page.text_content("#n-rated") == "1"
+        page.wait_for_function("document.getElementById('n-rated').textContent === '1'")
         assert "retrying" not in page.text_content("#message")
         assert page.is_hidden("#lost")
-        assert all(m["disabled"] for m in retry_messages(page))
         assert exp.results()["n_answers"] == 1
         rows = exp.answers()
         assert [(r["query_id"], r["label"]) for r in rows] == [(qid, "funny")]
         # and the page goes on as usual
         page.click("#buttons button[data-label='unfunny']")
         next_item(page)
-        assert exp.results()["n_answers"] == 2
+        page.wait_for_function("document.getElementById('n-rated').textContent === '2'")
+        assert [(r["query_id"], r["label"]) for r in exp.answers()] == [(qid, "funny"), (nxt, "unfunny")]
         assert errors == []
         ctx.close()
 
@@ -148,20 +160,33 @@ def test_answer_still_failing_after_the_give_up_time_is_reported(browser, server
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(f"{srv.url}/rate/{exp.id}")
-        next_item(page)
+        lost_qid = next_item(page)
         ctx.set_offline(True)
         page.click("#buttons button[data-label='funny']")
+        qid = next_item(page)  # the next item at once
+        assert page.text_content("#unsent") == "1 answer waiting to be sent"
         page.wait_for_selector("#lost:not([hidden])", timeout=8000)
         assert "1 answer could not be saved" in page.text_content("#lost")
         assert "connection" in page.text_content("#lost")
-        assert "Connection lost, retrying" in page.text_content("#message")  # now asking for the next item
+        assert page.is_hidden("#unsent")
         assert exp.results()["n_answers"] == 0
         ctx.set_offline(False)
-        next_item(page)  # the server may hand out the same (still pending) query again
-        page.click("#buttons button[data-label='unfunny']")
+        # the participant goes on; the server still holds the given-up query pending, so the page shows it
+        # again when it asks for more items, to be rated again (it does not sit there until it expires)
+        expected = []
+        for _ in range(8):
+            expected.append((qid, "unfunny"))
+            page.click("#buttons button[data-label='unfunny']")
+            qid = next_item(page)
+            if qid == lost_qid:
+                break
+        assert qid == lost_qid
+        page.click("#buttons button[data-label='somewhat funny']")
+        expected.append((qid, "somewhat funny"))
         next_item(page)
+        page.wait_for_function(f"document.getElementById('n-rated').textContent === '{len(expected)}'")
         assert "1 answer could not be saved" in page.text_content("#lost")
-        assert exp.results()["n_answers"] == 1
+        assert [(r["query_id"], r["label"]) for r in exp.answers()] == expected
         assert errors == []
         ctx.close()
 
@@ -184,7 +209,8 @@ def test_answer_whose_response_is_lost_is_sent_again_and_counted_once(browser, s
         page.route("**/api/queries/*/answer", drop_first_response)
         qid = next_item(page)
         page.click("#buttons button[data-label='somewhat funny']")
-        next_item(page)
+        next_item(page)  # at once, while the answer is on its way
+        page.wait_for_selector("#unsent", state="hidden")
         assert len(calls) == 2 and calls[0] == calls[1]  # the same participant and label, sent again
         assert page.text_content("#n-rated") == "1"
         assert exp.results()["n_answers"] == 1
@@ -215,14 +241,14 @@ def test_answer_failing_with_503_is_retried_and_counted_once(browser, server_cls
         page.route("**/api/queries/*/answer", fail_twice)
         qid = next_item(page)
         page.click("#buttons button[data-label='unfunny']")
-        next_item(page)
+        next_item(page)  # at once, while the answer is retried behind it
+        page.wait_for_selector("#unsent", state="hidden")
         assert len(calls) == 3
         assert all(body == calls[0][1] for _, body in calls)
         gaps = [b[0] - a[0] for a, b in zip(calls, calls[1:], strict=False)]
         assert gaps[0] >= 0.2 and gaps[1] >= 0.4  # backoff: 0.5 s then 1 s, jittered down to half
-        shown = retry_messages(page)
-        assert shown and all(m["disabled"] for m in shown)
-        assert "retrying" not in page.text_content("#message")
+        assert retry_messages(page)
+        page.wait_for_function("!document.getElementById('message').textContent.includes('retrying')")
         assert page.text_content("#n-rated") == "1"
         assert exp.results()["n_answers"] == 1
         assert [(r["query_id"], r["label"]) for r in exp.answers()] == [(qid, "unfunny")]
@@ -289,19 +315,41 @@ def test_finally_lost_answers_are_reported_and_the_report_stays(browser, server_
 
 
 def test_answer_to_a_really_expired_query_is_reported(browser, server_cls, tmp_path):
+    """The item on screen expires, and so do the ones fetched with it: its answer is reported, and the page
+    drops the others (it asks again, and the server no longer lists them) instead of losing their answers."""
     with server_cls(f"sqlite:///{tmp_path / 'expired.sqlite'}", log_dir=tmp_path) as srv:
-        exp = Exp(srv, query_expiry_seconds=1)
-        ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}")
+        exp = Exp(srv, query_expiry_seconds=3)
+        ctx = browser.new_context(viewport={"width": 900, "height": 900})
+        page = ctx.new_page()
+        page.set_default_timeout(15000)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        listed: list[list[str]] = []  # each ask's query ids
+
+        def record(route):
+            response = route.fetch()
+            listed.append([q["query_id"] for q in response.json().get("queries") or []])
+            route.fulfill(response=response)
+
+        page.route("**/api/experiments/*/queries", record)
+        page.goto(f"{srv.url}/rate/{exp.id}")
         next_item(page)
-        time.sleep(1.5)
+        assert len(listed[0]) == 5
+        time.sleep(3.5)
         page.click("#buttons button[data-label='funny']")
-        next_item(page)
+        page.wait_for_selector("#lost:not([hidden])")
         assert "1 answer could not be saved" in page.text_content("#lost")
         assert "expired" in page.text_content("#lost")
+        wait_until(page, lambda: len(listed) >= 2)  # the answer refused: the page asks again
+        assert len(listed) == 2 and listed[1] and not set(listed[0]) & set(listed[1])
+        page.wait_for_function("ids => ids.includes(document.getElementById('card').dataset.queryId) && "
+                               "document.querySelector('#buttons button.label:not([disabled])')", arg=listed[1])
+        qid = page.get_attribute("#card", "data-query-id")
         page.click("#buttons button[data-label='funny']")
         next_item(page)
+        page.wait_for_function("document.getElementById('n-rated').textContent === '1'")
         assert "1 answer could not be saved" in page.text_content("#lost")
-        assert exp.results()["n_answers"] == 1
+        assert [(r["query_id"], r["label"]) for r in exp.answers()] == [(qid, "funny")]
         assert errors == []
         ctx.close()
 
@@ -339,7 +387,7 @@ def test_keyboard_shortcuts_and_no_focus_carried_over(browser, server_cls, tmp_p
         expected.append((qid, "somewhat funny"))
         qid = next_item(page)
         page.keyboard.press("3")
-        page.keyboard.press("3")  # pressed twice in a row: the second lands on no item
+        page.keyboard.press("3")  # pressed twice in a row: the second lands on the next item before it takes answers
         expected.append((qid, "funny"))
         qid = next_item(page)
         page.keyboard.press("9")  # no such label: nothing happens
@@ -403,6 +451,7 @@ def test_pages_without_an_item_exhausted_done_paused_ended(browser, server_cls, 
 
         def fake_state(route):
             asks.append(time.monotonic())
+            assert set(route.request.post_data_json) == {"participant_id", "n"}
             route.fulfill(json={"state": fake["state"], "retry_after": 1, "n_answered": 7})
 
         page.route("**/api/experiments/*/queries", fake_state)
@@ -518,3 +567,148 @@ def test_every_page_links_the_svg_favicon(server_cls, tmp_path):
             r = httpx.get(httpx.URL(srv.url + path).join(links[0]))
             assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
             assert r.text.lstrip().startswith("<svg") and len(r.content) < 2000
+
+
+
+# every item the card shows, in order: its query id and text (a repeat would show up twice)
+WATCH_SHOWN = """
+window.__shown = [];
+document.addEventListener("DOMContentLoaded", () => {
+  const card = document.getElementById("card");
+  if (!card) return;
+  new MutationObserver(() => {
+    window.__shown.push({qid: card.dataset.queryId, text: document.getElementById("item-text").textContent});
+  }).observe(card, {attributes: true, attributeFilter: ["data-shown"]});
+});
+"""
+
+MANY = [f"Caption {i}: they said the island had Wi-Fi." for i in range(30)]
+
+
+def test_rates_five_per_ask_with_prefetch_through_a_network_cut_and_a_reload(browser, server_cls, tmp_path):
+    """Asks with n = 5 and prefetch: a click shows the next item before its answer is acknowledged, the
+    participant goes on offline with the items already fetched, a reload with answers unsent loses none,
+    and every clicked (query, label) is stored exactly once."""
+    with server_cls(f"sqlite:///{tmp_path / 'prefetch.sqlite'}", log_dir=tmp_path) as srv:
+        exp = Exp(srv, items=MANY)
+        ctx = browser.new_context(viewport={"width": 900, "height": 900})
+        ctx.add_init_script(WATCH_SHOWN)
+        page = ctx.new_page()
+        page.set_default_timeout(15000)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        asks: list[dict] = []
+        in_flight = {"asks": 0}
+
+        def is_ask(req) -> bool:
+            return req.method == "POST" and req.url.endswith(f"/api/experiments/{exp.id}/queries")
+
+        def ask_sent(req):
+            if is_ask(req):
+                asks.append(req.post_data_json)
+                in_flight["asks"] += 1
+
+        def ask_over(req):
+            if is_ask(req):
+                in_flight["asks"] -= 1
+
+        page.on("request", ask_sent)
+        page.on("requestfinished", ask_over)
+        page.on("requestfailed", ask_over)
+        held: list = []
+        hold = {"on": True}
+
+        def hold_answers(route):
+            if hold["on"]:
+                held.append((route, route.fetch()))  # stored by the server, its acknowledgement held back
+            else:
+                route.continue_()
+
+        page.route("**/api/queries/*/answer", hold_answers)
+        page.goto(f"{srv.url}/rate/{exp.id}")
+        clicked: list[tuple[str, str]] = []
+
+        def rate(label: str) -> None:
+            clicked.append((page.get_attribute("#card", "data-query-id"), label))
+            page.click(f"#buttons button[data-label='{label}']")
+            assert next_item(page) != clicked[-1][0]
+
+        def settled() -> None:
+            """every answer acknowledged and no ask in flight: the page holds its refilled queue"""
+            page.wait_for_selector("#unsent", state="hidden")
+            wait_until(page, lambda: in_flight["asks"] == 0)
+            page.wait_for_function(f"document.getElementById('n-rated').textContent === '{len(clicked)}'")
+
+        next_item(page)
+        assert asks[0] == {"participant_id": page.text_content("#participant-id"), "n": 5}
+        # the first answer is stored but its acknowledgement held back: the next items are there at once,
+        # the other answers wait behind it (they go out one after another)
+        rate("funny")
+        wait_until(page, lambda: len(held) == 1)
+        assert page.text_content("#n-rated") == "0"
+        assert page.text_content("#unsent") == "1 answer waiting to be sent"
+        rate("unfunny")
+        assert page.text_content("#unsent") == "2 answers waiting to be sent"
+        rate("somewhat funny")  # few items left: the page asks for more, and the ask counts the stored answer
+        wait_until(page, lambda: len(asks) == 2 and in_flight["asks"] == 0)
+        page.wait_for_function("document.getElementById('n-rated').textContent === '1'")
+        assert len(held) == 1 and page.text_content("#unsent") == "3 answers waiting to be sent"
+        hold["on"] = False
+        route, response = held.pop()
+        route.fulfill(response=response)  # the acknowledgement after the ask: not counted a second time
+        settled()
+        page.unroute("**/api/queries/*/answer")  # the answers go straight to the server from here on
+        for label in ("funny", "unfunny"):
+            rate(label)
+        settled()
+        assert exp.results()["n_answers"] == 5
+
+        # the network cut: the participant goes on with the items fetched (at least this one and two more)
+        ctx.set_offline(True)
+        for label in ("funny", "funny", "somewhat funny"):
+            rate(label)
+        assert page.text_content("#unsent") == "3 answers waiting to be sent"
+        assert page.is_hidden("#lost")
+        assert exp.results()["n_answers"] == 5
+        ctx.set_offline(False)
+        for label in ("unfunny", "funny", "somewhat funny", "funny"):
+            rate(label)
+        settled()
+        assert page.is_hidden("#lost")
+        assert exp.results()["n_answers"] == len(clicked) == 12
+        assert sorted((r["query_id"], r["label"]) for r in exp.answers()) == sorted(clicked)
+        shown = page.evaluate("window.__shown")
+        assert len({s["qid"] for s in shown}) == len({s["text"] for s in shown}) == len(shown) >= 13
+        # every ask says how many items it wants: five new ones beyond those the page holds (at most 10)
+        assert asks and all(set(a) == {"participant_id", "n"} and 5 <= a["n"] <= 10 for a in asks)
+        assert any(a["n"] > 5 for a in asks)
+
+        # answers given offline, then a reload before they could be sent, then the connection back: the
+        # reloaded page sends them from the outbox kept in localStorage, each once. (Not a reload while
+        # offline: Chromium's emulated offline lets the old page's retry through as it navigates away.)
+        ctx.set_offline(True)
+        for label in ("unfunny", "funny"):
+            rate(label)
+        key = f"purebandits.outbox.e{exp.id}.{page.text_content('#participant-id')}"
+        saved = page.evaluate(f"JSON.parse(localStorage.getItem('{key}'))")
+        assert [(a["query_id"], a["label"]) for a in saved] == clicked[-2:]
+        page.route("**/api/queries/*/answer", lambda route: route.abort("internetdisconnected"))
+        ctx.set_offline(False)
+        page.reload()
+        next_item(page)  # the items the server still holds for this participant, minus the answered ones
+        assert page.text_content("#unsent") == "2 answers waiting to be sent"
+        assert exp.results()["n_answers"] == 12
+        page.unroute("**/api/queries/*/answer")
+        page.wait_for_selector("#unsent", state="hidden")
+        page.wait_for_function("document.getElementById('n-rated').textContent === '14'")
+        assert exp.results()["n_answers"] == len(clicked) == 14
+        assert sorted((r["query_id"], r["label"]) for r in exp.answers()) == sorted(clicked)
+        assert not {s["qid"] for s in page.evaluate("window.__shown")} & {qid for qid, _ in clicked}
+        page.reload()  # the outbox is empty now: nothing is sent twice
+        next_item(page)
+        time.sleep(0.5)
+        assert page.text_content("#n-rated") == "14"
+        assert exp.results()["n_answers"] == 14
+        assert page.is_hidden("#lost")
+        assert errors == []
+        ctx.close()

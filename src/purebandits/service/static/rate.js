@@ -11,6 +11,11 @@
 // backoff, at once when the browser comes back online; one that is finally refused or given up
 // is counted in a notice that stays on the page. Asks are retried the same way. While the network
 // is down the participant goes on with the items already fetched.
+//
+// The server lists the participant's pending queries first in every ask: so the page drops fetched
+// items the server no longer holds (expired or cancelled: their answers would be refused), shows
+// again one whose answer was given up while it may still be pending, and counts an answer stored
+// before an ask but acknowledged after it once.
 (function () {
   "use strict";
   const cfg = JSON.parse(document.getElementById("config").textContent);
@@ -41,7 +46,9 @@
   let outbox = [];     // answers not acknowledged yet: {query_id, label}, sent in order
   let sending = false; // the outbox loop runs
   let refilling = null;  // the ask in flight, if any
-  let rated = 0;
+  const acked = new Set();  // query ids whose answers the server acknowledged to this page
+  let counted = {n: 0, listed: null};  // the last ask's n_answered and the query ids it listed (unanswered then)
+  const forgotten = new Set();  // query ids whose answers were given up while the server may hold them pending
   let lost = 0;
   let askGen = 0;      // a newer ask makes an older retry loop stop
   let pollTimer = null;
@@ -53,10 +60,12 @@
   function storageGet(key) { try { return localStorage.getItem(key); } catch (e) { return null; } }
   function storageSet(key, value) { try { localStorage.setItem(key, value); } catch (e) { /* private mode */ } }
 
-  function message(text, kind) {
+  // the status line; `net` marks a note about the connection, which a new item does not clear
+  function message(text, kind, net) {
     const m = $("message");
     m.textContent = text || "";
     m.className = "message" + (kind ? " " + kind : "");
+    if (net) m.dataset.net = "1"; else delete m.dataset.net;
   }
 
   // a wait that the `online` event cuts short
@@ -75,7 +84,7 @@
   });
   window.addEventListener("offline", () => {
     if (!$("message").textContent) {
-      message("You are offline: your answers will be sent when the connection is back.", "warn");
+      message("You are offline: your answers will be sent when the connection is back.", "warn", true);
       $("message").dataset.offline = "1";
     }
   });
@@ -127,7 +136,7 @@
       if (Date.now() >= deadline) return r || {status: 0, data: null, retryAfter: 0};
       failed = true;
       delete $("message").dataset.offline;
-      message(r === null ? "Connection lost, retrying…" : "The server is busy, retrying…", "warn");
+      message(r === null ? "Connection lost, retrying…" : "The server is busy, retrying…", "warn", true);
       // just back online (the network may need a moment more): short waits again
       if (epoch !== onlineEpoch) { epoch = onlineEpoch; attempt = 0; }
       let wait = backoff(attempt);
@@ -265,8 +274,12 @@
     }
   }
 
-  function setRated(n) {
-    rated = n;
+  // the participant's stored answers: the count of the last ask plus the answers acknowledged that it did not
+  // include (those it still listed as unanswered). Adding every acknowledgement to the count instead would count
+  // twice an answer stored before an ask whose acknowledgement arrives after the ask's response.
+  function showRated() {
+    let n = counted.n;
+    acked.forEach((qid) => { if (!counted.listed || counted.listed.has(qid)) n += 1; });
     $("n-rated").textContent = String(n);
   }
 
@@ -309,6 +322,7 @@
   async function flush() {
     if (sending) return;
     sending = true;
+    let refused = false;
     try {
       while (outbox.length) {
         const a = outbox[0];
@@ -318,16 +332,26 @@
         saveOutbox();
         pending();
         if (r.status === 200) {
-          setRated(rated + 1);
+          acked.add(a.query_id);
+          showRated();
         } else {
           message("");
           showLost(lostReason(r));
+          // given up on a network error, a 5xx or a 429: the server may still hold the query pending and
+          // hand it out again; then it is shown again (else it would hold an item slot until it expires)
+          if (r.status === 0 || retryable(r)) {
+            known.delete(a.query_id);
+            forgotten.add(a.query_id);
+          }
+          refused = true;
         }
       }
     } finally {
       sending = false;
     }
-    if (!current && !queue.length) run(refill());  // the last answers may complete the session
+    // the last answers may complete the session; a refused one (often an expired query) means that items
+    // fetched with it may be gone too: ask, which drops those the server no longer holds
+    if ((!current && !queue.length) || refused) run(refill());
   }
 
   // ---------------------------------------------------------------- items and states
@@ -402,7 +426,7 @@
     if (current) return;
     const q = queue.shift();
     if (q) {
-      message("");
+      if (!$("message").dataset.net) message("");
       show(q);
       if (queue.length < LOW_WATER) run(refill());
       return;
@@ -447,11 +471,27 @@
       return schedule(10);
     }
     const q = r.data;
-    if (typeof q.n_answered === "number") setRated(Math.max(q.n_answered, rated));
+    const listed = q.state !== "ok" ? [] : (Array.isArray(q.queries) ? q.queries : [q])
+      .filter((x) => x && typeof x.query_id === "string");
+    if (typeof q.n_answered === "number") {
+      counted = {n: q.n_answered, listed: new Set(listed.map((x) => x.query_id))};
+      showRated();
+    }
     const later = (fallback) => schedule(q.retry_after > 0 ? q.retry_after : fallback);
     if (q.state === "ok") {
-      const fresh = (Array.isArray(q.queries) ? q.queries : [q]).filter((x) => x && !known.has(x.query_id));
-      fresh.forEach((x) => { known.add(x.query_id); queue.push(x); });
+      // the participant's pending queries come first, then new ones: a new one means that every query the
+      // server still holds pending for this participant is listed, so a fetched one it does not list has
+      // expired (or was cancelled) and an answer to it would be refused: drop it, even the one on screen
+      const fresh = listed.filter((x) => !known.has(x.query_id));
+      if (fresh.some((x) => !forgotten.has(x.query_id))) {
+        const live = new Set(listed.map((x) => x.query_id));
+        queue = queue.filter((x) => live.has(x.query_id));
+        if (current && !live.has(current.query_id)) {
+          current = null;
+          showState("Loading…");
+        }
+      }
+      fresh.forEach((x) => { known.add(x.query_id); forgotten.delete(x.query_id); queue.push(x); });
       if (!current) {
         if (queue.length) return showNext();
         return later(1);  // only answers on their way are pending: ask again once they are in
