@@ -308,9 +308,10 @@ class Learner:
         for the learner's most useful arm among those the participant has not rated. Each
         learner answers in the terms of its own rule (:meth:`_ask_allowed`; its docstring says
         which arm and why the guarantee holds under the restriction). The contract: every arm
-        returned is allowed, and the arms of one call are distinct (one call serves one
-        participant); ``[]`` only when the learner is done, when the mask is empty, or when the
-        learner would return ``[]`` without the restriction (it waits for answers).
+        returned is allowed; ``[]`` only when the learner is done, when the mask is empty, or when
+        the learner would return ``[]`` without the restriction (it waits for answers). With every
+        arm allowed, the arms are those of ``ask(n)``; like them, the arms of one call may repeat
+        (a caller serving one participant asks one arm at a time and narrows the mask).
         """
         if allowed is None:
             return self._ask_free(n)
@@ -322,8 +323,6 @@ class Learner:
         if self.done_:
             return out
         pending = self._views()[0]
-        if n > 1:
-            mask = mask.copy()  # each arm returned leaves the mask: one call, distinct arms
         for _ in range(n):
             if not mask.any():
                 break
@@ -334,8 +333,6 @@ class Learner:
                 raise AssertionError(f"{type(self).__name__}._ask_allowed returned arm {arm}, which is not allowed")
             pending[arm] += 1
             out.append(arm)
-            if n > 1:
-                mask[arm] = False
         return out
 
     def allowed_mask(self, allowed: ArrayLike) -> np.ndarray:

@@ -448,7 +448,7 @@ class _CPELearner(Learner):
         mask = self.allowed_mask(allowed)
         if self.done_ or not mask.any():
             return []
-        mask = np.array(mask, dtype=np.bool_, order="C")  # a copy: each arm returned leaves it (distinct arms)
+        mask = np.ascontiguousarray(mask)
         counts, pending, fw, iw, scal = inc[0], inc[3], inc[4], inc[5], inc[7]
         out: list[int] = []
         for _ in range(n):
@@ -458,9 +458,6 @@ class _CPELearner(Learner):
             else:
                 arm = int(cpe_inc_ask_allowed(counts, pending, fw, iw, mask))
             out.append(arm)
-            mask[arm] = False
-            if not mask.any():
-                break
         return out
 
     def _restricted_reference(self, mask: np.ndarray) -> int:

@@ -393,15 +393,10 @@ class _LUCBFamily(Learner):
         mask = self.allowed_mask(allowed)
         if self.done_ or not mask.any():
             return []
-        mask = np.array(mask, dtype=np.bool_, order="C")  # a copy: each arm returned leaves it (distinct arms)
-        out: list[int] = []
-        for _ in range(n):
-            arm = self._ask_allowed_inc(mask, inc) if inc is not None else self._ask_allowed_rinc(mask, rinc)
-            out.append(arm)
-            mask[arm] = False
-            if not mask.any():
-                break
-        return out
+        mask = np.ascontiguousarray(mask)
+        if inc is not None:
+            return [self._ask_allowed_inc(mask, inc) for _ in range(n)]
+        return [self._ask_allowed_rinc(mask, rinc) for _ in range(n)]
 
     def _ask_allowed_inc(self, mask: np.ndarray, inc: tuple) -> int:
         """One restricted ask on the round-free bounds' workspace (the pending pull added and noted)."""
