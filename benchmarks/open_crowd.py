@@ -12,9 +12,11 @@ over HTTP until the learner stops:
 * **fixed group**: ``--group`` participants (default 32) who stay until the learner stops (a
   panel or a class), with no session cap.
 
-Each participant asks for ``--batch`` items per request (``n``; 1 = the single-query form) and
-answers each with a label drawn from the caption's public vote shares (unfunny / somewhat funny /
-funny, the service's default labels, rewards 0 / 0.5 / 1). Answers are paired across
+Each participant asks for ``--batch`` items per request (``n``; 1 = the single-query form), or
+with ``--prefetch`` holds one item ahead as the rating page does (asks ``n = 2``: the item it
+still holds, then a new one; rates the first; asks again), and answers each with a label drawn
+from the caption's public vote shares (unfunny / somewhat funny / funny, the service's default
+labels, rewards 0 / 0.5 / 1). Answers are paired across
 configurations: the j-th answer about a caption is the same label in every configuration of a
 seed (one label stream per caption).
 
@@ -169,12 +171,14 @@ class Crowd:
     batch: int = 1
     group: int | None = None
     expiry_s: float | None = 10.0
+    prefetch: bool = False  # the rating page's way: hold one item ahead (ask n = 2, rate the first, ask again)
 
     @property
     def label(self) -> str:
         who = f"fixed group of {self.group}" if self.group else \
             f"open crowd, {self.concurrency} at a time, {self.session_min}-{self.session_max} each"
-        return f"{who}, {self.batch} per request"
+        return f"{who}, " + ("one item prefetched (as the rating page)" if self.prefetch else
+                             f"{self.batch} per request")
 
 
 @dataclass
@@ -201,7 +205,9 @@ async def participant(conn: Any, eid: int, n_items: int, session: int | None, cr
     tally.participants += 1
     rated: set[int] = set()
     body: dict[str, Any] = {"participant_id": pid}
-    if crowd.batch > 1:
+    if crowd.prefetch:
+        body["n"] = 2  # the item to rate now (pending ones first) and the next, fetched ahead
+    elif crowd.batch > 1:
         body["n"] = crowd.batch
     try:
         while not stop.is_set() and (session is None or len(rated) < session):
@@ -225,7 +231,7 @@ async def participant(conn: Any, eid: int, n_items: int, session: int | None, cr
             if q["state"] != "ok":
                 tally.errors.append(f"ask state {q['state']}")
                 return
-            for one in q.get("queries") or [q]:
+            for one in (q.get("queries") or [q])[:1 if crowd.prefetch else None]:
                 if stop.is_set() or (session is not None and len(rated) >= session) or tally.answers >= cap:
                     return  # the rest of the batch is left to expire, as a person who leaves mid-batch
                 caption = int(one["item"]["id"])
@@ -402,15 +408,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="seeds of the fixed group (default: --seeds; at contest size a run takes ~30 min)")
     ap.add_argument("--batch", type=int, default=1, help="items per request")
     ap.add_argument("--expiry", type=float, default=10.0, help="query expiry in seconds (see Crowd)")
+    ap.add_argument("--prefetch", action="store_true", help="participants hold one item ahead, as the rating page")
     ap.add_argument("--cap", type=int, default=2_000_000, help="answers per run at most")
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown report here")
     ap.add_argument("--json", type=Path, default=None, help="write every run's numbers here")
     ap.add_argument("--plot", type=Path, default=None, help="write the PNG here")
     args = ap.parse_args(argv)
     contest = load_contest(args.contest, args.top, "spread" if args.spread else "top")
-    crowds = [Crowd(args.concurrency, args.session_min, args.session_max, args.batch, expiry_s=args.expiry)]
+    crowds = [Crowd(args.concurrency, args.session_min, args.session_max, args.batch, expiry_s=args.expiry,
+                    prefetch=args.prefetch)]
     if args.group:
-        crowds.append(Crowd(args.group, batch=args.batch, group=args.group, expiry_s=args.expiry))
+        crowds.append(Crowd(args.group, batch=args.batch, group=args.group, expiry_s=args.expiry,
+                            prefetch=args.prefetch))
     t0 = time.time()
     load0 = os.getloadavg()
     base = {s: run_baseline(contest, s, args.cap) for s in range(args.seeds)}

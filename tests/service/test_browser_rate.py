@@ -77,8 +77,15 @@ class Exp:
         return list(csv.DictReader(io.StringIO(r.text)))
 
 
-def open_page(browser, url: str, **context_args):
+#: the page's prefetch tuned deeper than its default (one item ahead): five new items per ask, refilled when
+#: fewer than two wait, so that a test has fetched items to rate offline or to see expire together
+DEEP_PREFETCH = "window.__purebanditsRate = Object.assign(window.__purebanditsRate || {}, {batch: 5, lowWater: 2});"
+
+
+def open_page(browser, url: str, deep: bool = False, **context_args):
     ctx = browser.new_context(**{"viewport": {"width": 900, "height": 900}, **context_args})
+    if deep:
+        ctx.add_init_script(DEEP_PREFETCH)
     page = ctx.new_page()
     page.set_default_timeout(15000)
     errors: list[str] = []
@@ -113,7 +120,7 @@ def wait_until(page, condition, timeout: float = 15) -> None:
 def test_answer_given_offline_is_retried_and_counted_once(browser, server_cls, tmp_path):
     with server_cls(f"sqlite:///{tmp_path / 'offline.sqlite'}", log_dir=tmp_path) as srv:
         exp = Exp(srv)
-        ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}")
+        ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}", deep=True)
         qid = next_item(page)
         assert page.evaluate("navigator.onLine")
         ctx.set_offline(True)
@@ -155,6 +162,7 @@ def test_answer_still_failing_after_the_give_up_time_is_reported(browser, server
         exp = Exp(srv)
         ctx = browser.new_context(viewport={"width": 900, "height": 900})
         ctx.add_init_script("window.__purebanditsRate = {answerGiveUpMs: 3000};")
+        ctx.add_init_script(DEEP_PREFETCH)
         page = ctx.new_page()
         page.set_default_timeout(15000)
         errors: list[str] = []
@@ -290,7 +298,7 @@ def test_asks_are_retried_on_network_errors_and_5xx(browser, server_cls, tmp_pat
 def test_finally_lost_answers_are_reported_and_the_report_stays(browser, server_cls, tmp_path):
     with server_cls(f"sqlite:///{tmp_path / 'lost.sqlite'}", log_dir=tmp_path) as srv:
         exp = Exp(srv)
-        ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}")
+        ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}", deep=True)
         gone = {"status": 410, "content_type": "application/json", "body": '{"detail": "query expired"}'}
         page.route("**/api/queries/*/answer", lambda route: route.fulfill(**gone))
         next_item(page)
@@ -320,6 +328,7 @@ def test_answer_to_a_really_expired_query_is_reported(browser, server_cls, tmp_p
     with server_cls(f"sqlite:///{tmp_path / 'expired.sqlite'}", log_dir=tmp_path) as srv:
         exp = Exp(srv, query_expiry_seconds=3)
         ctx = browser.new_context(viewport={"width": 900, "height": 900})
+        ctx.add_init_script(DEEP_PREFETCH)
         page = ctx.new_page()
         page.set_default_timeout(15000)
         errors: list[str] = []
@@ -593,6 +602,7 @@ def test_rates_five_per_ask_with_prefetch_through_a_network_cut_and_a_reload(bro
         exp = Exp(srv, items=MANY)
         ctx = browser.new_context(viewport={"width": 900, "height": 900})
         ctx.add_init_script(WATCH_SHOWN)
+        ctx.add_init_script(DEEP_PREFETCH)
         page = ctx.new_page()
         page.set_default_timeout(15000)
         errors: list[str] = []
