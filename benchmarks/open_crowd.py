@@ -14,7 +14,8 @@ over HTTP until the learner stops:
 
 Each participant asks for ``--batch`` items per request (``n``; 1 = the single-query form), or
 with ``--prefetch`` holds one item ahead as the rating page does (asks ``n = 2``: the item it
-still holds, then a new one; rates the first; asks again), and answers each with a label drawn
+still holds, then a new one; rates the first; asks again; gives the held item back when leaving,
+as the page does on ``pagehide``), and answers each with a label drawn
 from the caption's public vote shares (unfunny / somewhat funny / funny, the service's default
 labels, rewards 0 / 0.5 / 1). Answers are paired across
 configurations: the j-th answer about a caption is the same label in every configuration of a
@@ -204,6 +205,7 @@ async def participant(conn: Any, eid: int, n_items: int, session: int | None, cr
     pid = data["participant_id"]
     tally.participants += 1
     rated: set[int] = set()
+    held: list[str] = []  # with prefetch: the query fetched ahead, given back when the person leaves (as the page)
     body: dict[str, Any] = {"participant_id": pid}
     if crowd.prefetch:
         body["n"] = 2  # the item to rate now (pending ones first) and the next, fetched ahead
@@ -231,7 +233,9 @@ async def participant(conn: Any, eid: int, n_items: int, session: int | None, cr
             if q["state"] != "ok":
                 tally.errors.append(f"ask state {q['state']}")
                 return
-            for one in (q.get("queries") or [q])[:1 if crowd.prefetch else None]:
+            got = q.get("queries") or [q]
+            held = [one["query_id"] for one in got[1:]] if crowd.prefetch else []
+            for one in got[:1 if crowd.prefetch else None]:
                 if stop.is_set() or (session is not None and len(rated) >= session) or tally.answers >= cap:
                     return  # the rest of the batch is left to expire, as a person who leaves mid-batch
                 caption = int(one["item"]["id"])
@@ -250,6 +254,9 @@ async def participant(conn: Any, eid: int, n_items: int, session: int | None, cr
                 stop.set()
     finally:
         tally.per_participant.append(len(rated))
+        if not stop.is_set():
+            for qid in held:
+                await conn.post(f"/api/queries/{qid}/release", {"participant_id": pid})
 
 
 async def drive(url: str, contest: Contest, seed: int, crowd: Crowd, cap: int,

@@ -722,3 +722,27 @@ def test_rates_five_per_ask_with_prefetch_through_a_network_cut_and_a_reload(bro
         assert page.is_hidden("#lost")
         assert errors == []
         ctx.close()
+
+
+def test_a_page_that_closes_gives_back_the_items_it_holds(browser, server_cls, tmp_path):
+    """The item on screen and the one fetched ahead go back to the learner when the participant leaves (a
+    release per item on ``pagehide``), not when they expire; an answer given just before leaving is stored."""
+    with server_cls(f"sqlite:///{tmp_path / 'leave.sqlite'}", log_dir=tmp_path) as srv:
+        exp = Exp(srv)
+        ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}")
+        next_item(page)
+        page.click("#buttons button[data-label='funny']")
+        next_item(page)
+        page.wait_for_selector("#unsent", state="hidden")
+        wait_until(page, lambda: pending(exp) == 2)  # the item on screen and the one fetched ahead
+        page.goto("about:blank")
+        wait_until(page, lambda: pending(exp) == 0)
+        assert [r["label"] for r in exp.answers()] == ["funny"]
+        assert errors == []
+        ctx.close()
+
+
+def pending(exp: Exp) -> int:
+    """Pulls the experiment's learner counts as out (its state's ``pending_``)."""
+    r = httpx.get(f"{exp.url}/api/experiments/{exp.id}/state", headers=exp.auth)
+    return sum(r.json()["state"]["state"]["pending_"]["__ndarray__"])

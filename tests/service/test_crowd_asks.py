@@ -167,3 +167,41 @@ def test_n_over_http_fast_path_and_fastapi_agree(sqlite_url):
         b = c.post(f"/api/experiments/{eid}/queries", content=json.dumps({"participant_id": pid, "n": 3}),
                    headers={"Content-Type": "application/json; charset=utf-8"})
         assert b.json() == body
+
+
+def test_release_gives_a_pending_query_back_to_the_learner(db_url):
+    """A page that closes gives back the item it fetched ahead: the learner's pull is cancelled at once (not at
+    expiry), a late answer is refused as for an expired query, and a release is idempotent and owner-only."""
+    from purebandits.service.errors import Forbidden, Gone
+
+    study = open_study(db_url)
+    eid, _ = study.create_experiment({"items": items(6), "seed": 9})
+    p, other = study.new_participant(), study.new_participant()
+    qs = study.next_query(eid, p, n=2)["queries"]
+    study.answer(qs[0]["query_id"], p, "funny")
+    pending = study.learner_state(eid)["state"]["state"]["pending_"]["__ndarray__"]
+    assert sum(pending) == 1
+    with pytest.raises(Forbidden):
+        study.release(qs[1]["query_id"], other)
+    assert study.release(qs[1]["query_id"], p) == {"query_id": qs[1]["query_id"], "status": "released"}
+    assert study.release(qs[1]["query_id"], p)["status"] == "released"  # again: nothing more happens
+    assert study.release(qs[0]["query_id"], p)["status"] == "answered"
+    assert sum(study.learner_state(eid)["state"]["state"]["pending_"]["__ndarray__"]) == 0
+    with pytest.raises(Gone):
+        study.answer(qs[1]["query_id"], p, "funny")
+    nxt = study.next_query(eid, p)  # the released item may come back to them: it was not rated
+    assert nxt["state"] == "ok"
+    assert json.loads(study.replay(eid).state_json()) == study.learner_state(eid)["state"]
+
+
+def test_release_over_http(sqlite_url):
+    with TestClient(create_app(Settings(database_url=sqlite_url))) as c:
+        eid = c.post("/api/experiments", json={"items": items(4)}).json()["id"]
+        pid = c.post("/api/participants").json()["participant_id"]
+        q = c.post(f"/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+        r = c.post(f"/api/queries/{q['query_id']}/release", json={"participant_id": pid})
+        assert r.status_code == 200 and r.json() == {"query_id": q["query_id"], "status": "released"}
+        assert c.post(f"/api/queries/{q['query_id']}/release", json={"participant_id": "nobody"}).status_code == 403
+        assert c.post("/api/queries/nope/release", json={"participant_id": pid}).status_code == 404
+        assert c.post(f"/api/queries/{q['query_id']}/answer",
+                      json={"participant_id": pid, "label": "funny"}).status_code == 410

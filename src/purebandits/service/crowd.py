@@ -71,7 +71,7 @@ class _BatchQueries:
         self._seen: dict[str, list[_Query]] = {}
         self._by_id: dict[str, _Query] = {}
         self._pids = sorted({op[1] for op in ops if op[0] == "ask"}) if prefetch else []
-        self._qids = sorted({op[2] for op in ops if op[0] == "answer"}) if prefetch else []
+        self._qids = sorted({op[2] for op in ops if op[0] in ("answer", "release")}) if prefetch else []
 
     def reads(self) -> list[tuple[str, tuple[Any, ...]]]:
         """The hot statements that prefetch the batch's rows (none without ``prefetch``)."""
@@ -231,8 +231,28 @@ class CrowdOperations:
                 self._check_participant(conn, pid)
         return eid, meta.assign(pid)
 
+    def release(self, query_id: str, pid: str) -> dict[str, Any]:
+        """Give back a pending query its participant will not answer (the rating page, when it closes, for the item
+        it fetched ahead): the learner's pull is cancelled now instead of at expiry, so it stops counting as a
+        virtual pull. Idempotent; returns ``{"query_id", "status"}``: ``"released"`` (now or before),
+        ``"answered"`` or ``"expired"`` (nothing to do)."""
+        eid, idx = self.prepare_release(query_id, pid)
+        return _raise_or_return(self.run_ops(eid, idx, [("release", pid, query_id)])[0])
+
+    def prepare_release(self, query_id: str, pid: str) -> tuple[int, int]:
+        """Check a release before it takes the learner's lock; returns (experiment, learner index) to run it on."""
+        return self._owned(query_id, pid)
+
     def prepare_answer(self, query_id: str, pid: str, label: str) -> tuple[int, int]:
         """Check an answer before it takes the learner's lock; returns (experiment, learner index) to run it on."""
+        eid, idx = self._owned(query_id, pid)
+        rewards = self.meta(eid).rewards
+        if label not in rewards:
+            raise BadRequest(f"label {label!r} is not in this experiment's label set {list(rewards)}")
+        return eid, idx
+
+    def _owned(self, query_id: str, pid: str) -> tuple[int, int]:
+        """(experiment, learner index) of query ``query_id`` if it was issued to ``pid``; NotFound / Forbidden."""
         owner = self._query_owner.get(query_id)
         if owner is None:
             try:
@@ -249,9 +269,6 @@ class CrowdOperations:
         eid, owner_pid, idx = owner
         if not hmac.compare_digest(owner_pid.encode(), (pid or "").encode("utf-8", "replace")):
             raise Forbidden("this query was issued to another participant")
-        rewards = self.meta(eid).rewards
-        if label not in rewards:
-            raise BadRequest(f"label {label!r} is not in this experiment's label set {list(rewards)}")
         return eid, idx
 
     def run_ops(self, eid: int, idx: int, ops: list[tuple[str, ...]]) -> list[Any]:
@@ -288,7 +305,8 @@ class CrowdOperations:
                     if op[0] == "ask":
                         out.append(self._ask_locked(meta, conn, row, tx, op[1], view, op[2] if len(op) > 2 else None))
                     else:
-                        out.append(self._answer_locked(meta, conn, row, tx, op[2], op[3], view))
+                        out.append(self._answer_locked(meta, conn, row, tx, op[2], op[3], view) if op[0] == "answer"
+                                   else self._release_locked(conn, tx, op[2], view))
                 except ServiceError as exc:
                     out.append(exc)
         # committed: remember the new pending queries' owners; answered or expired ones leave the map
@@ -411,6 +429,14 @@ class CrowdOperations:
         self._x(conn, "upd_answered", now, label, reward, seq, query_id)
         view.answered(query_id, label, reward)
         return _answer_response(query_id, label, reward)
+
+    def _release_locked(self, conn: Connection, tx: LogTx, query_id: str, view: _BatchQueries) -> dict[str, Any]:
+        q = view.query(query_id)
+        if q.status == "pending":
+            self._cancel_queries(conn, tx, [_Query(query_id, int(q.arm), q.status, int(q.expires_ms))], self.clock(),
+                                 view)
+            return {"query_id": query_id, "status": "released"}
+        return {"query_id": query_id, "status": "released" if q.status == "expired" else q.status}
 
     def _expire(self, conn: Connection, tx: LogTx, now: int, view: _BatchQueries | None = None) -> int:
         stale = self._x(conn, "sel_stale", tx.eid, tx.idx, now).rows

@@ -86,6 +86,11 @@ class Dispatcher:
         eid, idx = await self.call(self.study.prepare_answer, query_id, pid, label)
         return await self._submit(eid, (idx, ("answer", pid, query_id, label)))
 
+    async def release(self, query_id: str, pid: str) -> dict[str, Any]:
+        """:meth:`Study.release`, batched with concurrent requests for the same learner."""
+        eid, idx = await self.call(self.study.prepare_release, query_id, pid)
+        return await self._submit(eid, (idx, ("release", pid, query_id)))
+
     async def _submit(self, key: int, op: tuple[int, tuple[str, ...]]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()

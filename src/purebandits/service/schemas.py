@@ -289,6 +289,20 @@ class AnswerRequest(BaseModel):
     label: str = Field(..., max_length=100)
 
 
+class ReleaseRequest(BaseModel):
+    """A participant giving back a query they will not answer."""
+
+    model_config = ConfigDict(extra="forbid")
+    participant_id: str = Field(..., max_length=64)
+
+
+class ReleaseOut(BaseModel):
+    """What became of the query: released (now or before), or already answered."""
+
+    query_id: str
+    status: Literal["released", "answered"]
+
+
 class AnswerOut(BaseModel):
     """The acknowledged answer: once this arrives, the answer is stored for good."""
 

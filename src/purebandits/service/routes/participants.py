@@ -23,6 +23,8 @@ from purebandits.service.schemas import (
     ParticipantOut,
     QueryOut,
     QueryRequest,
+    ReleaseOut,
+    ReleaseRequest,
     error_responses,
 )
 
@@ -73,3 +75,10 @@ async def answer(query_id: QueryIdPath, body: AnswerRequest, request: Request) -
     Answering again with the same label returns the same response and counts once.
     """
     return await request.app.state.dispatcher.answer(query_id, body.participant_id, body.label)
+
+
+@router.post("/queries/{query_id}/release", response_model=ReleaseOut, responses=error_responses(403, 404))
+async def release(query_id: QueryIdPath, body: ReleaseRequest, request: Request) -> Any:
+    """Give back a query this participant will not answer (the rating page does, when it closes, for the item it
+    fetched ahead), so the learner stops counting it as out before it expires. Idempotent."""
+    return await request.app.state.dispatcher.release(query_id, body.participant_id)

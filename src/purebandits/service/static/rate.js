@@ -530,6 +530,26 @@
     }
   }
 
+  // a page that closes gives back the items it holds but will not rate (the one fetched ahead, the one on
+  // screen), so the learner stops counting them as out now rather than when they expire; answers waiting
+  // in the outbox are not given back (they go out when the page comes back)
+  window.addEventListener("pagehide", () => {
+    if (!participant || typeof navigator.sendBeacon !== "function") return;
+    const held = current ? [current, ...queue] : queue.slice();
+    const body = JSON.stringify({participant_id: participant});
+    held.forEach((q) => {
+      navigator.sendBeacon(`/api/queries/${encodeURIComponent(q.query_id)}/release`,
+                           new Blob([body], {type: "application/json"}));
+    });
+  });
+  // back from the browser's page cache: what it held was given back, so fetch anew
+  window.addEventListener("pageshow", (ev) => {
+    if (!ev.persisted) return;
+    queue = [];
+    current = null;
+    showNext();
+  });
+
   // ---------------------------------------------------------------- context and start
   async function loadContext() {
     const r = await send(`/api/experiments/${eid}/public`);
