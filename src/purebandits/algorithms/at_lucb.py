@@ -582,6 +582,15 @@ class ATLUCB(Learner):
         zero = np.flatnonzero(self.counts_ == 0)
         if zero.size:  # initialisation: one pull of every arm, spread over pending pulls
             return int(zero[np.argmin(self.pending_[zero])])
+        mu, k, t = self._next_round()
+        u = (self.counts_ + self.pending_).astype(np.float64)
+        h, lo, _ = at_lucb_pair(mu, u, topk_mask(mu, k), float(t), float(self.delta1), self.stage_,
+                               float(self.alpha), float(self.sigma))
+        self.queue_.append(int(lo))
+        return int(h)
+
+    def _next_round(self) -> tuple[np.ndarray, int, int]:
+        """Start a sampling round: update the stage (and the anytime set J on a reset); (means, k, round index)."""
         mu, k = self.means(), int(self.k)
         t = self.round_ + 1
         self.stage_, reset = (int(x) for x in at_lucb_round(
@@ -590,11 +599,7 @@ class ATLUCB(Learner):
         if reset:
             self.J_ = np.flatnonzero(topk_mask(mu, k)).astype(np.int64)
         self.round_ = t
-        u = (self.counts_ + self.pending_).astype(np.float64)
-        h, lo, _ = at_lucb_pair(mu, u, topk_mask(mu, k), float(t), float(self.delta1), self.stage_,
-                               float(self.alpha), float(self.sigma))
-        self.queue_.append(int(lo))
-        return int(h)
+        return mu, k, t
 
     def _ask_allowed(self, mask: np.ndarray) -> int:
         """The restricted rule (class docstring, "Restricted asks"); Learner.ask adds the pending pull."""
@@ -606,14 +611,7 @@ class ATLUCB(Learner):
         zero = np.flatnonzero(mask & (self.counts_ == 0))
         if zero.size:  # initialisation: the allowed unanswered arm with the fewest pending (lowest index)
             return int(zero[np.argmin(self.pending_[zero])])
-        mu, k = self.means(), int(self.k)
-        t = self.round_ + 1
-        self.stage_, reset = (int(x) for x in at_lucb_round(
-            mu, self.counts_, k, float(t), self.stage_, float(self.delta1), float(self.alpha),
-            float(self.epsilon), float(self.sigma)))
-        if reset:
-            self.J_ = np.flatnonzero(topk_mask(mu, k)).astype(np.int64)
-        self.round_ = t
+        mu, k, t = self._next_round()
         # arms never answered (left out of this ask) keep infinite bounds, whatever their pending pulls
         u = np.where(self.counts_ > 0, self.counts_ + self.pending_, 0).astype(np.float64)
         a, b, crit_a, crit_b = at_lucb_allowed_pair(mu, u, topk_mask(mu, k), float(t), float(self.delta1),

@@ -266,6 +266,24 @@ INCREMENTAL_SHARE = 40
 
 
 class _CPELearner(Learner):
+    """What CLUCB and lil'CLUCB share: the oracle round (M_t, M~_t), the stop, and restricted asks.
+
+    Restricted asks (``ask(n, allowed=...)``, a participant rates each item once): the allowed
+    unanswered arm with the fewest pending pulls during the initialisation; then the allowed arm
+    of ``M_t symdiff M~_t`` with the largest radius (answered + pending pulls, as unrestricted;
+    ties to the lowest arm), which is the rule's own arm whenever it is allowed; if no arm of
+    the symmetric difference is allowed, the allowed arm with the largest radius. Why that one:
+    the arms outside the symmetric difference do not change the decision now, and the one with
+    the largest radius is the one whose adjusted mean is furthest from its mean, the likeliest
+    to enter M~ as the bounds tighten (CLUCB's analysis, Lemma 10, counts a pull of arm e as
+    useful while its radius is at least ``Delta_e / (3 width)``: the largest radius is the
+    likeliest to be). Why the guarantee holds: the stop compares M and M~ built from per-arm
+    radii whose failure probability is a union over arms and time (counts up to the round t =
+    answered pulls + 1), which holds whatever the sampling rule; the rule matters for the sample
+    complexity only. Cost (top-K class, incremental workspace): O(K), one pass over the arms
+    when no arm of the symmetric difference is allowed.
+    """
+
     kind = "fixed_confidence"
     tags = {"top_k": True}
     _mode = LIL
@@ -566,20 +584,7 @@ class LilCLUCB(_CPELearner):
     participants spread). Every arm is pulled once first. Sample complexity
     ``O(width^2 sigma^2 sum_i Delta_i^-2 (log 1/delta + log N + log log 1/Delta_i))`` (Thm 4.2).
 
-    Restricted asks (``ask(n, allowed=...)``, a participant rates each item once): the allowed
-    unanswered arm with the fewest pending pulls during the initialisation; then the allowed arm
-    of ``M_t symdiff M~_t`` with the largest radius (answered + pending pulls, as unrestricted;
-    ties to the lowest arm), which is the rule's own arm whenever it is allowed; if no arm of
-    the symmetric difference is allowed, the allowed arm with the largest radius. Why that one:
-    the arms outside the symmetric difference do not change the decision now, and the one with
-    the largest radius is the one whose adjusted mean is furthest from its mean, the likeliest
-    to enter M~ as the bounds tighten (CLUCB's analysis, Lemma 10, counts a pull of arm e as
-    useful while its radius is at least ``Delta_e / (3 width)``: the largest radius is the
-    likeliest to be). Why the guarantee holds: the stop compares M and M~ built from per-arm
-    radii whose failure probability is a union over arms and time (counts up to the round t =
-    answered pulls + 1), which holds whatever the sampling rule; the rule matters for the sample
-    complexity only. Cost (top-K class, incremental workspace): O(K), one pass over the arms
-    when no arm of the symmetric difference is allowed.
+    Restricted asks: see :class:`_CPELearner`.
 
     Parameters
     ----------
@@ -662,20 +667,7 @@ class CLUCB(_CPELearner):
     pulls + 1; R = sigma) and CLUCB's stopping rule ``w~(M~_t) == w~(M_t)``. Sample complexity
     ``O(width^2 R^2 H log(n R^2 H/delta))``.
 
-    Restricted asks (``ask(n, allowed=...)``, a participant rates each item once): the allowed
-    unanswered arm with the fewest pending pulls during the initialisation; then the allowed arm
-    of ``M_t symdiff M~_t`` with the largest radius (answered + pending pulls, as unrestricted;
-    ties to the lowest arm), which is the rule's own arm whenever it is allowed; if no arm of
-    the symmetric difference is allowed, the allowed arm with the largest radius. Why that one:
-    the arms outside the symmetric difference do not change the decision now, and the one with
-    the largest radius is the one whose adjusted mean is furthest from its mean, the likeliest
-    to enter M~ as the bounds tighten (CLUCB's analysis, Lemma 10, counts a pull of arm e as
-    useful while its radius is at least ``Delta_e / (3 width)``: the largest radius is the
-    likeliest to be). Why the guarantee holds: the stop compares M and M~ built from per-arm
-    radii whose failure probability is a union over arms and time (counts up to the round t =
-    answered pulls + 1), which holds whatever the sampling rule; the rule matters for the sample
-    complexity only. Cost (top-K class, incremental workspace): O(K), one pass over the arms
-    when no arm of the symmetric difference is allowed.
+    Restricted asks: see :class:`_CPELearner`.
 
     Parameters
     ----------

@@ -27,20 +27,10 @@ __all__ = ["TopTwo"]
 
 
 @njit(cache=True)
-def top_two_pick(sums, counts, pending, use_ts, gaussian, sigma, beta, rng):  # pragma: no cover - compiled
-    """One top-two decision; returns (arm to pull, leader), leader = -1 during initialisation.
-
-    Arms with no answered or pending pull are pulled first (lowest index, no randomness).
-    Then: leader B = empirical best (EB) or the argmax of a posterior draw (TS: Beta(1+S, 1+T-S)
-    with the Bernoulli cost, N(mu_hat, sigma^2/T) with the Gaussian cost, one draw per arm in
-    index order); challenger C = argmin_{j != B} W(B, j), the GLR transportation cost at the
-    virtual counts ``N = counts + pending`` (TC); pull B if ``rng.random() < beta`` else C.
-    Ties go to the lower index.
-    """
+def _leader(sums, counts, use_ts, gaussian, sigma, rng):  # pragma: no cover - compiled
+    """(the empirical means, the leader B): the empirical best (EB) or the argmax of a posterior draw (TS: one
+    draw per arm in index order); ties to the lower index. Shared by the free and the restricted pick."""
     n = counts.shape[0]
-    for i in range(n):
-        if counts[i] + pending[i] == 0:
-            return i, -1
     mu = np.empty(n)
     for i in range(n):
         mu[i] = sums[i] / counts[i] if counts[i] > 0 else 0.0
@@ -59,6 +49,25 @@ def top_two_pick(sums, counts, pending, use_ts, gaussian, sigma, beta, rng):  # 
         if v > best_v:
             best_v = v
             leader = i
+    return mu, leader
+
+
+@njit(cache=True)
+def top_two_pick(sums, counts, pending, use_ts, gaussian, sigma, beta, rng):  # pragma: no cover - compiled
+    """One top-two decision; returns (arm to pull, leader), leader = -1 during initialisation.
+
+    Arms with no answered or pending pull are pulled first (lowest index, no randomness).
+    Then: leader B = empirical best (EB) or the argmax of a posterior draw (TS: Beta(1+S, 1+T-S)
+    with the Bernoulli cost, N(mu_hat, sigma^2/T) with the Gaussian cost, one draw per arm in
+    index order); challenger C = argmin_{j != B} W(B, j), the GLR transportation cost at the
+    virtual counts ``N = counts + pending`` (TC); pull B if ``rng.random() < beta`` else C.
+    Ties go to the lower index.
+    """
+    n = counts.shape[0]
+    for i in range(n):
+        if counts[i] + pending[i] == 0:
+            return i, -1
+    mu, leader = _leader(sums, counts, use_ts, gaussian, sigma, rng)
     if rng.random() < beta:  # the challenger draws no randomness: find it only when it is pulled
         return leader, leader
     chal = -1
@@ -96,24 +105,7 @@ def top_two_pick_allowed(sums, counts, pending, mask, use_ts, gaussian, sigma, b
             lo = i
     if init:
         return lo, -1
-    mu = np.empty(n)
-    for i in range(n):
-        mu[i] = sums[i] / counts[i] if counts[i] > 0 else 0.0
-    leader = 0
-    best_v = -math.inf
-    for i in range(n):
-        if use_ts:
-            c = max(counts[i], 1)
-            if gaussian:
-                v = mu[i] + sigma / math.sqrt(c) * rng.standard_normal()
-            else:
-                s = min(max(sums[i], 0.0), float(counts[i]))
-                v = rng.beta(1.0 + s, 1.0 + counts[i] - s)
-        else:
-            v = mu[i]
-        if v > best_v:
-            best_v = v
-            leader = i
+    mu, leader = _leader(sums, counts, use_ts, gaussian, sigma, rng)
     if rng.random() < beta and mask[leader]:
         return leader, leader
     chal = -1

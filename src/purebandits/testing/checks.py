@@ -393,20 +393,22 @@ def check_kernel_matches_reference(cls: type[Learner]) -> None:
         assert fast.state_json() == ref.state_json(), f"{cls.__name__}: kernel and reference differ (n={n})"
 
 
+def _hard_instance(cls: type[Learner]) -> tuple[int, np.ndarray, dict[str, Any], float]:
+    """The error-rate checks' instance: (n, Bernoulli means, the learner's parameters, the target error 0.1)."""
+    n = 4
+    means = np.array([0.75, 0.7, 0.5, 0.45]) if cls.tags.get("top_k") else np.array([0.7, 0.5, 0.45, 0.4])
+    params = _k_for(cls, n)
+    if cls.kind == "fixed_budget":
+        params["budget"] = 3000  # H2 < 150 here: the fixed-budget bounds give error well below 0.1
+    else:
+        params["delta"] = 0.1
+    return n, means, params, 0.1
+
+
 def check_error_rate(cls: type[Learner]) -> None:
     """On a small hard instance, over 300 seeded runs, errors <= delta plus a binomial tolerance."""
     runs = 300
-    n = 4
-    means = np.array([0.7, 0.5, 0.45, 0.4])
-    if cls.tags.get("top_k"):
-        means = np.array([0.75, 0.7, 0.5, 0.45])
-    params = _k_for(cls, n)
-    if cls.kind == "fixed_budget":
-        params["budget"] = 3000
-        target = 0.1  # H2 < 150 here: the fixed-budget bounds give error well below 0.1
-    else:
-        params["delta"] = 0.1
-        target = 0.1
+    n, means, params, target = _hard_instance(cls)
     k = make_test_learner(cls, **params).k_
     errors = 0
     for r in range(runs):
@@ -535,16 +537,7 @@ def check_error_rate_allowed(cls: type[Learner]) -> None:
     """:func:`check_error_rate` with every ask restricted to a random half of the arms (a crowd that rates each item
     once): errors <= delta plus a binomial tolerance over 200 seeded runs."""
     runs = 200
-    n = 4
-    means = np.array([0.7, 0.5, 0.45, 0.4])
-    if cls.tags.get("top_k"):
-        means = np.array([0.75, 0.7, 0.5, 0.45])
-    params = _k_for(cls, n)
-    if cls.kind == "fixed_budget":
-        params["budget"] = 3000
-    else:
-        params["delta"] = 0.1
-    target = 0.1
+    n, means, params, target = _hard_instance(cls)
     k = make_test_learner(cls, restricted=True, **params).k_
     errors = 0
     for r in range(runs):
