@@ -8,13 +8,21 @@ with "database is locked" (a 503). PostgreSQL: writers lock the learner row with
 FOR UPDATE`` (see :mod:`purebandits.service.study`); ``lock_timeout`` (``wait_seconds``) and
 ``statement_timeout`` bound every wait, so a lock held elsewhere or a runaway statement fails
 the request instead of holding a worker thread. Migrations lift both limits.
+
+Neither bounds a server that stops answering (stopped, overloaded, cut off by the network): the
+statement never reaches it, and psycopg has no client-side timeout. :class:`Liveness` tracks when
+the database last answered this process, so the
+:class:`~purebandits.service.dispatch.Dispatcher` can tell a hung server (503) from a slow request.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
+import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-__all__ = ["make_engine", "upgrade", "current_revision", "head_revision", "is_sqlite"]
+__all__ = ["make_engine", "upgrade", "current_revision", "head_revision", "is_sqlite", "Liveness", "liveness"]
 
 log = logging.getLogger("purebandits.service")
 
@@ -82,7 +90,67 @@ def make_engine(url: str, *, wait_seconds: float = 2.0, statement_timeout_second
     engine = sa.create_engine(url, **kwargs)
     if not kwargs.get("pool_pre_ping"):
         _ping_when_idle(engine)
+    _LIVENESS[engine] = Liveness(engine, kwargs["connect_args"])
     return engine
+
+
+class Liveness:
+    """When a PostgreSQL server last answered this process: any statement through the engine, a new
+    connection, or a probe (``SELECT 1`` on a connection of its own, kept open, one at a time, in a daemon
+    thread).
+
+    A slow owner request (a large create, the delete of a million answers) is not a hung server: while
+    the server answers something (the probe, if nothing else) such a request may take as long as it
+    needs. A server silent for ``db_wait_seconds`` (a probe included) is hung, and the requests waiting
+    for it get 503 (:meth:`~purebandits.service.dispatch.Dispatcher.owner_call`).
+    """
+
+    def __init__(self, engine: Engine, connect_args: dict[str, Any]) -> None:
+        self.last = time.monotonic()
+        self._probing = threading.Lock()
+        self._conn: sa.Connection | None = None
+        # outside the pool: a probe must not wait for a connection that the hung requests hold
+        self._probe_engine = sa.create_engine(engine.url, poolclass=sa.pool.NullPool, connect_args=connect_args)
+
+        @event.listens_for(engine, "connect")
+        @event.listens_for(engine, "after_cursor_execute")
+        def _heard(*_args: Any) -> None:
+            self.last = time.monotonic()
+
+    def silent_for(self) -> float:
+        """Seconds since the server last answered."""
+        return time.monotonic() - self.last
+
+    def probe(self) -> None:
+        """Ask the server for ``SELECT 1`` in a daemon thread unless a probe is already waiting for it."""
+        if not self._probing.acquire(blocking=False):
+            return
+        threading.Thread(target=self._probe, name="purebandits-db-probe", daemon=True).start()
+
+    def _probe(self) -> None:
+        try:
+            if self._conn is None:  # kept open: a probe is then one round trip, not a new backend
+                self._conn = self._probe_engine.connect()
+            self._conn.exec_driver_sql("SELECT 1")
+            self._conn.rollback()
+            self.last = time.monotonic()
+        except Exception as exc:  # noqa: BLE001 - a failed probe is silence; the requests get 503
+            log.debug("database probe failed: %s", exc)
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+        finally:
+            self._probing.release()
+
+
+_LIVENESS: weakref.WeakKeyDictionary[Engine, Liveness] = weakref.WeakKeyDictionary()
+
+
+def liveness(engine: Engine) -> Liveness | None:
+    """The :class:`Liveness` of a PostgreSQL engine from :func:`make_engine`; None for SQLite (it has no server
+    to hang: its waits are ``busy_timeout``'s) and for other engines."""
+    return _LIVENESS.get(engine)
 
 
 #: a pooled PostgreSQL connection idle longer than this is pinged when checked out (:func:`_ping_when_idle`)

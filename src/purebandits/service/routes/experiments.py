@@ -1,7 +1,9 @@
 """Owner endpoints: create, list, inspect, pause / resume / stop / archive, delete, results, exports.
 
 Every endpoint but create and list needs the experiment's owner token (or the admin token);
-create and list need the admin token when the server has one.
+create and list need the admin token when the server has one. They run through the app's
+:class:`~purebandits.service.dispatch.Dispatcher` (:func:`~purebandits.service.dispatch.bounded`), so a
+hung database answers them with 503 and ``Retry-After`` within the bound.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import Field
 
 from purebandits.service.deps import EidPath, StudyDep, TokenDep
+from purebandits.service.dispatch import bounded
 from purebandits.service.errors import RateLimited
 from purebandits.service.schemas import (
     ActivityOut,
@@ -69,6 +72,7 @@ class ExperimentCreatedItems(ExperimentCreated):
 
 
 @router.post("", status_code=201, response_model=ExperimentCreatedItems)
+@bounded
 def create_experiment(body: ExperimentIntake, study: StudyDep, token: TokenDep, request: Request) -> Any:
     """Create an experiment; the response holds the owner token (shown only once) and the number of items
     created (and of blank rows left out)."""
@@ -85,6 +89,7 @@ def create_experiment(body: ExperimentIntake, study: StudyDep, token: TokenDep, 
 
 
 @router.get("", response_model=ExperimentList)
+@bounded
 def list_experiments(study: StudyDep, token: TokenDep, request: Request) -> Any:
     """Every experiment with its status, items, answers and learners (the admin token when the server has one)."""
     study.check_admin(token, "listing experiments")
@@ -94,6 +99,7 @@ def list_experiments(study: StudyDep, token: TokenDep, request: Request) -> Any:
 
 
 @router.get("/{eid}", response_model=ExperimentInfo)
+@bounded
 def get_experiment(eid: EidPath, study: StudyDep, token: TokenDep) -> Any:
     """The experiment's settings (learners with their parameters and shares, k, number of items, labels,
     instructions, repeat policy, query expiry, creation time) and its state (status, versions)."""
@@ -102,6 +108,7 @@ def get_experiment(eid: EidPath, study: StudyDep, token: TokenDep) -> Any:
 
 
 @router.delete("/{eid}", response_model=Deleted)
+@bounded
 def delete_experiment(eid: EidPath, study: StudyDep, token: TokenDep) -> Any:
     """Delete the experiment and every row of it (answers included); there is no undo. Archive keeps them."""
     study.check_owner(eid, token)
@@ -123,7 +130,7 @@ def _status_route(name: str, status: str) -> None:
 
     handler.__name__ = f"{name}_experiment"
     handler.__doc__ = _STATUS_DOC[name]
-    router.add_api_route(f"/{{eid}}/{name}", handler, methods=["POST"], response_model=StatusOut,
+    router.add_api_route(f"/{{eid}}/{name}", bounded(handler), methods=["POST"], response_model=StatusOut,
                          responses=error_responses(409))
 
 
@@ -132,6 +139,7 @@ for _name, _status in (("pause", "paused"), ("resume", "active"), ("stop", "stop
 
 
 @router.get("/{eid}/results")
+@bounded
 def get_results(eid: EidPath, study: StudyDep, token: TokenDep, timeline: bool = True,
                 algorithm: LearnerQuery = None,
                 limit: Annotated[int | None, Query(ge=1, le=100_000, description="ranking rows (default: all)")] = None,
@@ -155,6 +163,7 @@ def get_results(eid: EidPath, study: StudyDep, token: TokenDep, timeline: bool =
 
 
 @router.get("/{eid}/history", response_model=HistoryOut)
+@bounded
 def get_history(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Annotated[
         str | None, Query(max_length=40, description="one learner's label (default: every learner)")] = None,
         max_points: Annotated[int, Query(ge=2, le=100_000, description="points per learner at most")] = 500) -> Any:
@@ -166,6 +175,7 @@ def get_history(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Annot
 
 
 @router.get("/{eid}/history.csv", response_class=Response)
+@bounded
 def export_history(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Annotated[
         str | None, Query(max_length=40, description="one learner's label (default: every learner)")] = None,
         ) -> Response:
@@ -176,6 +186,7 @@ def export_history(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: An
 
 
 @router.get("/{eid}/activity", response_model=ActivityOut)
+@bounded
 def get_activity(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: LearnerQuery = None) -> Any:
     """One learner's activity: answers per time bucket, answers per item (in rank order), answers per
     participant and response times (seconds from a query's issue to its answer) as histograms."""
@@ -194,6 +205,7 @@ def set_on_done(eid: EidPath, body: OnDoneIn, study: StudyDep, token: TokenDep) 
 
 
 @router.get("/{eid}/comparison")
+@bounded
 def get_comparison(eid: EidPath, study: StudyDep, token: TokenDep) -> dict[str, Any]:
     """Every learner side by side: answers, participants, whether and after how many answers it stopped, its
     top items with intervals, and the pairwise overlap of their recommended sets."""
@@ -202,6 +214,7 @@ def get_comparison(eid: EidPath, study: StudyDep, token: TokenDep) -> dict[str, 
 
 
 @router.get("/{eid}/state", response_model=LearnerState)
+@bounded
 def get_state(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: LearnerQuery = None) -> Any:
     """A learner's ``state_dict`` and the event-log version it reflects."""
     study.check_owner(eid, token)
@@ -300,6 +313,7 @@ def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
 
 
 @router.get("/{eid}/answers.csv", response_class=Response)
+@bounded
 def export_answers(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
     """Every answer in the order it was applied, with participant, learner, item, label and times."""
     study.check_owner(eid, token)
@@ -307,6 +321,7 @@ def export_answers(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
 
 
 @router.get("/{eid}/summary.csv", response_class=Response)
+@bounded
 def export_summary(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: LearnerQuery = None) -> Response:
     """One learner's per-item summary (file ``<id>_summary_<label>.csv``, as NEXT named them).
 
@@ -322,6 +337,7 @@ def export_summary(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Le
 
 
 @router.get("/{eid}/participants.csv", response_class=Response)
+@bounded
 def export_participants(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
     """Per participant: learner, answers, first and last answer, mean and longest response time (seconds from a
     query's issue to its answer), and the completion code once earned."""

@@ -1,4 +1,8 @@
-"""Web pages: home, rating page, dashboard, new experiment, admin (server-rendered; data comes from the JSON API)."""
+"""Web pages: home, rating page, dashboard, new experiment, admin (server-rendered; data comes from the JSON API).
+
+Only the home page and the rating page read the database, through the app's
+:class:`~purebandits.service.dispatch.Dispatcher` (bounded while the database hangs); the others are
+shells whose scripts call the API."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from fastapi.templating import Jinja2Templates
 
 from purebandits.registry import all_learners
 from purebandits.service.deps import EidPath, StudyDep
+from purebandits.service.errors import Unavailable
 from purebandits.service.validation import DEFAULT_ALGORITHM, DEFAULT_LABELS
 
 router = APIRouter(tags=["pages"], include_in_schema=False)
@@ -22,17 +27,41 @@ templates = Jinja2Templates(directory=str(Path(__file__).resolve().parents[1] / 
 
 
 @router.get("/", response_class=HTMLResponse)
-def index(request: Request, study: StudyDep) -> HTMLResponse:
-    """Home page: the active experiments, each with a link to its rating page."""
-    active = [e for e in study.list_experiments() if e["status"] == "active"]
+async def index(request: Request, study: StudyDep) -> HTMLResponse:
+    """Home page: the active experiments, each with a link to its rating page (503 page while the database is
+    unavailable)."""
+    try:
+        listed = await request.app.state.dispatcher.owner_call(study.list_experiments)
+    except Unavailable as exc:
+        return busy_page(request, exc)
+    active = [e for e in listed if e["status"] == "active"]
     return templates.TemplateResponse(request, "index.html", {"experiments": active})
 
 
 @router.get("/rate/{eid}", response_class=HTMLResponse)
-def rate(request: Request, eid: EidPath, study: StudyDep) -> HTMLResponse:
-    """Rating page of an experiment for participants (the script asks the API for queries)."""
-    info = study.experiment_info(eid)
-    return templates.TemplateResponse(request, "rate.html", {"eid": eid, "name": info["name"]})
+async def rate(request: Request, eid: EidPath, study: StudyDep) -> HTMLResponse:
+    """Rating page of an experiment for participants (the script asks the API for its context and queries).
+
+    Served without waiting for a hung database: the name comes from the process's cache of the experiment's
+    settings, else from a bounded read; when that read gets no answer the page comes without the name (its
+    script fetches it with the context, retrying while it says so). An unknown experiment is a 404.
+    """
+    meta = study._meta.get(eid)  # the cache only: LRU.get never reads the database
+    if meta is None:
+        try:
+            meta = await request.app.state.dispatcher.owner_call(study.meta, eid)
+        except Unavailable:
+            meta = None
+    return templates.TemplateResponse(request, "rate.html", {"eid": eid, "name": meta.name if meta else None})
+
+
+def busy_page(request: Request, exc: Unavailable) -> HTMLResponse:
+    """A page's answer while the database is unavailable: 503 with ``Retry-After``, and a short page that says
+    so and reloads itself (``Refresh``) after that long."""
+    wait = max(1, round(exc.retry_after))
+    headers = {"Retry-After": str(wait), "Refresh": str(max(5, wait))}
+    return templates.TemplateResponse(request, "busy.html", {"wait": max(5, wait)}, status_code=503,
+                                      headers=headers)
 
 
 @router.get("/dashboard/{eid}", response_class=HTMLResponse)

@@ -4,7 +4,8 @@ These are the hot path: they go through the app's
 :class:`~purebandits.service.dispatch.Dispatcher`, which runs their short transactions on the
 event loop when nothing has to wait and in a worker thread when something might (a lock, a
 slow or hung database), batching concurrent asks and answers of one learner into one commit.
-Owner endpoints (results, exports) do more work and run in the thread pool.
+The others (the experiment's public settings and image, owner endpoints) run in owner threads, bounded
+the same way (:func:`~purebandits.service.dispatch.bounded`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from purebandits.service.deps import EidPath, QueryIdPath, StudyDep
+from purebandits.service.dispatch import bounded
 from purebandits.service.schemas import (
     AnswerOut,
     AnswerRequest,
@@ -42,6 +44,7 @@ async def new_participant(study: StudyDep, request: Request, body: ParticipantIn
 
 
 @router.get("/experiments/{eid}/public", response_model=ExperimentPublic, responses=error_responses(404))
+@bounded
 def public_info(eid: EidPath, study: StudyDep) -> Any:
     """What a participant needs to know: name, label names, status, instructions and the context image."""
     info = study.experiment_info(eid)
@@ -52,6 +55,7 @@ def public_info(eid: EidPath, study: StudyDep) -> Any:
 
 
 @router.get("/experiments/{eid}/image", response_class=Response, responses=error_responses(404))
+@bounded
 def context_image(eid: EidPath, study: StudyDep) -> Response:
     """The experiment's context image (the organizer's upload), shown above every item."""
     content_type, data = study.image(eid)

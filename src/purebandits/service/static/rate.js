@@ -555,6 +555,10 @@
     const r = await send(`/api/experiments/${eid}/public`);
     if (r.status !== 200 || !r.data) return;  // the ask says what is wrong
     const p = r.data;
+    if (typeof p.name === "string" && p.name) {  // the page may have come without it (a database that hung)
+      $("title").textContent = p.name;
+      document.title = "Rate: " + p.name;
+    }
     if (typeof p.instructions === "string" && p.instructions.trim()) {
       $("instructions").textContent = p.instructions;
       $("instructions").hidden = false;
