@@ -7,6 +7,7 @@ import hmac
 import json
 import logging
 import secrets
+from contextlib import ExitStack
 from typing import Any
 
 import sqlalchemy as sa
@@ -161,8 +162,19 @@ class OwnerOperations:
 
     def delete_experiment(self, eid: int) -> dict[str, Any]:
         """Remove the experiment and every row of it (items, learners, events, queries, snapshots, image)."""
-        self.meta(eid)
-        with self._hold(self._lock(eid, 0)), self._connect(True) as conn:
+        meta = self.meta(eid)
+        with ExitStack() as held:
+            # the lock order ("Lock order" in transactions.py): every learner (this process's locks, then the rows), in
+            # index order, then the experiment's row, then its other rows. It held only learner 0's in-process
+            # lock and deleted the rows under the batches of the other learners: on PostgreSQL a batch holding
+            # learner 1's row waited for a query row the delete had removed while the delete waited for
+            # learner 1's row (DeadlockDetected, 503s). Now no batch of the experiment runs meanwhile.
+            for lock in dict.fromkeys(self._lock(eid, i) for i in range(len(meta.learners))):
+                held.enter_context(self._hold(lock))
+            conn = held.enter_context(self._connect(True))
+            conn.execute(sa.select(learners.c.idx).where(learners.c.experiment_id == eid)
+                         .order_by(learners.c.idx).with_for_update())
+            conn.execute(sa.select(experiments.c.id).where(experiments.c.id == eid).with_for_update())
             # children first: the same on every backend, whatever its foreign-key enforcement
             for table in (events, queries, snapshots, checkpoints, history, images, items, learners):
                 conn.execute(table.delete().where(table.c.experiment_id == eid))

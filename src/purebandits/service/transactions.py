@@ -36,6 +36,21 @@ from purebandits.service.models import (
 
 log = logging.getLogger("purebandits.service")
 
+# Lock order. Every transaction that locks more than one thing of an experiment takes the locks in this
+# order and never another, so no two of them (participants' batches, owner and admin actions, in one
+# process or several) wait for each other in a cycle (PostgreSQL would break it with DeadlockDetected: 503s):
+#   1. this process's in-process locks of the learners, in increasing index (``_lock``; SQLite: one lock);
+#   2. the learners' rows, in increasing index (PostgreSQL ``SELECT ... FOR UPDATE``; SQLite's write lock
+#      stands for all of them: ``BEGIN IMMEDIATE``);
+#   3. the experiment's row (updated: status, on-done settings, auto stop; or locked ``FOR UPDATE`` by a
+#      delete; a new query or event row only KEY SHAREs it, through its foreign key);
+#   4. the experiment's other rows (queries, events, snapshots, checkpoints, history, items, image).
+# Who takes several: a batch (``_locked_many``: 1, 2, then 3 for an auto stop and 4), a status change
+# (``OwnerOperations.set_status``: learner 0 by 1 and 2, then 3), ``DoneHooks.set_on_done`` (every learner
+# by 1 and 2, then 3), a delete (``OwnerOperations.delete_experiment``: every learner by 1 and 2, 3, then
+# 4). Transactions that lock a single row (a checkpoint's claim or promotion, a webhook's claim) can wait
+# for one of these but hold nothing any of them waits for.
+
 def _sqlite_busy(exc: sa.exc.OperationalError) -> bool:
     """Whether ``exc`` is SQLite's "database is locked" / "database table is locked" (it would have to wait)."""
     orig = exc.orig
