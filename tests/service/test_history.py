@@ -209,10 +209,13 @@ def hook():
 def test_auto_stop_and_webhook_called_once(db_url, hook):
     handler, url = hook
     clock = Clock()
-    study = open_study(db_url, clock=clock)
-    other = open_study(db_url, clock=clock)  # a second server process on the same database
+    hooks = {"webhooks": True, "webhook_allow_internal": True}  # the receiver is on the loopback
+    study = open_study(db_url, clock=clock, **hooks)
+    other = open_study(db_url, clock=clock, **hooks)  # a second server process on the same database
     eid, _ = study.create_experiment({**_spec("uniform_allocation", {"budget": 25}), "items": _items(len(MEANS))})
-    assert study.set_on_done(eid, True, url) == {"auto_stop": True, "webhook_url": url, "webhook": None}
+    on_done = study.set_on_done(eid, True, url)
+    assert len(on_done.pop("webhook_secret")) >= 43  # 32 random bytes, shown this once
+    assert on_done == {"auto_stop": True, "webhook_url": url, "webhook": None}
     _run(study, eid, clock, MEANS, np.random.default_rng(5), 24)
     assert study.call_webhooks() == 0 and study.results(eid)["status"] == "active"  # one answer to go
     _run(study, eid, clock, MEANS, np.random.default_rng(5), 1)
@@ -225,8 +228,9 @@ def test_auto_stop_and_webhook_called_once(db_url, hook):
     assert body["learners"][0]["stopped_at_answers"] == 25 and len(body["learners"][0]["recommendation"]) == 1
     done = study.results(eid)["on_done"]["webhook"]
     assert done["status"] == 200 and done["error"] is None
-    # a new URL is called once more; the same URL again is not
-    assert study.set_on_done(eid, True, url)["webhook"] is not None and study.call_webhooks() == 0
+    # a new URL is called once more; the same URL again is not (and keeps its secret, not shown again)
+    again = study.set_on_done(eid, True, url)
+    assert again["webhook"] is not None and again["webhook_secret"] is None and study.call_webhooks() == 0
     study.set_on_done(eid, True, url + "&again=1")
     assert study.call_webhooks() == 1 and len(handler.received) == 2
 
@@ -247,7 +251,7 @@ def test_failing_webhook_is_retried_then_recorded(sqlite_url, hook, monkeypatch)
     handler.status = 503
     monkeypatch.setattr(webhooks.time, "sleep", lambda s: None)
     clock = Clock()
-    study = open_study(sqlite_url, clock=clock)
+    study = open_study(sqlite_url, clock=clock, webhooks=True, webhook_allow_internal=True)
     eid, _ = study.create_experiment({**_spec("uniform_allocation", {"budget": 5}), "items": _items(len(MEANS))})
     study.set_on_done(eid, False, url)
     _run(study, eid, clock, MEANS, np.random.default_rng(7), 5)
@@ -260,7 +264,7 @@ def test_failing_webhook_is_retried_then_recorded(sqlite_url, hook, monkeypatch)
 
 @pytest.mark.parametrize("bad", ["javascript:alert(1)", "/relative", "ftp://x/y", "http://user:pw@host/x", "http://"])
 def test_webhook_url_is_checked(sqlite_url, bad):
-    study = open_study(sqlite_url)
+    study = open_study(sqlite_url, webhooks=True)
     eid, _ = study.create_experiment({**_spec(), "items": _items(3)})
     with pytest.raises(BadRequest):
         study.set_on_done(eid, False, bad)
@@ -270,7 +274,7 @@ def test_webhook_url_is_checked(sqlite_url, bad):
 
 
 def test_http_endpoints_and_openapi(sqlite_url):
-    with TestClient(create_app(Settings(database_url=sqlite_url, history_every=5,
+    with TestClient(create_app(Settings(database_url=sqlite_url, history_every=5, webhooks=True,
                                        create_rate_per_second=0))) as client:
         _http_checks(client)
 

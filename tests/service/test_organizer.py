@@ -439,6 +439,7 @@ def test_upgrade_pins_the_kl_bound_form_existing_experiments_ran_with(tmp_path):
         # revision 0005's schema: no events.excluded (each participant above asked once: nothing was excluded)
         assert conn.exec_driver_sql("SELECT count(*) FROM events WHERE excluded IS NOT NULL").scalar_one() == 0
         conn.exec_driver_sql("ALTER TABLE events DROP COLUMN excluded")
+        conn.exec_driver_sql("ALTER TABLE experiments DROP COLUMN webhook_secret")  # 0008's
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0005'")
     upgrade(engine)
     study = Study(engine, Settings(database_url=url))

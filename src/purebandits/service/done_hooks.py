@@ -4,6 +4,7 @@ webhook is called once (:class:`DoneHooks`, a part of :class:`~purebandits.servi
 from __future__ import annotations
 
 import logging
+import secrets
 from contextlib import ExitStack
 from typing import Any
 
@@ -21,10 +22,13 @@ from purebandits.service.models import (
 from purebandits.service.validation import (
     check_webhook_url,
 )
-from purebandits.service.webhooks import post_json
+from purebandits.service.webhooks import FAILED, post_json
 
 log = logging.getLogger("purebandits.service")
 
+_OFF_EXPLAINED = ("webhooks are off on this server: it has no admin token, so anyone may create an experiment, "
+                  "and the server itself makes the call. An operator turns them on with an admin token "
+                  "(PUREBANDITS_ADMIN_TOKEN) or explicitly with PUREBANDITS_WEBHOOKS=1")
 
 
 class DoneHooks:
@@ -41,15 +45,21 @@ class DoneHooks:
 
     def set_on_done(self, eid: int, auto_stop: bool, webhook_url: str | None) -> dict[str, Any]:
         """What happens when every learner has stopped: the experiment stops (``auto_stop``) and/or
-        ``webhook_url`` gets one POST (see :meth:`call_webhooks`).
+        ``webhook_url`` gets one signed POST (see :meth:`call_webhooks`).
 
         Set after the learners stopped, ``auto_stop`` stops the experiment now and a webhook is called
-        at the next sweep; a new URL is called once even if the previous one was.
+        at the next sweep; a new URL is called once even if the previous one was. A new URL (or one that
+        has no secret yet) gets a new random secret that keys the calls' signatures: it is in this
+        answer's ``webhook_secret`` and never shown again (None otherwise).
+
+        Raises Forbidden when webhooks are off on this server (``settings.webhooks_on``), BadRequest for a
+        URL that is not http(s) or whose host is not public (unless ``webhook_allow_internal``).
         """
         if webhook_url is not None:
-            webhook_url = check_webhook_url(webhook_url)
-            if not self.settings.webhooks:
-                raise Forbidden("webhooks are turned off on this server (PUREBANDITS_WEBHOOKS=0)")
+            if not self.settings.webhooks_on:
+                raise Forbidden(_OFF_EXPLAINED if self.settings.webhooks is None else
+                                "webhooks are turned off on this server (PUREBANDITS_WEBHOOKS=0)")
+            webhook_url = check_webhook_url(webhook_url, allow_internal=self.settings.webhook_allow_internal)
         meta = self.meta(eid)
         with ExitStack() as held:
             # every learner locked, in index order as everywhere: a learner stopping now either sees the new
@@ -59,21 +69,24 @@ class DoneHooks:
             conn = held.enter_context(self._connect(True))
             conn.execute(sa.select(learners.c.idx).where(learners.c.experiment_id == eid)
                          .order_by(learners.c.idx).with_for_update())
-            current = conn.execute(sa.select(experiments.c.webhook_url).where(experiments.c.id == eid)).first()
-            if current is None:
+            row = conn.execute(sa.select(experiments.c.webhook_url, experiments.c.webhook_secret)
+                               .where(experiments.c.id == eid)).first()
+            if row is None:
                 self._forget(eid)
                 raise NotFound(f"experiment {eid} does not exist")
-            current = current[0]
             values: dict[str, Any] = {"auto_stop": bool(auto_stop), "webhook_url": webhook_url}
-            if webhook_url != current:
-                values.update(webhook_ms=None, webhook_status=None, webhook_error=None)
+            if webhook_url != row.webhook_url:
+                values.update(webhook_ms=None, webhook_status=None, webhook_error=None, webhook_secret=None)
+            new_secret = None
+            if webhook_url is not None and (webhook_url != row.webhook_url or row.webhook_secret is None):
+                new_secret = values["webhook_secret"] = secrets.token_urlsafe(32)
             conn.execute(experiments.update().where(experiments.c.id == eid).values(**values))
             all_done = conn.execute(sa.select(sa.func.count()).select_from(learners).where(
                 learners.c.experiment_id == eid, learners.c.done_ms.is_(None))).scalar_one() == 0
             if auto_stop and all_done:
                 conn.execute(experiments.update().where(
                     experiments.c.id == eid, experiments.c.status.in_(("active", "paused"))).values(status="stopped"))
-            return self._on_done(conn, eid)
+            return {**self._on_done(conn, eid), "webhook_secret": new_secret}
 
     #: a claimed webhook call that recorded nothing for this long (its process died) is claimed again
     WEBHOOK_RECLAIM_MS = 300_000
@@ -82,11 +95,13 @@ class DoneHooks:
         """POST to the webhook of every experiment whose learners have all stopped, once; returns how many.
 
         A process first claims the call (``webhook_ms``, set only where it is NULL: one process wins),
-        then POSTs JSON (experiment, learners, where each stopped, its recommendation) with up to 3
-        tries, and records the HTTP status or the error. A claim left without a result for
-        :attr:`WEBHOOK_RECLAIM_MS` (the process died mid-call) is claimed again.
+        then POSTs signed JSON (experiment, learners, where each stopped, its recommendation) with up to 3
+        tries (:func:`~purebandits.service.webhooks.post_json`: public addresses only unless
+        ``webhook_allow_internal``), and records the HTTP status or the error in coarse words. Whatever
+        goes wrong with one call is recorded for it and the sweep goes on with the next. A claim left
+        without a result for :attr:`WEBHOOK_RECLAIM_MS` (the process died mid-call) is claimed again.
         """
-        if not self.settings.webhooks:
+        if not self.settings.webhooks_on:
             return 0
         now = self.clock()
         stale = now - self.WEBHOOK_RECLAIM_MS
@@ -96,23 +111,38 @@ class DoneHooks:
             experiments.c.webhook_ms < stale, experiments.c.webhook_status.is_(None),
             experiments.c.webhook_error.is_(None)))
         with self._connect(False) as conn:
-            due = [(r.id, r.webhook_url) for r in conn.execute(
-                sa.select(experiments.c.id, experiments.c.webhook_url)
-                .where(experiments.c.webhook_url.is_not(None), unclaimed, ~undone))]
+            due = [(r.id, r.webhook_url, r.webhook_secret) for r in conn.execute(
+                sa.select(experiments.c.id, experiments.c.webhook_url, experiments.c.webhook_secret)
+                .where(experiments.c.webhook_url.is_not(None), unclaimed, ~undone).order_by(experiments.c.id))]
         n = 0
-        for eid, url in due:
-            with self._connect(True) as conn:
-                won = conn.execute(experiments.update().values(webhook_ms=now).where(
-                    experiments.c.id == eid, experiments.c.webhook_url == url, unclaimed)).rowcount
-            if won != 1:
-                continue
-            status, error = post_json(url, self._webhook_payload(eid), float(self.settings.webhook_timeout_seconds))
-            with self._connect(True) as conn:
-                conn.execute(experiments.update().where(experiments.c.id == eid, experiments.c.webhook_ms == now)
-                             .values(webhook_status=status, webhook_error=error))
-            log.info("webhook of experiment %d: %s", eid, error or f"HTTP {status}")
-            n += 1
+        for eid, url, secret in due:
+            try:
+                n += self._call_webhook(eid, url, secret, now, unclaimed)
+            except Exception as exc:  # noqa: BLE001 (one experiment's trouble must not skip the others' calls)
+                log.warning("webhook of experiment %d failed: %r", eid, exc)
         return n
+
+    def _call_webhook(self, eid: int, url: str, secret: str | None, now: int, unclaimed: Any) -> int:
+        """Claim, make and record one experiment's call; 1 if this process made it, 0 if another had claimed it."""
+        with self._connect(True) as conn:
+            won = conn.execute(experiments.update().values(webhook_ms=now).where(
+                experiments.c.id == eid, experiments.c.webhook_url == url, unclaimed)).rowcount
+        if won != 1:
+            return 0
+        try:
+            payload = self._webhook_payload(eid)
+        except Exception as exc:  # noqa: BLE001 (recorded once, like a failed call: never claimed again)
+            log.warning("webhook of experiment %d: its payload failed: %r", eid, exc)
+            status, error = None, f"{FAILED}: the server could not build the call"
+        else:
+            status, error = post_json(url, payload, float(self.settings.webhook_timeout_seconds), secret=secret,
+                                      allow_internal=self.settings.webhook_allow_internal,
+                                      event_id=f"experiment-{eid}-{now}")
+        with self._connect(True) as conn:
+            conn.execute(experiments.update().where(experiments.c.id == eid, experiments.c.webhook_ms == now)
+                         .values(webhook_status=status, webhook_error=error[:300] if error else None))
+        log.info("webhook of experiment %d: %s", eid, error or f"HTTP {status}")
+        return 1
 
     def _webhook_payload(self, eid: int) -> dict[str, Any]:
         meta = self.meta(eid)

@@ -54,6 +54,7 @@ experiments = sa.Table(
     sa.Column("webhook_ms", sa.BigInteger, nullable=True),  # when a process claimed the call (at most one does)
     sa.Column("webhook_status", sa.Integer, nullable=True),  # the HTTP status it got, or NULL
     sa.Column("webhook_error", sa.String(300), nullable=True),
+    sa.Column("webhook_secret", sa.String(64), nullable=True),  # keys the calls' signatures (HMAC); shown once
     sa.Index("ix_experiments_origin_created", "origin", "created_ms"),
 )
 

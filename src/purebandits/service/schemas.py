@@ -416,8 +416,8 @@ class OnDoneIn(BaseModel):
     auto_stop: bool = Field(False, description="stop the experiment (no more queries) at that moment")
     webhook_url: str | None = Field(
         None, max_length=2000,
-        description="an http(s) URL that gets one JSON POST at that moment (null: none); a new URL is called "
-                    "once even if the previous one was")
+        description="an http(s) URL on a public address that gets one signed JSON POST at that moment (null: "
+                    "none); a new URL is called once even if the previous one was")
 
 
 class WebhookCall(BaseModel):
@@ -434,3 +434,12 @@ class OnDoneOut(BaseModel):
     auto_stop: bool
     webhook_url: str | None
     webhook: WebhookCall | None = Field(description="the call, once made")
+
+
+class OnDoneSetOut(OnDoneOut):
+    """The answer to setting what happens when every learner has stopped: with a new webhook URL, the secret
+    that signs its calls, shown this once."""
+
+    webhook_secret: str | None = Field(
+        None, description="with a new webhook URL: the secret that keys the calls' X-Purebandits-Signature "
+                          "(HMAC-SHA256), shown only in this answer; null otherwise")

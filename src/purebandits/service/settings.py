@@ -70,17 +70,35 @@ class Settings:
         When a learner that works in rounds has nothing to hand out until pending queries come
         back, a pending query older than this is cancelled (its answer will get 410) and its pull
         handed to the participant asking, so abandoned queries never hold the algorithm up for
-        the whole ``query_expiry_seconds``.
+        the whole ``query_expiry_seconds``. Only to a participant who answers: never to an id that
+        abandoned a query of the experiment (cancelled unanswered by a reissue or expiry; a released
+        one was given back), and to an id with no answer yet only once the query is twice this old.
+    reissue_abandoned_per_address : int, default=10
+        An address (of the participants' registrations) whose ids abandoned this many queries of an
+        experiment gets no more reissued pulls in it (``waiting``), so fresh ids minted from one
+        address cannot each take and abandon one. 0 turns the cap off.
+    forwarded_allow_ips : str, default=""
+        The proxies whose ``X-Forwarded-For`` (and ``X-Forwarded-Proto``) headers are believed, as
+        uvicorn's ``--forwarded-allow-ips`` takes them (comma-separated addresses or networks, ``*``
+        for any). Empty (the default): none, every limit counts the connecting address; behind a
+        reverse proxy, set it to the proxy's address (``purebandits serve --forwarded-allow-ips``),
+        and make the proxy overwrite the header, not append to the client's.
     history_every : int, default=100
         A point of each learner's results over time (its leaders with their intervals and its
         stopping progress, ``GET /api/experiments/{id}/history``) every this many of its answers,
         and one when it stops. 0 keeps none.
-    webhooks : bool, default=True
+    webhooks : bool or None, default=None
         Whether owners may set a webhook that is called once when every learner of their
-        experiment has stopped. The call comes from the server, so an operator who does not
-        want it to reach addresses of its own network turns this off.
+        experiment has stopped. None (the default): on when the server has an ``admin_token``,
+        off otherwise (anyone may create an experiment there, and the server makes the call);
+        ``PUREBANDITS_WEBHOOKS=1`` turns them on regardless, ``0`` off (``auto``: the default).
+    webhook_allow_internal : bool, default=False
+        Let webhooks go to addresses that are not public (loopback, private, link-local, ...: the
+        server's own network). Off, a URL whose host is or resolves to such an address is refused
+        when set (422) and when called; on, for an operator whose receivers are internal.
     webhook_timeout_seconds : float, default=10
-        How long one webhook call may take; it is tried up to 3 times.
+        How long one try of a webhook call may take in all (connect, TLS, request, answer); it is
+        tried up to 3 times.
     snapshot_every : int, default=200
         Store the learner's state snapshot every this many events (it is a cache: the event
         log is the source of truth).
@@ -142,8 +160,11 @@ class Settings:
     db_statement_timeout_seconds: float = 30.0
     db_threads: int = 8
     reissue_after_seconds: float = 20.0
+    reissue_abandoned_per_address: int = 10
+    forwarded_allow_ips: str = ""
     history_every: int = 100
-    webhooks: bool = True
+    webhooks: bool | None = None
+    webhook_allow_internal: bool = False
     webhook_timeout_seconds: float = 10.0
     snapshot_every: int = 200
     cache_experiments: int = 64
@@ -182,6 +203,11 @@ class Settings:
         return out
 
     @property
+    def webhooks_on(self) -> bool:
+        """Whether owners may set webhooks: ``webhooks``, or when it is None, whether there is an admin token."""
+        return bool(self.admin_token) if self.webhooks is None else bool(self.webhooks)
+
+    @property
     def url(self) -> str:
         return normalize_url(self.database_url)
 
@@ -190,6 +216,8 @@ def _parse(name: str, type_: Any, raw: str) -> Any:
     t = str(type_)
     try:
         if t.startswith("bool"):
+            if t.endswith("None") and raw.lower() in ("", "auto", "none"):
+                return None
             if raw.lower() in ("1", "true", "yes", "on"):
                 return True
             if raw.lower() in ("0", "false", "no", "off"):

@@ -200,12 +200,38 @@ def check_image_url(url: Any, where: str) -> str:
     return url
 
 
-def check_webhook_url(url: Any) -> str:
+def check_webhook_url(url: Any, allow_internal: bool = False) -> str:
     """The owner's webhook: an absolute http(s) URL with a host and no credentials (the checks of
-    :func:`check_image_url`, without root-relative paths)."""
+    :func:`check_image_url`, without root-relative paths).
+
+    Unless ``allow_internal`` (the operator's ``webhook_allow_internal``), its host must also be or resolve
+    to a public address: a literal internal address (``127.0.0.1``, ``[::1]``, ``10.0.0.1``,
+    ``169.254.169.254``, ``127.1``, ...) or a name that resolves only to such addresses is refused
+    (:func:`purebandits.service.webhooks.public_addresses`). A name that does not resolve now is let
+    through: each call resolves and checks it again.
+    """
+    from purebandits.service.webhooks import NotPublic, public_addresses
+
     if not isinstance(url, str) or not url[:8].lower().startswith(("http://", "https://")):
         raise BadRequest("webhook_url must be an absolute http(s) URL (https://host/path)")
-    return check_image_url(url, "webhook_url")
+    url = check_image_url(url, "webhook_url")
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        raise BadRequest("webhook_url: the port must be a number from 0 to 65535") from None
+    if port == 0:
+        raise BadRequest("webhook_url: port 0 cannot be called")
+    if not allow_internal:
+        try:
+            public_addresses(url)
+        except NotPublic as exc:
+            raise BadRequest(f"webhook_url: {exc} (loopback, private, link-local and other internal "
+                             "addresses are refused: the server makes the call)") from None
+        except UnicodeError:
+            raise BadRequest("webhook_url: the host name is not valid") from None
+        except OSError:
+            pass  # not resolvable now: checked again at every call
+    return url
 
 
 #: the column that gives an item's text, by preference (header names are matched without case)

@@ -31,7 +31,7 @@ from purebandits.service.schemas import (
     HistoryOut,
     LearnerState,
     OnDoneIn,
-    OnDoneOut,
+    OnDoneSetOut,
     StatusOut,
     error_responses,
 )
@@ -194,12 +194,16 @@ def get_activity(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Lear
     return study.activity(eid, learner=algorithm)
 
 
-@router.post("/{eid}/on-done", response_model=OnDoneOut, responses=error_responses(403))
+@router.post("/{eid}/on-done", response_model=OnDoneSetOut, responses=error_responses(403))
 def set_on_done(eid: EidPath, body: OnDoneIn, study: StudyDep, token: TokenDep) -> Any:
     """What happens when every learner has stopped: ``auto_stop`` stops the experiment at that moment (now,
     if they have already stopped); ``webhook_url`` gets one JSON POST (``{"event": "learners_stopped",
     "experiment_id", "name", "status", "learners": [{"label", "algorithm", "stopped_at_answers",
-    "stopped_at", "recommendation": [{"id", "text"}]}]}``), retried on a connection error or a 5xx."""
+    "stopped_at", "recommendation": [{"id", "text"}]}]}``), retried on a connection error or a 5xx.
+
+    The URL's host must be a public address (422 otherwise, unless the server allows internal ones); 403
+    when webhooks are off on the server (by default, on a server without an admin token). A new URL gets a
+    new ``webhook_secret``, in this answer only, that keys each call's ``X-Purebandits-Signature``."""
     study.check_owner(eid, token)
     return study.set_on_done(eid, body.auto_stop, body.webhook_url)
 
