@@ -392,7 +392,8 @@ def contest(tmp_path_factory):
     assert clock.ms < now - 60_000, (clock.ms - now) / 60_000  # nothing in the future
     study.close()
     study.engine.dispose()
-    env = {"PUREBANDITS_HISTORY_EVERY": str(HISTORY_EVERY), "PUREBANDITS_EXPIRE_INTERVAL_SECONDS": "0.5"}
+    env = {"PUREBANDITS_HISTORY_EVERY": str(HISTORY_EVERY), "PUREBANDITS_EXPIRE_INTERVAL_SECONDS": "0.5",
+           "PUREBANDITS_WEBHOOKS": "1", "PUREBANDITS_WEBHOOK_ALLOW_INTERNAL": "1"}  # the receiver: on the loopback
     with Server(url, env=env, log_dir=tmp) as srv:
         yield {"url": srv.url, "two": (two, two_token), "one": (one, one_token), "markup": (markup, markup_token),
                "one_answers": stops_at - LAST, "tmp": tmp}
@@ -760,6 +761,9 @@ def test_banner_when_the_learner_stops_with_the_on_done_settings(browser, contes
     page.click("#on-done-save")
     expect(page.locator("#on-done-message")).to_have_text("Saved.")
     expect(page.locator("#webhook-status")).to_have_text("The webhook has not been called yet.")
+    # the new URL's signing secret is shown this once (43 characters: 32 random bytes), never by the results
+    expect(page.locator("#webhook-secret-value")).to_have_text(re.compile(r"^[A-Za-z0-9_-]{43}$"))
+    assert "webhook_secret" not in api(url, token, f"/api/experiments/{eid}/results?limit=1")["on_done"]
     on_done = api(url, token, f"/api/experiments/{eid}/results?limit=1")["on_done"]
     assert on_done["auto_stop"] is True and on_done["webhook_url"] == hook_url
     # the last answers: the learner stops

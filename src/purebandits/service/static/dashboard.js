@@ -515,7 +515,15 @@
     st.hidden = !st.textContent;
   }
 
-  $("on-done").addEventListener("input", () => { onDoneDirty = true; $("on-done-message").textContent = ""; });
+  // a new webhook URL's signing secret: in the answer that set it, never again; shown until the form is edited
+  function showSecret(secret) {
+    $("webhook-secret-value").textContent = secret || "";
+    $("webhook-secret").hidden = !secret;
+  }
+
+  $("on-done").addEventListener("input", () => {
+    onDoneDirty = true; $("on-done-message").textContent = ""; showSecret(null);
+  });
   $("on-done").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const url = $("webhook-url").value.trim();
@@ -535,6 +543,7 @@
     $("auto-stop").checked = Boolean(d.auto_stop);
     $("webhook-url").value = d.webhook_url || "";
     drawWebhook(d);
+    showSecret(d.webhook_secret);
     msg.textContent = "Saved.";
     poll();
   });
