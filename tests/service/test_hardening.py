@@ -212,8 +212,9 @@ def test_postgres_server_that_stops_answering_fails_requests_not_the_server(serv
     ("sequential_halving", {"budget": 60}, 20),
 ])
 def test_abandoned_queries_do_not_hold_a_round_learner_hostage(sqlite_url, algorithm, params, hold):
-    """Participants who ask and walk away fill a round; a later participant gets the oldest abandoned pull once
-    it is ``reissue_after_seconds`` old, not after the whole expiry (300 s), and the late answer gets 410."""
+    """Participants who ask and walk away fill a round; a later participant (with no answer yet) gets the oldest
+    abandoned pull once it is twice ``reissue_after_seconds`` old, not after the whole expiry (300 s), and the
+    late answer gets 410."""
     clock = Clock()
     study = open_study(sqlite_url, clock=clock, reissue_after_seconds=20)
     eid, _ = study.create_experiment({"name": "rounds", "items": ITEMS, "algorithm": algorithm, "params": params,
@@ -228,7 +229,7 @@ def test_abandoned_queries_do_not_hold_a_round_learner_hostage(sqlite_url, algor
         clock.ms += 10
     late = study.new_participant("late")
     assert study.next_query(eid, late)["state"] == "waiting"
-    clock.ms += 19_500 - 10 * len(abandoned)  # the oldest is 19.5 s old
+    clock.ms += 39_500 - 10 * len(abandoned)  # the oldest is 39.5 s old
     assert study.next_query(eid, late)["state"] == "waiting"  # not yet abandoned
     clock.ms += 1_000
     q = study.next_query(eid, late)

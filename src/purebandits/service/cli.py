@@ -23,12 +23,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="URL", default=None,
                         help="SQLAlchemy URL: default sqlite file purebandits.sqlite in the working directory "
                              "(WAL mode); postgresql://user@host/dbname for PostgreSQL "
-                             "(env PUREBANDITS_DATABASE_URL)")
+                             "(env PUREBANDITS_DATABASE_URL, or PUREBANDITS_DATABASE_URL_FILE naming a file of mode "
+                             "0600; keep passwords off the command line: ~/.pgpass)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes (default 1); they share the database and keep one "
                              "consistent learner per experiment through row locks")
+    parser.add_argument("--worker-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="with --workers: a worker that does not answer the supervisor's health check "
+                             "for this long is replaced (default 30; uvicorn's own default, 5, replaced "
+                             "workers that were busy starting on a loaded machine)")
     parser.add_argument("--demo", action="store_true",
                         help="create the caption-contest-559 demo experiment if absent and print its "
                              "participant URL, dashboard URL and owner token (the same across restarts: "
@@ -41,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     parser.add_argument("--log-format", choices=["text", "json"], default=None,
                         help="log lines as text or one JSON object per line (env PUREBANDITS_LOG_FORMAT; default text)")
+    parser.add_argument("--forwarded-allow-ips", default=None, metavar="ADDRESSES",
+                        help="proxies whose X-Forwarded-For is believed (comma-separated addresses or networks, "
+                             "'*' for any; env PUREBANDITS_FORWARDED_ALLOW_IPS). Default: none, the per-address "
+                             "limits count the connecting address; uvicorn's FORWARDED_ALLOW_IPS is not used")
 
 
 def ensure_demo(study: Any) -> tuple[int, str | None, bool]:
@@ -109,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     URLs, then serve with uvicorn; the workers build their app from the environment without migrating again."""
     import uvicorn
 
-    from purebandits.service.settings import Settings
+    from purebandits.service.settings import Settings, url_password
     from purebandits.service.storage import current_revision, make_engine, upgrade
     from purebandits.service.study import Study
 
@@ -120,8 +129,16 @@ def run(args: argparse.Namespace) -> int:
     host_shown = "127.0.0.1" if wildcard else args.host
     host_in_url = f"[{host_shown}]" if ":" in host_shown else host_shown  # IPv6
     local_url = f"http://{host_in_url}:{args.port}"
-    settings = Settings.from_env(database_url=args.db, query_expiry_seconds=args.query_expiry,
-                                 log_format=args.log_format)
+    try:
+        settings = Settings.from_env(database_url=args.db, query_expiry_seconds=args.query_expiry,
+                                     log_format=args.log_format, forwarded_allow_ips=args.forwarded_allow_ips)
+    except ValueError as exc:  # a setting that does not parse, a secret file others may read
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.db and url_password(args.db):
+        print("warning: the database password given with --db is visible to every user of this machine (ps, "
+              "/proc); put it in PostgreSQL's password file (~/.pgpass, mode 0600) or the whole URL in a file "
+              "named by PUREBANDITS_DATABASE_URL_FILE (mode 0600)", file=sys.stderr)
     from purebandits.service.logs import configure_logging, uvicorn_log_config
 
     log_options = {"rate_max": settings.log_rate_max, "rate_seconds": settings.log_rate_seconds}
@@ -154,14 +171,43 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     finally:
         engine.dispose()
+    if args.workers > 1:
+        _warm_for_workers(settings)
     # the workers build their app from the environment; migrations already ran here
     os.environ.update(settings.to_env())
     os.environ["PUREBANDITS_AUTO_MIGRATE"] = "0"
     uvicorn.run("purebandits.service.app:create_app", factory=True, host=args.host, port=args.port,
-                workers=max(1, args.workers), log_level=args.log_level, access_log=not args.no_access_log,
-                http=_http_protocol(),
+                workers=max(1, args.workers), timeout_worker_healthcheck=args.worker_timeout,
+                log_level=args.log_level, access_log=not args.no_access_log,
+                http=_http_protocol(), **_proxy_options(settings.forwarded_allow_ips),
                 log_config=uvicorn_log_config(args.log_level, settings.log_format, **log_options))
     return 0
+
+
+def _warm_for_workers(settings: Any) -> None:
+    """Compile the stored experiments' learners and the default one into numba's cache before the workers start
+    (in a child process: see :func:`purebandits.service.warmup.warm_now`), so that each worker loads them in
+    milliseconds; a no-op when the cache has them."""
+    from purebandits.service.storage import make_engine
+    from purebandits.service.study import Study
+    from purebandits.service.validation import DEFAULT_ALGORITHM, DEFAULT_PARAMS
+    from purebandits.service.warmup import warm_now
+
+    engine = make_engine(settings.url)
+    try:
+        specs = [(DEFAULT_ALGORITHM, dict(DEFAULT_PARAMS)), *Study(engine, settings).learner_specs()]
+    finally:
+        engine.dispose()
+    if warm_now(specs) != 0:
+        print("purebandits: compiling the learners before starting the workers failed; each worker compiles "
+              "what it needs on first use", file=sys.stderr)
+
+
+def _proxy_options(allow: str) -> dict[str, Any]:
+    """uvicorn's proxy options: ``X-Forwarded-*`` believed from the ``allow`` addresses only, from none when it is
+    empty (uvicorn's own default, or its FORWARDED_ALLOW_IPS variable, would trust loopback)."""
+    allow = allow.strip()
+    return {"proxy_headers": bool(allow), "forwarded_allow_ips": allow}
 
 
 def _http_protocol() -> Any:

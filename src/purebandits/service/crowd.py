@@ -3,6 +3,7 @@ expiry of abandoned queries (:class:`CrowdOperations`, a part of :class:`~pureba
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 import uuid
@@ -50,12 +51,12 @@ MAX_KNOWN_PARTICIPANTS = 100_000
 class _Query:
     """One ``queries`` row as a batch sees it (kept current as the batch's ops change it)."""
 
-    __slots__ = ("id", "arm", "status", "expires_ms", "label", "reward")
+    __slots__ = ("id", "arm", "status", "expires_ms", "label", "reward", "answered_ms")
 
     def __init__(self, id: str, arm: int, status: str, expires_ms: int, label: str | None = None,
-                 reward: float | None = None) -> None:
-        self.id, self.arm, self.status, self.expires_ms, self.label, self.reward = \
-            id, arm, status, expires_ms, label, reward
+                 reward: float | None = None, answered_ms: int | None = None) -> None:
+        self.id, self.arm, self.status, self.expires_ms, self.label, self.reward, self.answered_ms = \
+            id, arm, status, expires_ms, label, reward, answered_ms
 
 
 class _BatchQueries:
@@ -85,7 +86,7 @@ class _BatchQueries:
         if self._pids:
             self._seen = {pid: [] for pid in self._pids}
             for r in next(it).rows:
-                q = _Query(r.id, r.arm, r.status, r.expires_ms)
+                q = _Query(r.id, r.arm, r.status, r.expires_ms, answered_ms=r.answered_ms)
                 self._seen[r.participant_id].append(q)
                 self._by_id[q.id] = q
         if self._qids:
@@ -116,15 +117,15 @@ class _BatchQueries:
             q = self._by_id[qid] = _Query(qid, arm, "pending", expires_ms)
             self._seen.setdefault(pid, []).append(q)
 
-    def answered(self, qid: str, label: str, reward: float) -> None:
+    def answered(self, qid: str, label: str, reward: float, now: int) -> None:
         q = self._by_id.get(qid)
         if q is not None:
-            q.status, q.label, q.reward = "answered", label, reward
+            q.status, q.label, q.reward, q.answered_ms = "answered", label, reward, now
 
-    def expired(self, qid: str) -> None:
+    def expired(self, qid: str, released_ms: int | None = None) -> None:
         q = self._by_id.get(qid)
         if q is not None:
-            q.status = "expired"
+            q.status, q.answered_ms = "expired", released_ms
 
 
 
@@ -176,9 +177,18 @@ class CrowdOperations:
     @staticmethod
     def _admit(conn: Connection, table: sa.Table, source: str, now: int, rate: float, burst: float, what: str) -> None:
         """Refuse (:class:`RateLimited`) a new row of ``table`` from ``source`` if ``burst`` rows from it arrived
-        in the last ``burst / rate`` seconds: a sliding window every process reads from the same table."""
+        in the last ``burst / rate`` seconds: a sliding window every process reads from the same table.
+
+        The count and the caller's insert must not interleave with another transaction's for the same
+        source (under READ COMMITTED both would count ``burst - 1`` and insert): on PostgreSQL a
+        transaction-scoped advisory lock keyed by table and source serializes them; SQLite's write
+        transaction (``BEGIN IMMEDIATE``) already holds the database's single write lock."""
         if rate <= 0 or burst <= 0:
             return
+        if conn.dialect.name == "postgresql":
+            digest = hashlib.sha256(f"purebandits-admit:{table.name}:{source}".encode()).digest()
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                         {"key": int.from_bytes(digest[:8], "big", signed=True)})
         window = int(1000 * burst / rate)
         recent = conn.execute(sa.select(table.c.created_ms).where(table.c.origin == source,
                                                                  table.c.created_ms > now - window)
@@ -334,15 +344,20 @@ class CrowdOperations:
             return {"state": row.status, "retry_after": 5.0}
         eid, idx = meta.id, tx.idx
         rated: set[int] = set()
-        last, n_answered = -1, 0
+        last, n_answered, abandoned = -1, 0, 0
         live: list[Any] = []
         for q in view.seen(pid):
             last = q.arm
             if q.status == "answered":
                 n_answered += 1
                 rated.add(q.arm)
-            elif q.status == "pending" and q.expires_ms > now:
-                live.append(q)
+            elif q.status == "pending":
+                if q.expires_ms > now:
+                    live.append(q)
+                else:
+                    abandoned += 1  # past its expiry, not swept yet
+            elif q.answered_ms is None:  # cancelled by reissue or expiry, not given back (a release has its time)
+                abandoned += 1
         quota = meta.answers_per_participant
         if quota is not None and n_answered >= quota:
             return {"state": "complete", "completion_code": meta.completion_code(pid), "n_answered": n_answered,
@@ -364,7 +379,8 @@ class CrowdOperations:
             else:
                 got = tx.learner.ask(1)
             if not got:
-                if out or reissued or tx.learner.done or not self._reissue_oldest(conn, tx, now, view):
+                if out or reissued or tx.learner.done or \
+                        not self._reissue_oldest(conn, tx, now, view, pid, n_answered, abandoned):
                     break
                 reissued = True  # the learner waits for pulls that are out; the oldest was abandoned: ask again
                 continue
@@ -385,18 +401,47 @@ class CrowdOperations:
             return out[0]
         return {"state": "ok", "queries": out, "n_answered": n_answered}
 
-    def _reissue_oldest(self, conn: Connection, tx: LogTx, now: int, view: _BatchQueries | None = None) -> bool:
-        """Cancel this learner's oldest pending query if it is older than ``reissue_after_seconds``.
+    def _reissue_oldest(self, conn: Connection, tx: LogTx, now: int, view: _BatchQueries | None = None,
+                        pid: str | None = None, n_answered: int = 1, abandoned: int = 0) -> bool:
+        """Cancel this learner's oldest pending query for participant ``pid`` to take its pull, if the rule lets
+        them; whether it did.
 
         Called when the learner has nothing to hand out until pulls come back (a round-based
-        rule such as successive elimination or sequential halving): a query left unanswered that
-        long is treated as abandoned (its late answer gets 410, as after expiry), so a few
-        participants who ask and walk away cannot hold the round up for ``query_expiry_seconds``.
+        rule such as successive elimination or sequential halving): a query left unanswered for
+        ``reissue_after_seconds`` is treated as abandoned (its late answer gets 410, as after expiry),
+        so a few participants who ask and walk away cannot hold the round up for
+        ``query_expiry_seconds``. The pull goes to a participant who answers, so that ids which ask
+        and never answer cannot take every reissued pull and hold the round up for ever:
+
+        - never to an id with ``abandoned`` queries in this experiment (cancelled by a reissue or
+          an expiry unanswered; a query given back by ``POST /api/queries/{id}/release`` is not
+          abandoned): it abandoned a pull before;
+        - to an id that has answered (``n_answered``), once the query is ``reissue_after_seconds``
+          old, or at once if its holder abandoned a query of the experiment before (its pulls are
+          not waited for); to one with no answer yet, only once it is twice that old, so
+          participants who answer get it first while a fresh honest crowd still makes progress;
+        - never to an id whose registering address has ``reissue_abandoned_per_address`` abandoned
+          queries in this experiment (fresh ids minted from one address, each abandoning one).
+
+        The event log is unchanged: a reissue is a ``cancel`` then the asker's ``ask``. The holders'
+        and the address's abandoned queries are read on this path only (a learner waiting for its
+        round); the asker's come from its own queries, which every ask reads.
         """
-        cutoff = now - int(max(0.0, float(self.settings.reissue_after_seconds)) * 1000)
-        oldest = self._x(conn, "sel_oldest_pending", tx.eid, tx.idx, cutoff).rows
+        if abandoned:
+            return False
+        after = int(max(0.0, float(self.settings.reissue_after_seconds)) * 1000)
+        if n_answered:
+            oldest = self._x(conn, "sel_oldest_reissuable", tx.eid, tx.idx, now - after).rows
+        else:
+            oldest = self._x(conn, "sel_oldest_pending", tx.eid, tx.idx, now - 2 * after).rows
+        if not oldest:
+            return False
+        cap = int(self.settings.reissue_abandoned_per_address)
+        if cap > 0 and pid is not None and \
+                self._x(conn, "sel_abandoned_from", tx.eid, pid, cap).one().n >= cap:
+            return False
         self._cancel_queries(conn, tx, oldest, now, view)
-        return bool(oldest)
+        return True
 
     @staticmethod
     def _query_response(meta: ExperimentMeta, qid: str, arm: int, expires_ms: int, n_answered: int) -> dict[str, Any]:
@@ -427,14 +472,14 @@ class CrowdOperations:
         reward = rewards[label]
         seq = tx.append("answer", query_id, int(q.arm), label, reward, now)
         self._x(conn, "upd_answered", now, label, reward, seq, query_id)
-        view.answered(query_id, label, reward)
+        view.answered(query_id, label, reward, now)
         return _answer_response(query_id, label, reward)
 
     def _release_locked(self, conn: Connection, tx: LogTx, query_id: str, view: _BatchQueries) -> dict[str, Any]:
         q = view.query(query_id)
         if q.status == "pending":
             self._cancel_queries(conn, tx, [_Query(query_id, int(q.arm), q.status, int(q.expires_ms))], self.clock(),
-                                 view)
+                                 view, released=True)
             return {"query_id": query_id, "status": "released"}
         return {"query_id": query_id, "status": "released" if q.status == "expired" else q.status}
 
@@ -444,13 +489,19 @@ class CrowdOperations:
         return len(stale)
 
     def _cancel_queries(self, conn: Connection, tx: LogTx, rows: list[Any], now: int,
-                        view: _BatchQueries | None = None) -> None:
+                        view: _BatchQueries | None = None, released: bool = False) -> None:
+        """Cancel pending queries in the learner (a ``cancel`` event each) and mark them expired; ``released``:
+        their participant gave them back (kept as the time in ``answered_ms``: not abandoned, see
+        :meth:`_reissue_oldest`)."""
         for q in rows:
             self._query_owner.pop(q.id, None)
             seq = tx.append("cancel", q.id, int(q.arm), None, None, now)
-            self._x(conn, "upd_expired", seq, q.id)
+            if released:
+                self._x(conn, "upd_released", now, seq, q.id)
+            else:
+                self._x(conn, "upd_expired", seq, q.id)
             if view is not None:
-                view.expired(q.id)
+                view.expired(q.id, now if released else None)
 
     def expire_stale(self) -> int:
         """Expire every pending query past its time, in every experiment; returns how many."""

@@ -54,7 +54,8 @@ _HOT_SQL = {
                  "expires_ms, ask_seq) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
     "sel_query_owner": "SELECT experiment_id, participant_id, learner FROM queries WHERE id = ?",
     "sel_query": "SELECT status, label, reward, arm, expires_ms FROM queries WHERE id = ?",
-    "sel_seen": "SELECT id, arm, status, expires_ms FROM queries WHERE experiment_id = ? AND participant_id = ? "
+    "sel_seen": "SELECT id, arm, status, expires_ms, answered_ms FROM queries WHERE experiment_id = ? "
+                "AND participant_id = ? "
                 "ORDER BY created_ms, ask_seq",
     "upd_answered": "UPDATE queries SET status = 'answered', answered_ms = ?, label = ?, reward = ?, end_seq = ? "
                     "WHERE id = ?",
@@ -64,18 +65,34 @@ _HOT_SQL = {
     "sel_oldest_pending": "SELECT id, arm FROM queries WHERE experiment_id = ? AND learner = ? AND status = 'pending' "
                           "AND created_ms <= ? ORDER BY created_ms, id LIMIT 1",
     "upd_expired": "UPDATE queries SET status = 'expired', end_seq = ? WHERE id = ?",
+    # a release: cancelled as an expiry, with the time it was given back (what tells it from an abandoned query)
+    "upd_released": "UPDATE queries SET status = 'expired', answered_ms = ?, end_seq = ? WHERE id = ?",
+    # the reissue path, for a participant who answers: the oldest pending query past the cutoff or held by an id
+    # that abandoned a query of the experiment before
+    "sel_oldest_reissuable": "SELECT q.id, q.arm FROM queries q WHERE q.experiment_id = ? AND q.learner = ? "
+                             "AND q.status = 'pending' AND (q.created_ms <= ? OR EXISTS (SELECT 1 FROM queries a "
+                             "WHERE a.experiment_id = q.experiment_id AND a.participant_id = q.participant_id "
+                             "AND a.status = 'expired' AND a.answered_ms IS NULL)) ORDER BY q.created_ms, q.id LIMIT 1",
+    # the reissue path only: abandoned queries (cancelled, never given back) of an experiment from the
+    # participant's registering address, counted up to a cap
+    "sel_abandoned_from": "SELECT count(*) AS n FROM (SELECT 1 FROM queries q JOIN participants p "
+                          "ON p.id = q.participant_id WHERE q.experiment_id = ? AND q.status = 'expired' "
+                          "AND q.answered_ms IS NULL AND p.origin = (SELECT origin FROM participants WHERE id = ?) "
+                          "LIMIT ?) AS a",
     # PostgreSQL only (a list parameter is an array there): a whole batch's rows in one statement
-    "sel_seen_many": "SELECT participant_id, id, arm, status, expires_ms FROM queries WHERE experiment_id = ? "
+    "sel_seen_many": "SELECT participant_id, id, arm, status, expires_ms, answered_ms FROM queries "
+                     "WHERE experiment_id = ? "
                      "AND participant_id = ANY(?) ORDER BY created_ms, ask_seq",
     "sel_query_many": "SELECT id, status, label, reward, arm, expires_ms FROM queries WHERE id = ANY(?)",
 }
 
 
 #: statements that return no rows (queued without waiting in PostgreSQL's pipeline mode)
-_WRITES = frozenset({"upd_version", "upd_done", "ins_event", "ins_query", "upd_answered", "upd_expired"})
+_WRITES = frozenset({"upd_version", "upd_done", "ins_event", "ins_query", "upd_answered", "upd_expired",
+                     "upd_released"})
 
 #: the row writes a transaction buffers (:class:`BatchWrites`), in the order a flush sends them
-_BUFFERED = ("ins_event", "ins_query", "upd_answered", "upd_expired")
+_BUFFERED = ("ins_event", "ins_query", "upd_answered", "upd_expired", "upd_released")
 
 # PostgreSQL: each buffered statement for any number of rows, one array per column (``unnest``), so
 # a batch's writes are a few statements whatever its size
@@ -93,6 +110,8 @@ _BULK_SQL = {
                     "%s::varchar[]) AS v(ms, label, reward, seq, id) WHERE queries.id = v.id",
     "upd_expired": "UPDATE queries SET status = 'expired', end_seq = v.seq FROM unnest(%s::bigint[], %s::varchar[]) "
                    "AS v(seq, id) WHERE queries.id = v.id",
+    "upd_released": "UPDATE queries SET status = 'expired', answered_ms = v.ms, end_seq = v.seq "
+                    "FROM unnest(%s::bigint[], %s::bigint[], %s::varchar[]) AS v(ms, seq, id) WHERE queries.id = v.id",
 }
 
 def _opt_float(v: Any) -> float | None:
@@ -110,6 +129,7 @@ _BULK_TYPES: dict[str, tuple[Callable[[Any], Any], ...]] = {
     "ins_query": (str, int, str, int, int, int, int, int),
     "upd_answered": (int, _opt_str, _opt_float, int, str),
     "upd_expired": (int, str),
+    "upd_released": (int, int, str),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import logging
 import secrets
 import time
@@ -110,9 +111,25 @@ class CachedLearner:
     learner: Learner
 
 
+def limit_key(address: str) -> str:
+    """The part of a client address the per-address limits count: an IPv6 address by its /64 (one host
+    usually holds a whole /64, so counting single addresses would give it 2**64 budgets), an IPv4-mapped
+    IPv6 address as its IPv4 address, anything else (IPv4, a name, "unknown") as it is."""
+    try:
+        ip = ipaddress.ip_address(address.strip().split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
+    return str(ip)
+
+
 def origin_hash(address: str | None) -> str | None:
-    """What the database keeps of a client address for the rate limits: a hash (pseudonymous only, as IPv4
-    addresses are few enough to try them all), the same in every process."""
+    """What the database keeps of a client address for the rate limits: a hash of its :func:`limit_key`
+    (pseudonymous only, as IPv4 addresses are few enough to try them all), the same in every process."""
     if address is None:
         return None
-    return hashlib.sha256(b"purebandits-origin:" + address.encode("utf-8", "replace")).hexdigest()[:32]
+    key = limit_key(address)
+    return hashlib.sha256(b"purebandits-origin:" + key.encode("utf-8", "replace")).hexdigest()[:32]

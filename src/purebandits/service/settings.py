@@ -2,19 +2,52 @@
 
 Plain dataclass rather than pydantic-settings, to keep dependencies few: every field ``x``
 can be set with the environment variable ``PUREBANDITS_X`` (e.g. ``PUREBANDITS_DATABASE_URL``).
+The secrets (:data:`SECRET_FIELDS`: the database URL, which may hold a password, and the admin
+token) can also come from a file named by ``PUREBANDITS_X_FILE`` that only its owner may read
+(as Docker and systemd pass secrets), so they appear neither on a command line, where ``ps``
+shows them to every user of the machine, nor in a shell's history.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-__all__ = ["Settings", "normalize_url"]
+__all__ = ["SECRET_FIELDS", "Settings", "normalize_url", "read_secret_file", "url_password"]
 
 ENV_PREFIX = "PUREBANDITS_"
+
+#: settings that may also be read from a file named by ``PUREBANDITS_<NAME>_FILE``
+SECRET_FIELDS = ("database_url", "admin_token")
+
+
+def read_secret_file(path: str | os.PathLike[str], what: str) -> str:
+    """The secret in ``path`` (surrounding whitespace stripped), which must be readable by its owner only
+    (mode 0600 or 0400, as ssh wants of a key): ValueError naming ``what`` otherwise, or if it is empty."""
+    p = Path(path)
+    try:
+        mode = stat.S_IMODE(p.stat().st_mode)
+        if mode & 0o077:
+            raise ValueError(f"{what}: {p} may be read by other users (mode {mode:o}); chmod 600 {p}")
+        value = p.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ValueError(f"{what}: cannot read {p}: {exc.strerror or exc}") from None
+    if not value:
+        raise ValueError(f"{what}: {p} is empty")
+    return value
+
+
+def url_password(url: str) -> bool:
+    """Whether a database URL carries a password (``postgresql://user:secret@host/db``)."""
+    try:
+        return bool(urlsplit(url).password)
+    except ValueError:
+        return False
 
 
 def _default_url() -> str:
@@ -37,7 +70,9 @@ class Settings:
     ----------
     database_url : str
         SQLAlchemy URL; default ``sqlite:///<cwd>/purebandits.sqlite`` (WAL mode).
-        ``postgresql://user@host/db`` uses PostgreSQL through psycopg 3.
+        ``postgresql://user@host/db`` uses PostgreSQL through psycopg 3. Keep a password out of
+        it: libpq reads it from the password file (``~/.pgpass`` or ``PGPASSFILE``, mode 0600), or
+        give the whole URL in a file, ``PUREBANDITS_DATABASE_URL_FILE=/path`` (mode 0600).
     query_expiry_seconds : float, default=300
         A pending query not answered within this time is expired and cancelled in the learner.
     expire_interval_seconds : float, default=5
@@ -52,9 +87,8 @@ class Settings:
         around the per-participant limit; 0 disables.
     create_rate_per_second, create_burst : float, default=1/60, 20
         The same for new experiments per client address, when the server has no admin token
-        (anyone may create): 20 in any 20 minutes. Behind a reverse
-        proxy, run uvicorn with the proxy's address in ``--forwarded-allow-ips`` (the default
-        trusts 127.0.0.1), so the address is the client's.
+        (anyone may create): 20 in any 20 minutes. An address is the connecting peer's unless
+        ``forwarded_allow_ips`` trusts it as a proxy; an IPv6 address counts by its /64.
     max_body_bytes : int, default=5_000_000
         Requests with a larger body get 413.
     db_wait_seconds : float, default=2
@@ -112,14 +146,18 @@ class Settings:
         of 100,000 items cannot take the memory that 64 small ones would not.
     admin_token : str or None
         If set, creating experiments needs ``Authorization: Bearer <admin_token>``; the admin
-        token also opens every experiment's owner endpoints.
+        token also opens every experiment's owner endpoints. Like ``database_url``, it may come
+        from a file: ``PUREBANDITS_ADMIN_TOKEN_FILE=/path`` (mode 0600).
     auto_migrate : bool, default=True
         Run the Alembic migrations when the app starts (``serve`` runs them once before
         starting workers and turns this off in them).
     verify_on_start : bool, default=True
-        Rebuild every experiment's learner at startup by replaying its log from its last verified
-        checkpoint (from the start if it has none, or a corrupt one) and compare it with the stored
-        snapshot; a snapshot that differs is settled by a full replay and replaced.
+        Rebuild every experiment's learner after startup, in the background while the server
+        serves, by replaying its log from its last verified checkpoint (from the start if it has
+        none, or a corrupt one) and compare it with the stored snapshot; a learner not verified
+        yet is served from its checkpoint and log (or 503 until its replay is done), never from
+        its snapshot. A snapshot that differs is replaced by the replay from the checkpoint, which
+        is served, and settled by a low-priority full replay in the background.
     verify_interval_seconds : float, default=5
         How often a background task moves each learner's verified checkpoint up to its current
         version (replaying the events since the last one, checking the snapshot on the way), so a
@@ -185,7 +223,12 @@ class Settings:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
-            raw = env.get(ENV_PREFIX + f.name.upper())
+            var = ENV_PREFIX + f.name.upper()
+            raw = env.get(var)
+            if f.name in SECRET_FIELDS and env.get(var + "_FILE"):
+                if raw is not None:
+                    raise ValueError(f"both {var} and {var}_FILE are set; set one")
+                raw = read_secret_file(env[var + "_FILE"], var + "_FILE")
             if raw is None:
                 continue
             values[f.name] = _parse(f.name, f.type, raw)
