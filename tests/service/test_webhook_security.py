@@ -12,7 +12,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -293,6 +296,64 @@ def test_an_allowed_internal_name_is_called_at_its_checked_address(sqlite_url, d
     _finish(study, eid, clock)
     assert study.call_webhooks() == 1 and _call(study, eid)["status"] == 200
     assert handler.calls[0]["headers"]["Host"] == f"local.example.test:{port}"
+
+
+def _certificates(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A test CA and a certificate it signed for hooks.example.test: (ca, certificate, key)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=webhook test CA")
+    run("req", *ec, "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=hooks.example.test")
+    (tmp_path / "ext.cnf").write_text("subjectAltName=DNS:hooks.example.test\n")
+    run("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "leaf.pem",
+        "-days", "2", "-extfile", "ext.cnf")
+    return tmp_path / "ca.pem", tmp_path / "leaf.pem", tmp_path / "leaf.key"
+
+
+def test_https_checks_the_certificate_against_the_host_name(sqlite_url, dns, tmp_path, monkeypatch):
+    """An https receiver on the loopback with a certificate for hooks.example.test (from a test CA the call is made
+    to trust): the call to the checked address sends that name in SNI and checks the certificate against it;
+    another name on the same address, or a CA not trusted, fails as a TLS failure without retries."""
+    ca, cert, key = _certificates(tmp_path)
+    handler = type("Receiver", (_Receiver,), {"calls": [], "status": 200, "location": None})
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    sni: list[str | None] = []
+    server_ctx.sni_callback = lambda sock, name, ctx: sni.append(name)
+    srv.socket = server_ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    try:
+        dns.answers["hooks.example.test"] = ["127.0.0.1"]
+        dns.answers["other.example.test"] = ["127.0.0.1"]
+        clock = Clock()
+        study = open_study(sqlite_url, clock=clock, **LOCAL)
+        trusting, system = ssl.create_default_context(cafile=str(ca)), webhooks._PinnedHTTPS.context
+        eids = []
+        for host, context in (("hooks.example.test", trusting), ("other.example.test", trusting),
+                              ("hooks.example.test", system)):  # the system's CAs: the test CA is not among them
+            eid, _ = study.create_experiment(_spec())
+            study.set_on_done(eid, False, f"https://{host}:{port}/hook")
+            _finish(study, eid, clock)
+            monkeypatch.setattr(webhooks._PinnedHTTPS, "context", context)
+            assert study.call_webhooks() == 1
+            eids.append(eid)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert _call(study, eids[0])["status"] == 200 and len(handler.calls) == 1
+    assert handler.calls[0]["headers"]["Host"] == f"hooks.example.test:{port}"
+    for eid in eids[1:]:
+        assert {k: v for k, v in _call(study, eid).items() if k != "called_at"} == {
+            "status": None, "error": webhooks.TLS_FAILED}
+    assert len(handler.calls) == 1
+    assert sni == ["hooks.example.test", "other.example.test", "hooks.example.test"]  # one try each
 
 
 # ---------------------------------------------------------------- failures: recorded once, in words
