@@ -249,6 +249,10 @@ def test_server_logs_what_it_verified_and_advances_checkpoints_in_the_background
     settings = Settings(database_url=db_url, snapshot_every=4, verify_interval_seconds=0.05,
                         ask_rate_per_second=0, participant_rate_per_second=0)
     with caplog.at_level(logging.INFO, logger="purebandits.service"), TestClient(create_app(settings)) as client:
+        deadline = time.monotonic() + 60
+        while "verifying" in client.get("/healthz").json():  # the verification runs once the server serves
+            assert time.monotonic() < deadline, "the startup verification did not finish"
+            time.sleep(0.05)
         assert "verified 1 experiment(s), 1 learner(s)" in caplog.text
         assert "12 event(s) replayed (1 learner(s) from their verified checkpoint, 0 from the start" in caplog.text
         pid = client.post("/api/participants").json()["participant_id"]

@@ -45,10 +45,12 @@ log = logging.getLogger("purebandits.service")
 def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | None = None) -> FastAPI:
     """Build the service for ``settings`` (default: from ``PUREBANDITS_*`` environment variables).
 
-    On startup it runs the migrations (``auto_migrate``), rebuilds every experiment's learner
-    by replaying its event log from its last verified checkpoint and checks it against the
-    stored snapshot (``verify_on_start``), and starts background tasks that expire stale
-    queries and keep the verified checkpoints near the head of the logs (``verify_interval_seconds``).
+    On startup it runs the migrations (``auto_migrate``) and starts serving at once; with
+    ``verify_on_start`` a background task rebuilds every experiment's learner by replaying its
+    event log from its last verified checkpoint and checks it against the stored snapshot (a
+    learner not checked yet is never served from its snapshot; see :meth:`Study.verify_pending`).
+    Other background tasks expire stale queries and keep the verified checkpoints near the head
+    of the logs (``verify_interval_seconds``).
     """
     settings = settings or Settings.from_env()
 
@@ -59,11 +61,10 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
         if settings.auto_migrate:
             await run_in_threadpool(upgrade, engine)
         study = Study(engine, settings, clock=clock)
+        if settings.verify_on_start:
+            # every learner is marked unverified (one query); the verification itself runs once the server serves
+            await run_in_threadpool(study.begin_verification)
         with compile_progress("starting the service"):
-            if settings.verify_on_start:
-                started = time.perf_counter()
-                report = await run_in_threadpool(study.verify_all)
-                log.info("%s", startup_summary(report, time.perf_counter() - started))
             # the stored learners and the default one, compiled now rather than inside their first requests
             started = time.perf_counter()
             specs = [(DEFAULT_ALGORITHM, dict(DEFAULT_PARAMS)), *await run_in_threadpool(study.learner_specs)]
@@ -86,11 +87,18 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
         app.state.limiter = RateLimiter(settings.ask_rate_per_second, settings.ask_burst)
         tasks = [asyncio.create_task(_expire_loop(study, settings.expire_interval_seconds)),
                  asyncio.create_task(_webhook_loop(study, settings.expire_interval_seconds))]
+        verified = asyncio.Event()  # the startup verification's first pass is over (or there is none)
+        if settings.verify_on_start:
+            tasks += [asyncio.create_task(_startup_verification(study, verified)),
+                      asyncio.create_task(_verification_progress(study, VERIFY_PROGRESS_SECONDS))]
+        else:
+            verified.set()
         if settings.verify_interval_seconds > 0:
-            tasks.append(asyncio.create_task(_checkpoint_loop(study, settings.verify_interval_seconds)))
+            tasks.append(asyncio.create_task(_checkpoint_loop(study, settings.verify_interval_seconds, verified)))
         try:
             yield
         finally:
+            study.stop_verification()
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -135,9 +143,14 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
     app.mount("/static", StaticFiles(directory=str(Path(__file__).resolve().parent / "static")), name="static")
 
     @app.get("/healthz", tags=["service"])
-    async def healthz() -> dict[str, str]:
-        """The process is up and its event loop answers (no database call: a slow database must not fail it)."""
-        return {"status": "ok"}
+    async def healthz() -> dict[str, Any]:
+        """The process is up and its event loop answers (no database call: a slow database must not fail it).
+
+        While the startup verification runs, ``"verifying": {"experiments_left", "events_done", "events_total",
+        "settling"}`` tells how far it is (from memory)."""
+        study = getattr(app.state, "study", None)
+        progress = study.verification_progress() if study is not None else None
+        return {"status": "ok"} if progress is None else {"status": "ok", "verifying": progress}
 
     # innermost first: the fast path serves well-formed asks / answers, BodySizeLimit wraps it
     app.add_middleware(ParticipantFastPath)
@@ -179,8 +192,55 @@ def startup_summary(report: dict[int, dict[str, Any]], seconds: float) -> str:
     return text
 
 
-async def _checkpoint_loop(study: Study, interval: float) -> None:
-    """Keep every learner's verified checkpoint near the head of its log (see :meth:`Study.advance_checkpoints`)."""
+#: seconds between two progress lines of the startup verification in the log
+VERIFY_PROGRESS_SECONDS = 5.0
+
+
+async def _startup_verification(study: Study, verified: asyncio.Event) -> None:
+    """Verify every learner while the server serves (:meth:`Study.verify_pending`: a request for one not verified
+    yet is served from its verified checkpoint plus its log, or waits), then settle the snapshots that disagreed
+    with a low-priority whole-log replay each (:meth:`Study.settle_pending`). A failure (the database away) is
+    retried: until it is done, nothing is served from an unchecked snapshot."""
+    started = time.perf_counter()
+    while True:
+        try:
+            report = await run_in_threadpool(study.verify_pending)
+            break
+        except Exception as exc:
+            log.warning("startup verification failed (%s); retrying in 5 s", brief(exc))
+            await asyncio.sleep(5)
+    log.info("%s", startup_summary(report, time.perf_counter() - started))
+    verified.set()
+    while True:
+        try:
+            done = await run_in_threadpool(study.settle_pending)
+            break
+        except Exception as exc:
+            log.warning("settling the wrong snapshots by whole-log replays failed (%s); retrying in 5 s", brief(exc))
+            await asyncio.sleep(5)
+    if done["settled"]:
+        log.info("settled %d wrong snapshot(s) by whole-log replays in %.1f s since the start: %d agreed with the "
+                 "verified checkpoint, %d did not (switched to the full replay)", done["settled"],
+                 time.perf_counter() - started, done["agreed"], done["switched"])
+
+
+async def _verification_progress(study: Study, every: float) -> None:
+    """A log line every ``every`` seconds while the startup verification runs: experiments left, events replayed."""
+    while True:
+        await asyncio.sleep(every)
+        progress = study.verification_progress()
+        if progress is None:
+            return
+        log.info("startup verification: %d experiment(s) left, %d / %d event(s) replayed, %d learner(s) settling "
+                 "(whole-log replay in the background)", progress["experiments_left"], progress["events_done"],
+                 progress["events_total"], progress["settling"])
+
+
+async def _checkpoint_loop(study: Study, interval: float, verified: asyncio.Event | None = None) -> None:
+    """Keep every learner's verified checkpoint near the head of its log (see :meth:`Study.advance_checkpoints`),
+    once the startup verification's first pass is over (``verified``): it would repair what that pass checks."""
+    if verified is not None:
+        await verified.wait()
     while True:
         await asyncio.sleep(max(0.05, interval))
         try:
