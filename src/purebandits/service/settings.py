@@ -99,7 +99,8 @@ class Settings:
     db_statement_timeout_seconds : float, default=30
         PostgreSQL ``statement_timeout`` of every statement (owner exports included).
     db_threads : int, default=8
-        Worker threads that run database transactions which may wait.
+        Worker threads that run participants' database transactions which may wait; as many more
+        (at least 4) run the pages and owner endpoints that read the database.
     reissue_after_seconds : float, default=20
         When a learner that works in rounds has nothing to hand out until pending queries come
         back, a pending query older than this is cancelled (its answer will get 410) and its pull
