@@ -190,3 +190,18 @@ def test_a_release_and_the_reissue_in_one_batch(db_url):
     assert out[0]["status"] == "released" and out[1]["state"] == "ok"
     assert out[2]["state"] == "ok"  # walker-1's pull, reissued to the id that gave its own back
     assert study.replay(eid).state_json() == study._cache[(eid, 0)].learner.state_json()
+
+
+if __name__ == "__main__":  # the figures in docs/service.md: python tests/service/test_fair_reissue.py
+    import tempfile
+
+    for n_abusers in (22, 0):
+        clock = Clock()
+        study = open_study(f"sqlite:///{tempfile.mkdtemp()}/probe.sqlite", clock=clock,
+                           reissue_after_seconds=REISSUE_S)
+        eid, _ = study.create_experiment(SPEC)
+        got = _probe(study, clock, eid, seconds=90, n_abusers=n_abusers)
+        to = _reissued_to(study, eid)
+        mine = sum(p.startswith("abuser-") for p in to)
+        print(f"{n_abusers} abusers, 90 simulated s: the honest ids answered {got['honest_answers']}; "
+              f"{len(to)} reissued pulls, {len(to) - mine} to honest ids, {mine} to abusers")

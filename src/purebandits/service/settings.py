@@ -117,7 +117,9 @@ class Settings:
         uvicorn's ``--forwarded-allow-ips`` takes them (comma-separated addresses or networks, ``*``
         for any). Empty (the default): none, every limit counts the connecting address; behind a
         reverse proxy, set it to the proxy's address (``purebandits serve --forwarded-allow-ips``),
-        and make the proxy overwrite the header, not append to the client's.
+        and make the proxy overwrite the header, not pass on the client's. ``purebandits serve``
+        applies it (and ignores uvicorn's ``FORWARDED_ALLOW_IPS``); an app run under uvicorn
+        directly gets uvicorn's own option.
     history_every : int, default=100
         A point of each learner's results over time (its leaders with their intervals and its
         stopping progress, ``GET /api/experiments/{id}/history``) every this many of its answers,
