@@ -219,15 +219,19 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, pace: float = 0.0,
-                   server_pid: int | None = None, client_kind: str = "raw", learners: int = 1,
+async def run_load(url: str | list[str], n: int, seconds: float, warmup: float, seed: int, pace: float = 0.0,
+                   server_pid: int | list[int] | None = None, client_kind: str = "raw", learners: int = 1,
                    repeats: str = "never", churn: int = 30, scenario: str = "559", algorithm: str = "lil_ucb",
                    dashboards: int = 0) -> dict:
     """Closed loop (pace = 0: each participant asks again as soon as it answered) or paced
     (each participant starts one ask+answer every 1/pace seconds, with a random phase; so the
     offered load is n * pace answers per second). ``algorithm``: the learner of a one-learner
     experiment (``default``: none named, the service's default); ``dashboards`` owners poll the
-    results meanwhile."""
+    results meanwhile. Several ``url`` (server processes on one database): participant k speaks to
+    ``url[k % len(url)]``, the experiment is created and polled on the first."""
+    urls = [url] if isinstance(url, str) else list(url)
+    url = urls[0]
+    pids_cpu = [] if server_pid is None else [server_pid] if isinstance(server_pid, int) else list(server_pid)
     texts, probs = scenario_items(scenario)
     async with httpx.AsyncClient(base_url=url, timeout=30, verify=False) as client:
         spec: dict[str, Any] = {"name": "load test", "seed": seed,
@@ -253,7 +257,7 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
         # tasks costs O(N) per request in httpcore and made the client the bottleneck; plain
         # http on loopback, so no TLS context (verify=False skips loading the CA bundle N times)
         factory = RawClient if client_kind == "raw" else HttpxClient
-        clients: list[Poster] = [factory(url) for _ in range(n)]
+        clients: list[Poster] = [factory(urls[k % len(urls)]) for k in range(n)]
         pids = [(await c.post("/api/participants"))[1]["participant_id"] for c in clients]
         visitors = n
         exhausted = 0
@@ -263,12 +267,12 @@ async def run_load(url: str, n: int, seconds: float, warmup: float, seed: int, p
         cpu: dict[str, float] = {}
 
         async def sample_cpu() -> None:
-            if server_pid is None:
+            if not pids_cpu:
                 return
             await asyncio.sleep(max(0.0, t_measure - time.perf_counter()))
-            cpu["start"], cpu["client_start"] = process_cpu_seconds(server_pid), time.process_time()
+            cpu["start"], cpu["client_start"] = sum(map(process_cpu_seconds, pids_cpu)), time.process_time()
             await asyncio.sleep(max(0.0, t_end - time.perf_counter()))
-            cpu["end"], cpu["client_end"] = process_cpu_seconds(server_pid), time.process_time()
+            cpu["end"], cpu["client_end"] = sum(map(process_cpu_seconds, pids_cpu)), time.process_time()
 
         async def new_visitor(client: Poster, pid: str) -> str:
             """A new participant id for the next visitor (the old one on failure, counted as an error)."""
@@ -412,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=20.0, help="measured time")
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--workers", type=int, default=1, help="server worker processes")
+    p.add_argument("--servers", type=int, default=1,
+                   help="server processes (each with --workers), on different ports against one database: "
+                        "participants are spread over them as a reverse proxy would")
     p.add_argument("--pg-url", default=os.environ.get("PUREBANDITS_TEST_PG_URL"),
                    help="admin URL of a PostgreSQL server (default: start a throwaway one)")
     p.add_argument("--seed", type=int, default=1)
@@ -458,14 +465,18 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         raise SystemExit(f"unknown backend {backend!r}")
                     load0 = os.getloadavg()[0]
-                    proc, url = start_server(db, args.workers, src)
+                    servers = []
                     try:
-                        res = run(run_load(url, args.participants, args.seconds, args.warmup, args.seed, args.pace,
-                                           server_pid=proc.pid, client_kind=args.client, learners=args.learners,
+                        for _ in range(args.servers):
+                            servers.append(start_server(db, args.workers, src))
+                        res = run(run_load([u for _, u in servers], args.participants, args.seconds, args.warmup,
+                                           args.seed, args.pace, server_pid=[proc.pid for proc, _ in servers],
+                                           client_kind=args.client, learners=args.learners,
                                            repeats=args.repeats, churn=args.churn, scenario=args.scenario,
                                            algorithm=algorithm, dashboards=dashboards))
                     finally:
-                        stop_server(proc)
+                        for proc, _ in servers:
+                            stop_server(proc)
                     res["load"] = f"{load0:.1f}-{os.getloadavg()[0]:.1f}"
                     rows.append((backend, algorithm, code, res))
                     print(f"{backend} {algorithm} {code}: {res}", file=sys.stderr)
@@ -477,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
           f"SQLite WAL synchronous=NORMAL, "
           f"PostgreSQL {'NOT durable (fsync off)' if args.pg_fast else 'durable (fsync, synchronous_commit on)'}"
           f"{' (given by --pg-url)' if args.pg_url else ''}, "
-          f"{args.workers} worker(s), {args.client} client, "
+          f"{args.servers} server process(es) of {args.workers} worker(s) each, {args.client} client, "
           f"{args.seconds:g} s measured after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}\n")
     print("| backend | learner | code | load avg | answers/s | ask p50 / p99 (ms) | answer p50 / p99 (ms) "

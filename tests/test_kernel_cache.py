@@ -95,6 +95,10 @@ def test_digest_covers_compiled_sources_only(tmp_path: Path) -> None:
     base = sources_digest(tmp_path / "pkg")
     (tmp_path / "pkg" / "notes.py").write_text("X = 1\n")  # no numba: cannot reach a kernel
     assert sources_digest(tmp_path / "pkg") == base
+    # numba named, or imported inside a function (a report of its version): no kernel there either
+    (tmp_path / "pkg" / "report.py").write_text('"""Uses numba\'s cache."""\n\ndef version():\n'
+                                                 '    import numba\n    return numba.__version__\n')
+    assert sources_digest(tmp_path / "pkg") == base
     edit_callee(tmp_path, "pkg", 3)
     assert sources_digest(tmp_path / "pkg") != base
 

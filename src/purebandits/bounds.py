@@ -17,6 +17,8 @@ import numpy as np
 from numba import njit, vectorize
 from numpy.typing import ArrayLike
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
+
 #: what the vectorised forms return: an array, or a float for scalar input
 ArrayOrFloat = np.ndarray | float
 

@@ -24,10 +24,14 @@ COMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every sub-command, or of ``only`` (its module alone is imported: ``purebandits experiment
+    show`` starts without the simulator's or the learners' compiled code)."""
     parser = argparse.ArgumentParser(prog="purebandits", description="Pure-exploration bandits for crowdsourcing.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, module_name in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -43,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run ``purebandits`` with ``argv`` (default the command line); the sub-command's exit code, 1 if the reader
     of stdout went away."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv and argv[0] in COMMANDS else None
+    args = build_parser(command).parse_args(argv)
     try:
         code = int(args._run(args) or 0)
         sys.stdout.flush()

@@ -18,6 +18,8 @@ import math
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
+
 __all__ = ["heap_build", "heap_init", "heap_update", "heap_top", "heap_second", "topheap_init", "topheap_replace",
            "topheap_size", "keyheap_init", "keyheap_update", "keyheap_key", "keyheap_best_bonus",
            "keyheap_best_bonus_steps", "keyheap_bonus_reaches", "bonus_horizon", "UPPER_KEY_MARGIN"]

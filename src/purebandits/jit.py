@@ -24,6 +24,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, register_jitable
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
+
 __all__ = ["borrow", "borrow_stream"]
 
 

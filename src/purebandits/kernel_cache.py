@@ -6,22 +6,26 @@ other modules, so after an edit to a callee alone, or an upgrade that leaves the
 as it was, numba loads the *old* machine code: a previous run of this project measured the old
 KL-LUCB kernel running after its bracket code changed, because ``family_kernel``'s file had not.
 Here each cached function of the package is stamped, in addition, with a digest of the content
-of every package module that mentions numba; any change to any of them makes every cached
+of every package module that imports numba at its top level; any change to any of them makes every cached
 kernel of the package stale, and numba recompiles it and overwrites the entry (stale entries are
 replaced in place, so nothing accumulates on disk). Functions outside the package are untouched.
 
 The cache stays where numba puts it (``NUMBA_CACHE_DIR`` if set, else ``__pycache__`` beside the
 source, else the user-wide cache directory): the stamped locators below are the same locators
 with a longer stamp, tried before numba's own for files under the package. They must be
-installed before the first ``@njit(cache=True)`` of the package runs, which is why
-``purebandits/__init__.py`` calls :func:`stamp_package_kernels` before importing anything
-compiled. ``NUMBA_CACHE_LOCATOR_CLASSES``, where numba supports it, overrides all of this.
+installed before the first ``@njit(cache=True)`` of the package is decorated, which is why
+importing this module stamps the package's own directory, and every module of the package that
+uses numba imports this one first (``tests/test_kernel_cache.py`` holds every such module to it).
+Importing ``purebandits`` alone loads neither numba nor any kernel: the service and the command
+line start without them and load them on first use. ``NUMBA_CACHE_LOCATOR_CLASSES``, where numba
+supports it, overrides all of this.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from numba.core import caching
@@ -34,13 +38,19 @@ _BASES = tuple(getattr(caching, name, None) or getattr(caching, "_" + name)
                for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator"))
 
 
+_IMPORTS_NUMBA = re.compile(rb"^(?:import numba|from numba[ .])", re.MULTILINE)
+
+
 def sources_digest(package_dir: Path) -> str:
     """SHA-256 of the relative path and content of every ``.py`` file under ``package_dir`` that
-    mentions numba (the files whose compiled code can end up inside a cached kernel)."""
+    imports numba at its top level (the files whose compiled code can end up inside a cached kernel:
+    a kernel, or a function a kernel calls, is decorated with something of numba's). A module that
+    only names numba in its text, or imports it inside a function to report on it (the service's
+    settings and warm-up), is left out, so editing it does not send every kernel to be compiled again."""
     h = hashlib.sha256()
     for path in sorted(package_dir.rglob("*.py")):
         data = path.read_bytes()
-        if b"numba" in data:
+        if _IMPORTS_NUMBA.search(data):
             h.update(path.relative_to(package_dir).as_posix().encode())
             h.update(b"\0")
             h.update(data)
@@ -92,3 +102,7 @@ def stamp_package_kernels(package_dir: Path) -> str:
     classes = [c for c in _CACHE_IMPL._locator_classes if getattr(c, "package_root", None) != root]
     _CACHE_IMPL._locator_classes = [_stamped(base, root, digest) for base in _BASES] + classes
     return digest
+
+
+#: the digest the package's own kernels carry: stamped when the first compiled module of the package imports this one
+PACKAGE_DIGEST = stamp_package_kernels(Path(__file__).parent)

@@ -11,6 +11,7 @@ import math
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.heaps import keyheap_init, keyheap_update
 from purebandits.jit import borrow
 

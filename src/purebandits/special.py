@@ -14,6 +14,8 @@ import llvmlite.binding as llvm
 from numba import types
 from numba.extending import get_cython_function_address
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
+
 __all__ = ["betainc", "betaincinv"]
 
 _SIGNATURE = types.float64(types.float64, types.float64, types.float64, types.int32)

@@ -22,6 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.base import NOT_DONE_CAP, Learner, StoppingProgress
 from purebandits.bounds import ls_delta, ls_radius_s
 from purebandits.jit import borrow

@@ -35,6 +35,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
+
 __all__ = ["ClassRows", "NO_SIDE", "class_hash", "class_find", "class_open", "class_link", "class_unlink",
            "class_release", "classes_clear", "class_fault", "check_classes", "CLASS_FAULTS"]
 

@@ -51,6 +51,7 @@ import math
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.algorithms._classes import (
     NO_SIDE,
     ClassRows,

@@ -13,6 +13,7 @@ import math
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.bounds import lil_radius_s
 from purebandits.instances.rewards import stream_draw
 from purebandits.ranking import topk_mask

@@ -45,6 +45,7 @@ import math
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.algorithms._lucb_rules import (
     BOUND_KL_LUCB,
     BOUND_LIL_KL,

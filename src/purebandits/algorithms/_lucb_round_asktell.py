@@ -40,6 +40,7 @@ import math
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.algorithms import _lucb_round_incremental as _rdi
 from purebandits.algorithms._classes import classes_clear
 from purebandits.algorithms._lucb_round_incremental import (

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.instances.rewards import (
     BERNOULLI,

@@ -35,6 +35,7 @@ import math
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.bounds import glr_challenge_s, glr_pair_cost_s, glr_threshold_s
 from purebandits.jit import borrow
 

@@ -26,6 +26,7 @@ import math
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.heaps import UPPER_KEY_MARGIN, keyheap_init, keyheap_update
 
 __all__ = ["UCB1Cache"]

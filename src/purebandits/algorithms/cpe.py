@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.algorithms._cpe_incremental import (
     _SMALL,
     IS_BUILT,

@@ -25,6 +25,7 @@ import math
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.algorithms._ls_incremental import LSCheck
 from purebandits.algorithms._rounds import fewest_pulls, first_from
 from purebandits.base import Learner, StoppingProgress, check_param, top_k_by

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.algorithms._rounds import (
     ACCEPTED,
     ACTIVE,

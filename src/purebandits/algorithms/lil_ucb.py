@@ -9,6 +9,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import c_epsilon, lil_radius_s, lil_ucb_index_s, ls_delta
 from purebandits.heaps import topheap_init, topheap_replace, topheap_size

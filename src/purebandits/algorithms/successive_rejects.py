@@ -25,6 +25,7 @@ import math
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.algorithms._rounds import (
     ACCEPTED,
     ACTIVE,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.algorithms._top_two_incremental import tt_ask, tt_new, tt_note, tt_stop, tt_tell, tt_told
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import glr_pair_cost_s, glr_statistic_s, glr_stop_s, glr_threshold_s

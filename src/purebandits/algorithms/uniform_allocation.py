@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.algorithms._rounds import ACCEPTED, REJECTED, _RoundLearner, arm_means, round_pulls, top_random_ties
 from purebandits.instances.rewards import RewardStream
 

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
+
 __all__ = ["RewardModel", "Bernoulli", "Gaussian", "Categorical", "RewardStream", "stream_draw"]
 
 BERNOULLI, GAUSSIAN, CATEGORICAL = 0, 1, 2

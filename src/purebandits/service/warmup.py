@@ -37,7 +37,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-import numba
 import numpy as np
 
 try:
@@ -46,10 +45,9 @@ except ImportError:  # not POSIX: no lock, so no background warm (a create compi
     fcntl = None
 
 import purebandits
-from purebandits.kernel_cache import stamped_digest
 from purebandits.registry import all_learners, make_learner
 
-__all__ = ["compile_progress", "warm_all_in_background", "warm_learners"]
+__all__ = ["compile_progress", "warm_all_in_background", "warm_learners", "warm_now"]
 
 log = logging.getLogger("purebandits.service")
 
@@ -165,6 +163,10 @@ def _stamp_path() -> Path:
     else in the user's cache directory."""
     root = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "purebandits")
+    import numba  # here, not at import: a service worker starts without numba
+
+    from purebandits.kernel_cache import stamped_digest
+
     package = Path(purebandits.__file__).resolve().parent
     key = f"{stamped_digest(package)} {package} numba {numba.__version__} {sys.version}"
     return Path(root) / f"purebandits-warmed-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
@@ -226,6 +228,24 @@ def _main(algorithms: list[str]) -> int:
     return 0
 
 
+def warm_now(specs: list[tuple[str, dict[str, Any]]]) -> int:
+    """Compile ``specs`` into numba's on-disk cache in a child process, in the foreground, showing progress on
+    stderr; its exit code.
+
+    What ``purebandits serve --workers N`` runs before it starts the workers: each worker then loads the
+    kernels from the cache in milliseconds instead of compiling them itself (about 25 s of one core for the
+    default learner, with the interpreter lock held for most of it, so a worker compiling would miss
+    uvicorn's health checks, be killed and start compiling again). The child keeps numba out of the
+    supervising process, which lives as long as the server.
+    """
+    return subprocess.call([sys.executable, "-m", "purebandits.service.warmup", "--now", json.dumps(specs)],
+                           stdin=subprocess.DEVNULL)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--now"]:
+        with compile_progress("preparing the workers"):
+            warm_learners((name, params) for name, params in json.loads(sys.argv[2]))
+        sys.exit(0)
     os.nice(10)  # behind the server's requests
     sys.exit(_main(sys.argv[1:]))
