@@ -98,6 +98,7 @@ class Verification:
         self.events_done = 0
         self.events_total = 0
         self.phase = "verifying"  # then "settling", then "done"
+        self.current: int | None = None  # the experiment being verified now
         self.stop = threading.Event()
 
     def count(self, n: int) -> None:
@@ -208,6 +209,9 @@ class LearnerStates:
         if self._nowait():
             raise WouldBlock("experiment not verified yet: a worker thread loads it")
         eid, spec = meta.id, meta.learners[idx]
+        v = self._verification()
+        if v is not None and v.current == eid:  # the verification is doing this very work, without the lock
+            raise Unavailable(f"experiment {eid} is being verified after a restart; retry shortly", retry_after=1.0)
         ck = read_checkpoint(conn, eid, idx)
         if ck is not None and ck.intact and ck.version <= version and version - ck.version <= self.PENDING_TAIL_MAX:
             try:
@@ -217,7 +221,6 @@ class LearnerStates:
             except Exception as exc:  # the verification replays the whole log for it
                 log.warning("experiment %s learner %s: not served from its verified checkpoint (%s); waiting for "
                             "the startup verification", eid, spec.label, exc)
-        v = self._verification()
         if v is not None:
             with v.lock:
                 if eid not in v.urgent:
@@ -504,8 +507,9 @@ class LearnerStates:
                     idxs = sorted(v.pending.get(eid, ()))
                 try:
                     meta = self.meta(eid)
+                    v.current = eid
                     for idx in idxs:
-                        r = self._verify_learner(meta, idx, False, settle=False, defer=quick)
+                        r = self._verify_pending_learner(meta, idx, quick)
                         if r.get("deferred"):
                             deferred.setdefault(eid, []).append(idx)
                             continue
@@ -519,6 +523,8 @@ class LearnerStates:
                         v.pending.pop(eid, None)
                 except _Stopped:
                     return {}
+                finally:
+                    v.current = None
             if quick and deferred:
                 extra = self._deferred_extra(deferred)  # a whole-log replay each: the rest of their logs count
                 with v.lock:
@@ -531,6 +537,20 @@ class LearnerStates:
             out[eid] = {"snapshot_matches": _combine([r["snapshot_matches"] for r in report]),
                         "replayed": sum(r["replayed"] for r in report), "learners": report}
         return out
+
+    #: attempts at one learner's verification when its lock stays taken (requests hold it, 503 after
+    #: ``db_wait_seconds``): the verification waits and tries again rather than giving up on the others
+    VERIFY_ATTEMPTS = 30
+
+    def _verify_pending_learner(self, meta: ExperimentMeta, idx: int, quick: bool) -> dict[str, Any]:
+        for attempt in range(self.VERIFY_ATTEMPTS):
+            try:
+                return self._verify_learner(meta, idx, False, settle=False, defer=quick)
+            except Unavailable:
+                if attempt == self.VERIFY_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.5)
+        raise AssertionError("unreachable")
 
     def _deferred_extra(self, deferred: dict[int, list[int]]) -> int:
         """Events before the checkpoints of the learners left for a whole-log replay (counted in the progress)."""
