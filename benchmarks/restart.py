@@ -11,6 +11,13 @@ the script adds at ``/tmp/purebandits-prev``), in one run, and prints a table.
     PYTHONPATH=src python benchmarks/restart.py --answers 20000          # a quick check
     PYTHONPATH=src python benchmarks/restart.py                          # 1,000,000 answers (hours: see below)
     PYTHONPATH=src python benchmarks/restart.py --prev-rev HEAD~1        # once this change is committed
+    PYTHONPATH=src python benchmarks/restart.py --damage-snapshot        # one count wrong in the latest snapshot
+
+``--damage-snapshot`` corrupts one count in the big experiment's latest snapshot and adds a second,
+small experiment, and times, from the process start, ``/healthz``, the small experiment's first
+query, the damaged one's first query (503s retried) and the end of the startup verification (for
+this code: ``/healthz`` without ``verifying``, after the whole-log replay that settles the snapshot;
+the previous code did all of it before serving).
 
 The log is the one the service would have written: the builder drives a fresh learner with the
 experiment's seed exactly as the service does (asks with ``repeats="never"``: the learner's choice
@@ -250,17 +257,28 @@ def cached_build(cache: Path, args: argparse.Namespace) -> tuple[Path, dict[str,
 
 # ---------------------------------------------------------------------------- copies for each run
 def downgrade(url: str, revision: str) -> None:
-    """The database at ``url`` back to ``revision`` with this checkout's migrations (for the previous code)."""
+    """The database at ``url`` at ``revision`` with this checkout's migrations (for the previous code): up to it if
+    it is older (a cached database may be), down to it if newer. On SQLite without foreign-key enforcement: a
+    downgrade that rebuilds a table (Alembic's batch mode: drop and recreate) would otherwise cascade-delete
+    every row that refers to it."""
     from alembic import command
+    from alembic.runtime.migration import MigrationContext
 
     from purebandits.service.storage import _alembic_config, make_engine
 
-    engine = make_engine(url, statement_timeout_seconds=24 * 3600.0)
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url)
+    else:
+        engine = make_engine(url, statement_timeout_seconds=24 * 3600.0)
     try:
         cfg = _alembic_config(engine)
         with engine.begin() as conn:
+            current = MigrationContext.configure(conn).get_current_revision()
             cfg.attributes["connection"] = conn
-            command.downgrade(cfg, revision)
+            if current == revision:
+                return
+            older = current is None or current < revision  # the revisions are numbered: "0001", "0002", ...
+            (command.upgrade if older else command.downgrade)(cfg, revision)
     finally:
         engine.dispose()
 
@@ -313,15 +331,61 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def time_restart(db_url: str, src: Path, eid: int, timeout: float, log_path: Path) -> dict[str, Any]:
+def add_small_experiment(sqlite_path: Path) -> int:
+    """A second, small experiment (10 items, no answers yet) in the built database: the one a restart with a
+    damaged snapshot of the big one must serve at once. Returns its id."""
+    from purebandits.service.settings import Settings
+    from purebandits.service.storage import make_engine
+    from purebandits.service.study import Study
+
+    engine = make_engine(f"sqlite:///{sqlite_path}")
+    try:
+        study = Study(engine, Settings(database_url=f"sqlite:///{sqlite_path}"))
+        eid, _ = study.create_experiment({"name": "another experiment", "seed": 1,
+                                          "items": [{"id": f"s{i}", "text": f"small {i}"} for i in range(10)]})
+        study.close()
+    finally:
+        engine.dispose()
+    return eid
+
+
+def damage_snapshot(sqlite_path: Path, eid: int) -> None:
+    """One count wrong in experiment ``eid``'s latest snapshot (the checkpoint is left intact)."""
+    with sqlite3.connect(str(sqlite_path)) as db:
+        (text,) = db.execute("SELECT state FROM snapshots WHERE experiment_id = ?", (eid,)).fetchone()
+        state = json.loads(text)
+        state["state"]["counts_"]["__ndarray__"][0] += 1
+        db.execute("UPDATE snapshots SET state = ? WHERE experiment_id = ?", (json.dumps(state), eid))
+
+
+def _first_query(client: httpx.Client, base: str, eid: int, t0: float, timeout: float) -> float | None:
+    """Seconds from ``t0`` to a new participant's first query of ``eid`` (503s retried), None past ``timeout``."""
+    pid = client.post(base + "/api/participants").json()["participant_id"]
+    while time.perf_counter() - t0 < timeout:
+        q = client.post(f"{base}/api/experiments/{eid}/queries", json={"participant_id": pid})
+        if q.status_code == 503:
+            time.sleep(min(1.0, float(q.headers.get("Retry-After", 1))))
+            continue
+        q.raise_for_status()
+        if q.json().get("state") != "ok":
+            raise RuntimeError(f"first ask of experiment {eid} answered {q.json()}")
+        return time.perf_counter() - t0
+    return None
+
+
+def time_restart(db_url: str, src: Path, eid: int, timeout: float, log_path: Path,
+                 other: int | None = None) -> dict[str, Any]:
     """Start ``purebandits serve`` from ``src`` on ``db_url``; seconds from the process start to its healthz and
-    to its first served query, and what its startup log says."""
+    to its first served query, and what its startup log says. With ``other`` (an experiment whose state is
+    sound), its first query is timed first (``other_query``), then ``eid``'s, then the end of the startup
+    verification (``verified``: /healthz without ``verifying``)."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(src) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "PUREBANDITS_ASK_RATE_PER_SECOND": "0", "PUREBANDITS_PARTICIPANT_RATE_PER_SECOND": "0",
            "PUREBANDITS_CREATE_RATE_PER_SECOND": "0"}
     base = f"http://127.0.0.1:{port}"
-    out: dict[str, Any] = {"healthz": None, "first_query": None, "timed_out": False}
+    out: dict[str, Any] = {"healthz": None, "first_query": None, "other_query": None, "verified": None,
+                           "timed_out": False}
     with open(log_path, "wb") as log:
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "purebandits.cli", "serve", "--db", db_url, "--port",
@@ -341,12 +405,19 @@ def time_restart(db_url: str, src: Path, eid: int, timeout: float, log_path: Pat
                         time.sleep(0.02)
                         continue
                     out["healthz"] = time.perf_counter() - t0
-                    pid = client.post(base + "/api/participants").json()["participant_id"]
-                    q = client.post(f"{base}/api/experiments/{eid}/queries", json={"participant_id": pid})
-                    q.raise_for_status()
-                    if q.json().get("state") != "ok":
-                        raise RuntimeError(f"first ask answered {q.json()}")
-                    out["first_query"] = time.perf_counter() - t0
+                    if other is not None:
+                        out["other_query"] = _first_query(client, base, other, t0, timeout)
+                    out["first_query"] = _first_query(client, base, eid, t0, timeout)
+                    if out["first_query"] is None:
+                        out["timed_out"] = True
+                        break
+                    if other is not None:
+                        while "verifying" in client.get(base + "/healthz", timeout=30).json():
+                            if time.perf_counter() - t0 > timeout:
+                                break
+                            time.sleep(0.5)
+                        else:
+                            out["verified"] = time.perf_counter() - t0
                     break
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -361,6 +432,7 @@ def time_restart(db_url: str, src: Path, eid: int, timeout: float, log_path: Pat
     m = re.search(r"(\d+) event\(s\) replayed", out["log"])
     out["replayed"] = int(m.group(1)) if m else None
     out["snapshot_warning"] = "differs from the replay" in text
+    out["settled"] = "agrees with the verified checkpoint" in text
     return out
 
 
@@ -390,6 +462,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pg-url", default=os.environ.get("PUREBANDITS_TEST_PG_URL"),
                    help="admin URL of a PostgreSQL server (default: start a throwaway durable one)")
     p.add_argument("--pg-fast", action="store_true", help="throwaway PostgreSQL with fsync off (not durable)")
+    p.add_argument("--damage-snapshot", action="store_true",
+                   help="corrupt one count in the big experiment's latest snapshot and add a second, small "
+                        "experiment; time /healthz, the small one's first query, the damaged one's and the end of "
+                        "the verification")
     args = p.parse_args(argv)
     codes = [c for c in args.codes.split(",") if c]
     load_start = os.getloadavg()[0]
@@ -413,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
                 revision = head_of(src)  # the schema that code knows
                 copy = tmp / f"{backend}-{code}.sqlite"
                 shutil.copy(db, copy)
+                other = None
+                if args.damage_snapshot:
+                    other = add_small_experiment(copy)
+                    damage_snapshot(copy, info["experiment"])
                 print(f"{backend}/{code}: preparing a copy at revision {revision}", file=sys.stderr)
                 if backend == "sqlite":
                     url = f"sqlite:///{copy}"
@@ -430,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit(f"unknown backend {backend!r}")
                 timeout = args.prev_timeout if code == "prev" else args.timeout
                 print(f"{backend}/{code}: starting the server from {src}", file=sys.stderr)
-                res = time_restart(url, src, info["experiment"], timeout, tmp / f"{backend}-{code}.log")
+                res = time_restart(url, src, info["experiment"], timeout, tmp / f"{backend}-{code}.log", other)
                 print(f"{backend}/{code}: {res}", file=sys.stderr)
                 rows.append((backend, code, res, timeout))
                 if backend == "sqlite":
@@ -444,6 +524,21 @@ def main(argv: list[str] | None = None) -> int:
           f"{' (given by --pg-url)' if args.pg_url else ''}; {os.cpu_count()} CPUs, load average {load_start:.1f} "
           f"at the start and {load_end:.1f} at the end; Python {platform.python_version()}. New code: {args.src}; "
           f"previous code: {prev_src}.\n")
+    if args.damage_snapshot:
+        print("One count of the big experiment's latest snapshot corrupted; a second, small experiment (10 items). "
+              "Seconds from the process start.\n")
+        print("| backend | code | /healthz | another experiment's first query | damaged experiment's first query "
+              "| verification over (whole-log replay settled) | snapshot check |")
+        print("|---|---|---:|---:|---:|---:|---|")
+        for backend, code, r, timeout in rows:
+            def cell(x: float | None, timeout: float = timeout) -> str:
+                return f"> {timeout:g} (stopped)" if x is None else f"{x:.2f}"
+            check = ("differs; settled by the whole-log replay" if r["settled"] else
+                     "differs (repaired)" if r["snapshot_warning"] else "-")
+            verified = r["verified"] if code == "new" else r["healthz"]  # the previous code verified before serving
+            print(f"| {backend} | {code} | {cell(r['healthz'])} | {cell(r['other_query'])} | "
+                  f"{cell(r['first_query'])} | {cell(verified)} | {check} |")
+        return 0
     print("| backend | code | start to /healthz (s) | start to first query (s) | events replayed | snapshot check |")
     print("|---|---|---:|---:|---:|---|")
     for backend, code, r, timeout in rows:

@@ -203,9 +203,11 @@ class LearnerStates:
     def _from_checkpoint(self, conn: Connection, meta: ExperimentMeta, idx: int, version: int) -> Learner:
         """A learner the startup verification has not reached yet, for a request: its verified checkpoint (its
         SHA-256 checked) plus the log after it, which is exact (the log is the source of truth), never its
-        snapshot (not checked yet). Without a usable checkpoint, or with a tail over :attr:`PENDING_TAIL_MAX`,
-        :class:`Unavailable` (503 with ``Retry-After``, at once: waiting here would hold the learner's lock,
-        and on SQLite the write lock of every experiment) and the verification takes this experiment next."""
+        snapshot (not checked yet). While the verification replays this experiment, :class:`Unavailable` with
+        ``Retry-After: 1`` (it is nearly ready; the same work twice under the lock would slow both). Without a
+        usable checkpoint, or with a tail over :attr:`PENDING_TAIL_MAX`, :class:`Unavailable` (503 with
+        ``Retry-After``, at once: waiting here would hold the learner's lock, and on SQLite the write lock of
+        every experiment) and the verification takes this experiment next."""
         if self._nowait():
             raise WouldBlock("experiment not verified yet: a worker thread loads it")
         eid, spec = meta.id, meta.learners[idx]
