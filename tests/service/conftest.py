@@ -112,7 +112,7 @@ class Server:
         self.proc = None
 
     def __enter__(self) -> Server:
-        return self.start()
+        return self if self.proc is not None else self.start()  # ``with srv.start(timeout=...)``: started once
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

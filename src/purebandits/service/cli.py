@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     URLs, then serve with uvicorn; the workers build their app from the environment without migrating again."""
     import uvicorn
 
-    from purebandits.service.settings import Settings, url_password
+    from purebandits.service.settings import SECRET_FIELDS, Settings, url_password
     from purebandits.service.storage import current_revision, make_engine, upgrade
     from purebandits.service.study import Study
 
@@ -175,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
         _warm_for_workers(settings)
     # the workers build their app from the environment; migrations already ran here
     os.environ.update(settings.to_env())
+    for name in SECRET_FIELDS:  # read once, here: the workers take the value (--db may have overridden the file)
+        os.environ.pop(f"PUREBANDITS_{name.upper()}_FILE", None)
     os.environ["PUREBANDITS_AUTO_MIGRATE"] = "0"
     uvicorn.run("purebandits.service.app:create_app", factory=True, host=args.host, port=args.port,
                 workers=max(1, args.workers), timeout_worker_healthcheck=args.worker_timeout,

@@ -8,7 +8,8 @@ replays experiments' event logs and checks their snapshots and verified checkpoi
 whole log, not only the events after the last checkpoint).
 
 Server and token come from ``--server`` / ``--token`` or the environment (``PUREBANDITS_SERVER``,
-default http://127.0.0.1:8000; ``PUREBANDITS_TOKEN``: an owner token, or the admin token). A server
+default http://127.0.0.1:8000; ``PUREBANDITS_TOKEN``, or ``PUREBANDITS_TOKEN_FILE`` naming a file of mode
+0600: an owner token, or the admin token; ``--token`` shows it to every user of the machine in ``ps``). A server
 error prints ``error: <the server's message> (HTTP <status>)`` to stderr and exits with 1; a
 malformed option (``--arm``, ``--param``, ``--labels``, an unreadable file) exits with 2.
 """
@@ -160,7 +161,8 @@ def _connection_options(parser: argparse.ArgumentParser, top: bool) -> None:
     parser.add_argument("--server", metavar="URL", default=default,
                         help=f"the server's base URL (env PUREBANDITS_SERVER, default {DEFAULT_SERVER})")
     parser.add_argument("--token", metavar="TOKEN", default=default,
-                        help="owner token of the experiment, or the admin token (env PUREBANDITS_TOKEN)")
+                        help="owner token of the experiment, or the admin token (env PUREBANDITS_TOKEN, or "
+                             "PUREBANDITS_TOKEN_FILE naming a file of mode 0600: a command line is visible in ps)")
 
 
 # ---------------------------------------------------------------------------- option parsing
@@ -324,6 +326,22 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- running
+def _given_token(args: argparse.Namespace) -> str | None:
+    """``--token``, else ``PUREBANDITS_TOKEN``, else the file named by ``PUREBANDITS_TOKEN_FILE`` (mode 0600)."""
+    from purebandits.service.settings import read_secret_file
+
+    if args.token:
+        return str(args.token)
+    if os.environ.get("PUREBANDITS_TOKEN"):
+        return os.environ["PUREBANDITS_TOKEN"]
+    if os.environ.get("PUREBANDITS_TOKEN_FILE"):
+        try:
+            return read_secret_file(os.environ["PUREBANDITS_TOKEN_FILE"], "PUREBANDITS_TOKEN_FILE")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run one action; 0 on success, 1 on a server or connection error, 2 on a malformed option."""
     from purebandits.service.client import ApiError, ClientError, ServiceClient
@@ -334,8 +352,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "verify":
             return _verify(args)
         server = args.server or os.environ.get("PUREBANDITS_SERVER") or DEFAULT_SERVER
-        token = args.token or os.environ.get("PUREBANDITS_TOKEN") or None
-        api = ServiceClient(server, token)
+        api = ServiceClient(server, _given_token(args))
         return ACTIONS[args.action](api, args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -344,8 +361,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         if args.action == "create" and "skip_blank" in exc.detail:
             print("hint: --skip-blank leaves the rows with a blank text out (and says how many)", file=sys.stderr)
-        if exc.status == 401 and not (args.token or os.environ.get("PUREBANDITS_TOKEN")):
-            print("hint: no token given: pass --token or set PUREBANDITS_TOKEN", file=sys.stderr)
+        if exc.status == 401 and not _given_token(args):
+            print("hint: no token given: set PUREBANDITS_TOKEN or PUREBANDITS_TOKEN_FILE, or pass --token",
+                  file=sys.stderr)
         return 1
     except ClientError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -579,7 +597,10 @@ def _open_db(db: str | None) -> tuple[Any, Any, str] | None:
     from purebandits.service.settings import Settings
     from purebandits.service.storage import make_engine
 
-    settings = Settings.from_env(database_url=db)
+    try:
+        settings = Settings.from_env(database_url=db)
+    except ValueError as exc:  # PUREBANDITS_DATABASE_URL_FILE that others may read, a setting that does not parse
+        raise UsageError(str(exc)) from None
     url = settings.url
     try:
         parsed = make_url(url)

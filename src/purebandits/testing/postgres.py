@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 __all__ = ["PostgresUnavailable", "find_pg_bin", "temporary_postgres", "create_database", "drop_database"]
 
@@ -45,12 +46,14 @@ def _free_port() -> int:
 
 
 @contextmanager
-def temporary_postgres(durable: bool = False) -> Iterator[str]:
+def temporary_postgres(durable: bool = False, password: str | None = None) -> Iterator[str]:
     """Start a private PostgreSQL cluster; yield its admin URL (``postgresql://postgres@127.0.0.1:PORT/postgres``).
 
     By default the cluster trades durability for speed (``fsync``, ``synchronous_commit`` and
     ``full_page_writes`` off), which tests want; ``durable=True`` keeps PostgreSQL's durable
-    defaults, as a production server has them (what benchmarks must measure).
+    defaults, as a production server has them (what benchmarks must measure). With ``password``, TCP
+    connections must authenticate (SCRAM-SHA-256) and the yielded URL carries the password, as a
+    production server's does; without, the cluster trusts every local connection.
     """
     pg_bin = find_pg_bin()
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -76,12 +79,20 @@ def temporary_postgres(durable: bool = False) -> Iterator[str]:
             raise PostgresUnavailable(f"{cmd[0]} failed ({proc.returncode}): {proc.stderr.strip()} {log[-2000:]}")
 
     try:
-        run(str(pg_bin / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+        auth = ["--auth=trust"]
+        if password is not None:
+            pwfile = base / "pwfile"
+            pwfile.write_text(password + "\n")
+            if as_root:
+                shutil.chown(pwfile, "postgres")
+            auth = ["--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"]
+        run(str(pg_bin / "initdb"), "-D", str(data), "-U", "postgres", *auth, "-E", "UTF8",
             "--no-sync", "--locale=C.UTF-8")
         opts = (f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={sock} -c max_connections=200"
                 + ("" if durable else " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"))
         run(str(pg_bin / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(logfile), "-w", "-t", "60", "start")
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        user = "postgres" if password is None else f"postgres:{quote(password, safe='')}"
+        yield f"postgresql://{user}@127.0.0.1:{port}/postgres"
     finally:
         if (data / "postmaster.pid").exists():
             subprocess.run([*prefix, str(pg_bin / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
