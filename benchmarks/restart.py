@@ -503,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
                     if admin is None:
                         admin = args.pg_url or stack.enter_context(temporary_postgres(durable=not args.pg_fast))
                     url = create_database(admin)
+                    downgrade(f"sqlite:///{copy}", head_of(ROOT / "src"))  # the tables as this checkout reads them
                     load_postgres(copy, url)
                     downgrade(url, revision)
                     copy.unlink()
