@@ -129,6 +129,8 @@ def test_pages_and_owner_endpoints_answer_within_the_bound_while_postgres_hangs(
                     ("GET", f"{srv.url}/api/experiments/{eid}/comparison", {"headers": owner}),
                     ("GET", f"{srv.url}/api/experiments/{eid}/answers.csv", {"headers": owner}),
                     ("POST", f"{srv.url}/api/experiments/{eid}/pause", {"headers": owner}),
+                    ("POST", f"{srv.url}/api/experiments/{eid}/on-done",
+                     {"headers": owner, "json": {"auto_stop": True, "webhook_url": None}}),
                     ("DELETE", f"{srv.url}/api/experiments/{other}", {"headers": owner}),
                     ("POST", f"{srv.url}/api/experiments",
                      {"json": {"name": "created during the hang", "items": ITEMS}})]

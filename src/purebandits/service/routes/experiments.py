@@ -195,6 +195,7 @@ def get_activity(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Lear
 
 
 @router.post("/{eid}/on-done", response_model=OnDoneSetOut, responses=error_responses(403))
+@bounded
 def set_on_done(eid: EidPath, body: OnDoneIn, study: StudyDep, token: TokenDep) -> Any:
     """What happens when every learner has stopped: ``auto_stop`` stops the experiment at that moment (now,
     if they have already stopped); ``webhook_url`` gets one JSON POST (``{"event": "learners_stopped",
