@@ -196,28 +196,27 @@ def startup_summary(report: dict[int, dict[str, Any]], seconds: float) -> str:
 VERIFY_PROGRESS_SECONDS = 5.0
 
 
+async def _until_done(work: Any, what: str, pause: float = 5.0) -> Any:
+    """``work()`` in a worker thread, tried again every ``pause`` seconds until it does not raise (the database
+    away at startup); its result."""
+    while True:
+        try:
+            return await run_in_threadpool(work)
+        except Exception as exc:
+            log.warning("%s failed (%s); retrying in %g s", what, brief(exc), pause)
+            await asyncio.sleep(pause)
+
+
 async def _startup_verification(study: Study, verified: asyncio.Event) -> None:
     """Verify every learner while the server serves (:meth:`Study.verify_pending`: a request for one not verified
     yet is served from its verified checkpoint plus its log, or waits), then settle the snapshots that disagreed
     with a low-priority whole-log replay each (:meth:`Study.settle_pending`). A failure (the database away) is
     retried: until it is done, nothing is served from an unchecked snapshot."""
     started = time.perf_counter()
-    while True:
-        try:
-            report = await run_in_threadpool(study.verify_pending)
-            break
-        except Exception as exc:
-            log.warning("startup verification failed (%s); retrying in 5 s", brief(exc))
-            await asyncio.sleep(5)
+    report = await _until_done(study.verify_pending, "startup verification")
     log.info("%s", startup_summary(report, time.perf_counter() - started))
     verified.set()
-    while True:
-        try:
-            done = await run_in_threadpool(study.settle_pending)
-            break
-        except Exception as exc:
-            log.warning("settling the wrong snapshots by whole-log replays failed (%s); retrying in 5 s", brief(exc))
-            await asyncio.sleep(5)
+    done = await _until_done(study.settle_pending, "settling the wrong snapshots by whole-log replays")
     if done["settled"]:
         log.info("settled %d wrong snapshot(s) by whole-log replays in %.1f s since the start: %d agreed with the "
                  "verified checkpoint, %d did not (switched to the full replay)", done["settled"],

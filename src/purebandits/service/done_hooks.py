@@ -64,11 +64,7 @@ class DoneHooks:
         with ExitStack() as held:
             # every learner locked, in index order as everywhere: a learner stopping now either sees the new
             # auto_stop or has committed its stop before the check below
-            for lock in dict.fromkeys(self._lock(eid, i) for i in range(len(meta.learners))):
-                held.enter_context(self._hold(lock))
-            conn = held.enter_context(self._connect(True))
-            conn.execute(sa.select(learners.c.idx).where(learners.c.experiment_id == eid)
-                         .order_by(learners.c.idx).with_for_update())
+            conn = self._lock_every_learner(held, eid, len(meta.learners))
             row = conn.execute(sa.select(experiments.c.webhook_url, experiments.c.webhook_secret)
                                .where(experiments.c.id == eid)).first()
             if row is None:

@@ -169,11 +169,7 @@ class OwnerOperations:
             # lock and deleted the rows under the batches of the other learners: on PostgreSQL a batch holding
             # learner 1's row waited for a query row the delete had removed while the delete waited for
             # learner 1's row (DeadlockDetected, 503s). Now no batch of the experiment runs meanwhile.
-            for lock in dict.fromkeys(self._lock(eid, i) for i in range(len(meta.learners))):
-                held.enter_context(self._hold(lock))
-            conn = held.enter_context(self._connect(True))
-            conn.execute(sa.select(learners.c.idx).where(learners.c.experiment_id == eid)
-                         .order_by(learners.c.idx).with_for_update())
+            conn = self._lock_every_learner(held, eid, len(meta.learners))
             conn.execute(sa.select(experiments.c.id).where(experiments.c.id == eid).with_for_update())
             # children first: the same on every backend, whatever its foreign-key enforcement
             for table in (events, queries, snapshots, checkpoints, history, images, items, learners):

@@ -105,6 +105,16 @@ class Transactions:
         finally:
             lock.release()
 
+    def _lock_every_learner(self, held: ExitStack, eid: int, n_learners: int) -> Connection:
+        """Steps 1 and 2 of the lock order for every learner of ``eid`` (in-process locks, then the rows ``FOR
+        UPDATE``, in index order), held until ``held`` closes; the write connection they are held on."""
+        for lock in dict.fromkeys(self._lock(eid, i) for i in range(n_learners)):
+            held.enter_context(self._hold(lock))
+        conn = held.enter_context(self._connect(True))
+        conn.execute(sa.select(learners.c.idx).where(learners.c.experiment_id == eid)
+                     .order_by(learners.c.idx).with_for_update())
+        return conn
+
     @contextmanager
     def _connect(self, write: bool) -> Iterator[Connection]:
         if self._nowait():
