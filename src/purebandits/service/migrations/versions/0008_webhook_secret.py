@@ -20,11 +20,10 @@ depends_on = None
 
 def upgrade() -> None:
     """Add the nullable ``experiments.webhook_secret`` column."""
-    with op.batch_alter_table("experiments") as batch:
-        batch.add_column(sa.Column("webhook_secret", sa.String(64), nullable=True))
+    op.add_column("experiments", sa.Column("webhook_secret", sa.String(64), nullable=True))
 
 
 def downgrade() -> None:
-    """Drop it (calls are unsigned again)."""
-    with op.batch_alter_table("experiments") as batch:
-        batch.drop_column("webhook_secret")
+    """Drop it (calls are unsigned again). A plain ``DROP COLUMN`` (SQLite 3.35+), as 0004 does: a batch
+    rebuild of ``experiments`` on SQLite, with foreign keys on, cascaded into every experiment's rows."""
+    op.drop_column("experiments", "webhook_secret")
