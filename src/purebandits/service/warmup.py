@@ -233,10 +233,12 @@ def warm_now(specs: list[tuple[str, dict[str, Any]]]) -> int:
     stderr; its exit code.
 
     What ``purebandits serve --workers N`` runs before it starts the workers: each worker then loads the
-    kernels from the cache in milliseconds instead of compiling them itself (about 25 s of one core for the
-    default learner, with the interpreter lock held for most of it, so a worker compiling would miss
-    uvicorn's health checks, be killed and start compiling again). The child keeps numba out of the
-    supervising process, which lives as long as the server.
+    kernels from the cache instead of compiling them itself, N compiles of the same kernels at once
+    (about 25 s of one core each for the default learner; on a fresh install on two cores, four workers
+    answered their first ``/healthz`` after 103 s that way, against 28 s: ``benchmarks/startup.py --cold``).
+    When the background warm has finished for these sources (its stamp file), every learner is in the
+    cache and the child exits at once. The child keeps numba out of the supervising process, which lives
+    as long as the server.
     """
     return subprocess.call([sys.executable, "-m", "purebandits.service.warmup", "--now", json.dumps(specs)],
                            stdin=subprocess.DEVNULL)
@@ -244,8 +246,9 @@ def warm_now(specs: list[tuple[str, dict[str, Any]]]) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--now"]:
-        with compile_progress("preparing the workers"):
-            warm_learners((name, params) for name, params in json.loads(sys.argv[2]))
+        if not _stamp_path().exists():  # else every learner is in the cache already: nothing to wait for
+            with compile_progress("preparing the workers"):
+                warm_learners((name, params) for name, params in json.loads(sys.argv[2]))
         sys.exit(0)
     os.nice(10)  # behind the server's requests
     sys.exit(_main(sys.argv[1:]))
