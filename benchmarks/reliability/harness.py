@@ -286,7 +286,9 @@ class Ledger:
         if resp.status_code == 503:
             self.r503.append((t1, resp.text))
             try:
-                ok = "database unavailable" in resp.json()["detail"] and resp.headers.get("retry-after")
+                # "database unavailable ...", "busy: ...", "experiment N is being verified after a restart ...": a
+                # sentence that says why, and when to come back
+                ok = len(str(resp.json()["detail"])) >= 10 and resp.headers.get("retry-after")
             except ValueError:
                 ok = False
             if not ok:

@@ -20,6 +20,58 @@ def test_every_learner_runs_through_the_warmup(name):
     warmup._exercise(name, params)
 
 
+def _kernel_signatures() -> dict[str, int]:
+    """How many compiled signatures each of the package's numba kernels holds in this process (compiled or loaded
+    from the on-disk cache: either way, something a request would otherwise have paid for)."""
+    import sys
+
+    import numba.core.registry
+
+    out = {}
+    for modname, mod in list(sys.modules.items()):
+        if modname.startswith("purebandits"):
+            for attr, obj in vars(mod).items():
+                if isinstance(obj, numba.core.registry.CPUDispatcher):
+                    out[f"{modname}.{attr}"] = len(obj.signatures)
+    return out
+
+
+@pytest.mark.parametrize("name", ["kl_rand_lucb", "lil_ucb", "successive_elimination"])
+def test_after_the_warmup_a_participants_calls_load_no_kernel(name):
+    """After the warm-up, the calls a participant's request makes need no kernel the warm-up did not load: among
+    them the restricted ask of someone who has rated items (``repeats``), which the warm-up once left to the first
+    such request. Run in a fresh interpreter, so that no other test has loaded the kernels before."""
+    import json
+    import subprocess
+    import sys
+
+    code = f"""
+import json, inspect, numpy as np
+import tests.service.test_warmup as tw
+from purebandits.registry import make_learner
+from purebandits.service import warmup
+warmup._exercise({name!r}, {{}})
+before = tw._kernel_signatures()
+lrn = make_learner({name!r}).start(40, seed=1)
+rng = np.random.default_rng(1)
+for step in range(200):
+    allowed = np.ones(40, dtype=np.bool_)
+    allowed[rng.choice(40, size=step % 13, replace=False)] = False
+    for arm in lrn.ask(1, allowed=allowed):
+        lrn.tell(arm, float(rng.integers(3)) / 2)
+    if step % 50 == 49:
+        lrn.stopping_progress()
+        lrn.intervals_of([0, 1])
+after = tw._kernel_signatures()
+print(json.dumps(sorted(k for k, v in after.items() if v > before.get(k, 0))))
+"""
+    root = str(__import__("pathlib").Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=900,
+                         env={**__import__("os").environ, "PYTHONPATH": root + "/src:" + root})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
 def test_compile_progress_speaks_only_when_numba_compiles():
     """The first start's long compile is announced (what, why once, how long it took); a warm start prints nothing.
 

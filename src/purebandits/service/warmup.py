@@ -132,7 +132,8 @@ def warm_learners(specs: Iterable[tuple[str, dict[str, Any]]]) -> int:
 
 def _exercise(algorithm: str, params: dict[str, Any]) -> None:
     """The service's calls on a 12-arm (or 2k + 2) instance with graded rewards, until every arm has
-    answers and the incremental paths are built."""
+    answers and the incremental paths are built: free and restricted asks (a participant's rated items
+    left out), tells, cancels, stopping progress, intervals, copies and a state round trip."""
     k = params.get("k", 1)
     n = max(12, 2 * int(k) + 2) if isinstance(k, int) else 12
     lrn = make_learner(algorithm, **params).start(n, seed=0)
@@ -141,13 +142,20 @@ def _exercise(algorithm: str, params: dict[str, Any]) -> None:
     for step in range(30 * n):
         if lrn.done:
             break
-        out += lrn.ask(2 if step % 3 == 0 else 1)
-        if len(out) > 3:
+        if step % 5 == 2:  # the restricted ask of a participant who rated some items (its own kernels)
+            allowed = np.ones(n, dtype=np.bool_)
+            allowed[rng.choice(n, size=n // 3, replace=False)] = False
+            got = lrn.ask(1, allowed=allowed)
+        else:
+            got = lrn.ask(2 if step % 3 == 0 else 1)
+        out += got
+        if len(out) > 3 or (out and not got):  # a round rule that waits for its pulls gets them back
             arm = out.pop(0)
             if step % 17 == 0:
                 lrn.cancel(arm)
             else:
-                lrn.tell(arm, float(rng.integers(3)) / 2)
+                # graded, a third of the arms better: round rules get to eliminate (their own kernels too)
+                lrn.tell(arm, float(min(2, rng.integers(3) + (arm < n // 3))) / 2)
         if step % 40 == 39:
             lrn.stopping_progress()
             lrn.intervals_of([0, 1])
