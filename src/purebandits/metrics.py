@@ -32,6 +32,11 @@ __all__ = [
     "sample_count_distribution",
     "sample_complexity_summary",
     "decision_gap",
+    "reported_ranking",
+    "top1_correct",
+    "kendall_top",
+    "ranking_quality",
+    "QUALITY_NAMES",
 ]
 
 
@@ -192,3 +197,66 @@ def decision_gap(recommended: Iterable[Iterable[int]], means: np.ndarray, optima
     means = np.asarray(means, dtype=float)
     best = float(means[np.asarray(list(optimal), dtype=np.int64)].sum())
     return np.array([best - float(means[np.asarray(list(r), dtype=np.int64)].sum()) for r in recommended])
+
+
+# ----------------------------------------------------------------------------- quality of the reported ranking
+#: the anytime quality measures of a reported ranking (issue 37), in the simulator's CSV column order
+QUALITY_NAMES = ("top1_correct", "top10_precision", "top25_precision", "kendall25")
+
+
+def reported_ranking(recommended: Sequence[int], empirical: np.ndarray, counts: np.ndarray, m: int) -> np.ndarray:
+    """The first ``m`` arms of the ranking a learner reports, as the service shows it to the owner
+    (:func:`purebandits.service.reports.rank_order`): the recommendation first (in its order), then the
+    answered arms by decreasing empirical mean, then the unanswered ones, ties by arm index."""
+    emp = np.asarray(empirical, dtype=float)
+    n = emp.shape[0]
+    rec_pos = np.full(n, n, dtype=np.int64)
+    rec = np.asarray(recommended, dtype=np.int64)
+    rec_pos[rec] = np.arange(rec.size)
+    key = np.where(np.asarray(counts) > 0, -emp, np.inf)
+    return np.lexsort((np.arange(n), key, rec_pos))[:m]
+
+
+def top1_correct(best: int, means: np.ndarray) -> bool:
+    """The reported best arm is a true best arm (ties with the largest mean count as correct)."""
+    means = np.asarray(means, dtype=float)
+    return bool(means[int(best)] == means.max())
+
+
+def kendall_top(ranked: Sequence[int], means: np.ndarray) -> float:
+    """Kendall's tau-b between the reported order of ``ranked`` (best first) and their true means.
+
+    1 when the reported top items are in their true order, -1 when reversed; ``nan`` for fewer than two
+    items or when their true means are all tied (``scipy.stats.kendalltau``).
+    """
+    from scipy.stats import kendalltau
+
+    items = np.asarray(ranked, dtype=np.int64)
+    if items.size < 2:
+        return float("nan")
+    true = np.asarray(means, dtype=float)[items]
+    if np.all(true == true[0]):
+        return float("nan")
+    return float(kendalltau(-np.arange(items.size), true).statistic)
+
+
+def ranking_quality(recommended: Sequence[int], empirical: np.ndarray, counts: np.ndarray,
+                    means: np.ndarray) -> dict[str, float]:
+    """The four :data:`QUALITY_NAMES` of one reported ranking against the true means.
+
+    ``top1_correct``: the recommendation's first arm is a true best arm. ``top10_precision`` and
+    ``top25_precision``: :func:`precision` of the reported top 10 / 25 (:func:`reported_ranking`) against the
+    true top 10 / 25 (with fewer arms than 10 or 25, the top ``n``). ``kendall25``: :func:`kendall_top` of the
+    reported top 25 (issue 37).
+    """
+    means = np.asarray(means, dtype=float)
+    n = means.shape[0]
+    rank = reported_ranking(recommended, empirical, counts, min(25, n))
+    rec = np.asarray(recommended, dtype=np.int64)
+    best = int(rec[0]) if rec.size else int(rank[0])
+    return {
+        "top1_correct": float(top1_correct(best, means)),
+        "top10_precision": float(precision(rank[None, :min(10, n)], means)[0]),
+        "top25_precision": float(precision(rank[None, :min(25, n)], means)[0]),
+        "kendall25": kendall_top(rank, means),
+    }

@@ -8,6 +8,12 @@ Example::
 prints a summary (mean and quantiles of the samples to stop, the error rate with a Wilson
 confidence interval), writes one CSV row per repetition and, with ``--plot``, the anytime curve
 "probability that the best arm is among the top m empirical means" against the number of pulls.
+
+``--crowd sessions=25,concurrency=32,batch=1,fatigue=0,careless=0`` (every key optional; ``--crowd``
+alone is the default crowd) rates the items by a crowd of participants instead of one pull at a time
+(:mod:`purebandits.simulate.crowd`), with ``--max-pulls`` as the budget of ratings; it also records the
+quality of the reported ranking (``top1_correct``, ``top10_precision``, ``top25_precision``,
+``kendall25``) per checkpoint and at the end, which ``--quality`` records without a crowd.
 """
 
 from __future__ import annotations
@@ -52,6 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="save every finished chunk of repetitions in DIR; the same command run again "
                              "resumes from them (same results)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--crowd", nargs="?", const="", default=None, metavar="KEY=VALUE,...",
+                        help="rate by a crowd: sessions=25,concurrency=32,batch=1,fatigue=0,careless=0 (mean "
+                             "session length, participants at a time, pulls each holds, fatigue drift, share of "
+                             "careless raters; each optional); implies --quality")
+    parser.add_argument("--quality", action="store_true",
+                        help="record top1_correct, top10_precision, top25_precision and kendall25 of the reported "
+                             "ranking per checkpoint and at the end (CSV columns NAME@c and NAME)")
 
 
 def parse_value(text: str) -> Any:
@@ -120,6 +133,15 @@ def format_summary(res: SimResult, hardness: dict[str, float] | None = None) -> 
         f"{'error rate':<18}{s['error_rate']:>12.4f}   ({s['errors']} / {s['reps']}; "
         f"{100 * s['confidence']:.0f}% Wilson CI [{s['error_ci_low']:.4f}, {s['error_ci_high']:.4f}])",
     ]
+    crowd = res.extra.get("crowd")
+    if crowd:
+        per = res.pulls.sum() / max(res.extra.get("participants", 0), 1)
+        lines.append(f"{'crowd':<18}" + ", ".join(f"{k}={v:g}" for k, v in crowd.items())
+                     + f"; {res.extra.get('participants', 0)} participants, {per:.1f} ratings each")
+    if res.quality and res.reps:
+        lines.append(f"{'at the end':<18}" + ", ".join(
+            f"{name} {np.nanmean(res.quality[name]):.4g}" if np.isfinite(res.quality[name]).any() else f"{name} nan"
+            for name in ("top1_correct", "top10_precision", "top25_precision", "kendall25")))
     return "\n".join(lines)
 
 
@@ -174,9 +196,16 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--plot needs --checkpoints (e.g. --checkpoints geom:100:100000:30)")
         if args.top_m < 1:
             raise ValueError(f"--top-m must be >= 1, got {args.top_m}")
+        crowd = None
+        if getattr(args, "crowd", None) is not None:
+            from purebandits.simulate.crowd import parse_crowd
+
+            crowd = parse_crowd(args.crowd)
+        quality = True if getattr(args, "quality", False) else None
         res = simulate(learner, instance, reps=args.reps, seed=args.seed, checkpoints=checkpoints, jobs=args.jobs,
                        executor=args.executor, max_pulls=args.max_pulls, driver=args.driver,
-                       progress=False if args.no_progress else None, journal=args.journal)
+                       progress=False if args.no_progress else None, journal=args.journal, crowd=crowd,
+                       quality=quality)
     except ValueError as exc:
         print(f"purebandits simulate: error: {exc}", file=sys.stderr)
         return 2

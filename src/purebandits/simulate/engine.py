@@ -19,6 +19,15 @@ Checkpoints. At each checkpoint (a total number of pulls) the engine records the
 recommendation and the empirical rank of the true best arm (and of the worst true top-k arm),
 the compact statistics anytime curves need ("probability the best arm is in the top 5 empirical
 means versus samples"); a learner that stopped earlier is recorded as it stopped.
+
+Crowd and quality (issue 37). ``crowd=Crowd(...)`` drives the learner by a crowd of raters
+(:mod:`purebandits.simulate.crowd`: sessions of distinct items, concurrent participants, pending
+answers, fatigue, careless raters) instead of one pull at a time; its draws come from a third child of
+the repetition's sequence, so the learner's and the stream's seeds are those of a run without a crowd.
+``quality=True`` (the default with a crowd) records at every checkpoint and at the end the four
+measures of the reported ranking (:func:`purebandits.metrics.ranking_quality`: ``top1_correct``,
+``top10_precision``, ``top25_precision``, ``kendall25``) in ``SimResult.quality``. Without either, a
+run does exactly what it did before.
 """
 
 from __future__ import annotations
@@ -36,7 +45,8 @@ import numpy as np
 
 from purebandits.base import Learner
 from purebandits.instances import Instance, RewardModel, RewardStream, make_instance
-from purebandits.metrics import wilson_interval
+from purebandits.metrics import QUALITY_NAMES, ranking_quality, wilson_interval
+from purebandits.simulate.crowd import Crowd, CrowdRun, crowd_labels, crowd_seed
 from purebandits.simulate.executors import Executor, get_executor
 from purebandits.simulate.journal import JOURNAL_FIELDS, Journal
 
@@ -93,6 +103,9 @@ class SimResult:
         The largest such rank over the true top-k arms (``< m`` iff all k are in the top m).
     means, top : ndarray
         True means of the instance and its true top-k (best first).
+    quality : dict of ndarray
+        With ``quality=True`` (or a crowd): for each name in :data:`purebandits.metrics.QUALITY_NAMES`,
+        ``name`` (reps,) at the end of the run and ``name@`` (reps, C) at the checkpoints; else empty.
     """
 
     algorithm: str
@@ -116,6 +129,7 @@ class SimResult:
     ckpt_topk_rank: np.ndarray
     elapsed: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    quality: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def reps(self) -> int:
@@ -162,6 +176,7 @@ class SimResult:
     def save(self, path: str | Path) -> None:
         """Write every array and the metadata to a compressed ``.npz`` file."""
         arrays = {name: getattr(self, name) for name in self._ARRAYS}
+        arrays.update({f"quality_{name}": v for name, v in self.quality.items()})
         np.savez_compressed(path, meta=np.array(json.dumps(self._meta(), default=_json_default)), **arrays)
 
     @classmethod
@@ -170,7 +185,8 @@ class SimResult:
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
             arrays = {name: data[name] for name in cls._ARRAYS}
-        return cls(**meta, **arrays)
+            quality = {name[8:]: data[name] for name in data.files if name.startswith("quality_")}
+        return cls(**meta, **arrays, quality=quality)
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per repetition: the CSV rows (see :meth:`to_csv`)."""
@@ -180,16 +196,23 @@ class SimResult:
                 "rep": r, "pulls": int(self.pulls[r]), "stopped": int(self.stopped[r]),
                 "correct": int(self.correct[r]), "recommended": " ".join(str(int(a)) for a in self.recommended[r]),
             }
+            q = self.quality
+            for name in QUALITY_NAMES if q else ():
+                row[name] = float(q[name][r])
             for j, c in enumerate(self.checkpoints):
                 row[f"rec@{c}"] = " ".join(str(int(a)) for a in self.ckpt_recommended[r, j])
                 row[f"correct@{c}"] = int(self.ckpt_correct[r, j])
                 row[f"best_rank@{c}"] = int(self.ckpt_best_rank[r, j])
+                for name in QUALITY_NAMES if q else ():
+                    row[f"{name}@{c}"] = float(q[name + "@"][r, j])
             out.append(row)
         return out
 
     def to_csv(self, path: str | Path) -> None:
         """One row per repetition: rep, pulls, stopped, correct, recommended (space-separated
-        arms) and, per checkpoint c, ``rec@c``, ``correct@c`` and ``best_rank@c``."""
+        arms) and, per checkpoint c, ``rec@c``, ``correct@c`` and ``best_rank@c``; with quality measures,
+        also ``top1_correct``, ``top10_precision``, ``top25_precision``, ``kendall25`` at the end and the
+        same names with ``@c`` per checkpoint."""
         rows = self.rows()
         fields = list(rows[0]) if rows else ["rep", "pulls", "stopped", "correct", "recommended"]
         with open(path, "w", newline="", encoding="utf-8") as fh:
@@ -228,6 +251,8 @@ class _Task:
     driver: str
     top: np.ndarray
     kth_mean: float
+    crowd: Crowd | None = None
+    quality: bool = False
 
 
 def _advance_reference(learner: Learner, stream: RewardStream, target: int) -> None:
@@ -283,15 +308,25 @@ def run_chunk(task: _Task, reps: list[int]) -> dict[str, Any]:
     # one Generator for every stream of the chunk, re-seeded per repetition: the same numbers as
     # default_rng(stream seed), without rebuilding the ctypes view Numba reads for each new one
     gen = np.random.Generator(np.random.PCG64(0))
+    crowd, quality = task.crowd, task.quality
+    means = task.model.means
+    q_end = {name: np.full(m, np.nan) for name in QUALITY_NAMES} if quality else {}
+    q_ckpt = {name: np.full((m, C), np.nan) for name in QUALITY_NAMES} if quality else {}
+    participants = np.zeros(m, dtype=np.int64)
     for i, r in enumerate(reps):
         s_learner, s_stream = rep_seeds(task.seed, r)
         learner = cls(**params).start(n, seed=s_learner)
         gen.bit_generator.state = np.random.PCG64(s_stream).state
         stream = task.model.stream(gen)
+        run = None
+        if crowd is not None:
+            run = CrowdRun(learner, stream, crowd, np.random.default_rng(crowd_seed(task.seed, r)), task.max_pulls)
         for j in range(C):
             target = min(int(task.checkpoints[j]), task.max_pulls)
             if not learner.done_ and learner.t_ < target:
-                if compiled:
+                if run is not None:
+                    run.advance(target)
+                elif compiled:
                     learner.run_compiled(stream, target)
                 else:
                     _advance_reference(learner, stream, target)
@@ -300,8 +335,13 @@ def run_chunk(task: _Task, reps: list[int]) -> dict[str, Any]:
             ranks = _ranks(learner.means(), task.top)
             c_best[i, j] = ranks[0]
             c_topk[i, j] = ranks.max()
+            if quality:
+                for name, v in ranking_quality(learner.recommend(), learner.means(), learner.counts_, means).items():
+                    q_ckpt[name][i, j] = v
         if not learner.done_ and learner.t_ < task.max_pulls:
-            if compiled:
+            if run is not None:
+                run.advance(task.max_pulls)
+            elif compiled:
                 learner.run_compiled(stream, task.max_pulls)
             else:
                 _advance_reference(learner, stream, task.max_pulls)
@@ -310,12 +350,18 @@ def run_chunk(task: _Task, reps: list[int]) -> dict[str, Any]:
         rf = learner.recommend()[:k]
         rec[i, : len(rf)] = rf
         counts[i] = learner.counts_
-    means = task.model.means
+        if quality:
+            for name, v in ranking_quality(learner.recommend(), learner.means(), learner.counts_, means).items():
+                q_end[name][i] = v
+        if run is not None:
+            participants[i] = run.participants
+    quality_out = {**q_end, **{name + "@": v for name, v in q_ckpt.items()}}
     return {
         "reps": np.asarray(reps, dtype=np.int64), "pulls": pulls, "stopped": stopped, "recommended": rec,
         "correct": _correct(means, rec, k, task.kth_mean), "counts": counts, "ckpt_recommended": c_rec,
         "ckpt_correct": _correct(means, c_rec.astype(np.int64), k, task.kth_mean), "ckpt_best_rank": c_best,
         "ckpt_topk_rank": c_topk, "seconds": time.perf_counter() - started, "cpu_seconds": time.thread_time() - cpu,
+        "quality": quality_out, "participants": participants,
     }
 
 
@@ -344,6 +390,8 @@ def simulate(
     chunk_size: int | None = None,
     progress: bool | None = None,
     journal: str | Path | Journal | None = None,
+    crowd: Crowd | None = None,
+    quality: bool | None = None,
 ) -> SimResult:
     """Run ``reps`` independent repetitions of ``learner`` on ``instance``.
 
@@ -382,6 +430,15 @@ def simulate(
         loads those repetitions instead of running them again, so a killed run resumes (see
         :mod:`purebandits.simulate.journal`). ``result.extra`` then holds ``resumed_reps`` and
         ``resumed_seconds`` (the worker seconds those chunks took). Never changes results.
+        Not available with a crowd or quality measures (the journal holds neither).
+    crowd : Crowd, optional
+        Drive the learner by a crowd of raters (:mod:`purebandits.simulate.crowd`); needs the reference
+        driver (``"auto"`` picks it). ``max_pulls`` is then the contest's budget of ratings.
+        ``result.extra`` holds the crowd and ``participants``, the participants served over all repetitions.
+    quality : bool, optional
+        Record the quality of the reported ranking (``top1_correct``, ``top10_precision``,
+        ``top25_precision``, ``kendall25``) at every checkpoint and at the end, in ``result.quality``
+        (default: True with a crowd, else False).
 
     Returns
     -------
@@ -407,6 +464,17 @@ def simulate(
     if driver == "compiled" and not has_kernel:
         raise ValueError(f"{type(learner).__name__} has no compiled kernel; use driver='reference' or 'auto'")
     drv = "compiled" if driver == "compiled" or (driver == "auto" and has_kernel) else "reference"
+    if crowd is not None:
+        if not isinstance(crowd, Crowd):
+            raise TypeError(f"crowd must be a Crowd, got {type(crowd).__name__}")
+        if driver == "compiled":
+            raise ValueError("a crowd runs on the reference driver (a compiled crowd loop does not exist yet); "
+                             "use driver='reference' or 'auto'")
+        drv = "reference"
+        crowd_labels(instance.model, crowd)  # Gaussian arms with fatigue or careless raters: the error here
+    quality = crowd is not None if quality is None else bool(quality)
+    if journal is not None and (crowd is not None or quality):
+        raise ValueError("journal does not hold crowd runs or quality measures yet: run without journal")
     max_pulls = DEFAULT_MAX_PULLS if max_pulls is None else int(max_pulls)
     if max_pulls < 1:
         raise ValueError(f"max_pulls must be >= 1, got {max_pulls}")
@@ -429,7 +497,8 @@ def simulate(
             drv = "reference"
     top = instance.top(k)
     task = _Task(learner=learner.clone(), model=instance.model, seed=seed, k=k, checkpoints=ckpts,
-                 max_pulls=max_pulls, driver=drv, top=top, kth_mean=instance.kth_mean(k))
+                 max_pulls=max_pulls, driver=drv, top=top, kth_mean=instance.kth_mean(k), crowd=crowd,
+                 quality=quality)
 
     C = ckpts.size
     res = SimResult(
@@ -441,6 +510,11 @@ def simulate(
         ckpt_correct=np.zeros((reps, C), dtype=bool), ckpt_best_rank=np.zeros((reps, C), dtype=np.int32),
         ckpt_topk_rank=np.zeros((reps, C), dtype=np.int32),
     )
+    if quality:
+        res.quality = {name: np.full(reps, np.nan) for name in QUALITY_NAMES}
+        res.quality.update({name + "@": np.full((reps, C), np.nan) for name in QUALITY_NAMES})
+    if crowd is not None:
+        res.extra.update(crowd=crowd.as_dict(), participants=0)
     todo = np.arange(reps, dtype=np.int64)
     book = journal if isinstance(journal, Journal) or journal is None else Journal(journal)
     if book is not None:
@@ -471,6 +545,10 @@ def simulate(
             cpu_seconds += float(out["cpu_seconds"])
             for name in JOURNAL_FIELDS:
                 getattr(res, name)[idx] = out[name]
+            for name, v in out["quality"].items():
+                res.quality[name][idx] = v
+            if crowd is not None:
+                res.extra["participants"] += int(out["participants"].sum())
             if book is not None:
                 book.save(task, out, out["seconds"], about={
                     "algorithm": res.algorithm, "params": learner.get_params(), "instance": instance.name,
