@@ -462,11 +462,16 @@ class ContestUCB2024(Learner):
     ----------
     k : int, default=1
         Size of the recommended set (the ``k`` largest empirical means, ties to the lower index).
+    delta : float or None, default=None
+        Used only by :meth:`intervals`: ``mu_hat +/- sqrt(2 ln(4 N^2 / delta) / N)``, NEXT's bound with
+        R = 1. The index is that bound's upper end at delta = 1 (None: the intervals too), so it is
+        never a parameter of the sampling.
 
     Notes
     -----
-    :meth:`intervals` are ``mu_hat +/- sqrt(2 ln(4 N^2)/N)``. The compiled driver (:meth:`run_compiled`)
-    keeps the same heap; sequentially every ask follows an answer, so it pulls the heap's top.
+    :meth:`intervals` are ``mu_hat +/- sqrt(2 ln(4 N^2 / delta)/N)`` (delta = 1 when None). The compiled
+    driver (:meth:`run_compiled`) keeps the same heap; sequentially every ask follows an answer, so it
+    pulls the heap's top.
 
     Attributes
     ----------
@@ -480,11 +485,14 @@ class ContestUCB2024(Learner):
     paper = ("The 2024 caption-contest system (Zhang et al., NeurIPS 2024 D&B, App. D): "
              "argmax mu + sqrt(2 ln(4 N^2)/N), batches per request, no stopping rule")
 
-    def __init__(self, k: int = 1) -> None:
+    def __init__(self, k: int = 1, *, delta: float | None = None) -> None:
         self.k = k
+        self.delta = delta
 
     def _validate(self) -> None:
         check_param("k", self.k, low=1, high=self.n_arms_ - 1, integer=True)
+        if self.delta is not None:
+            check_param("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
 
     def _start(self) -> None:
         self.cursor_ = 0
@@ -562,11 +570,12 @@ class ContestUCB2024(Learner):
         pulled = c > 0
         cs = np.where(pulled, c, 1.0)
         m = np.where(pulled, self.sums_[idx] / cs, 0.0)
-        rad = np.sqrt(2.0 * np.log(4.0 * cs * cs) / cs)
+        d = 1.0 if self.delta is None else float(self.delta)
+        rad = np.sqrt(2.0 * np.log(4.0 * cs * cs / d) / cs)
         return np.where(pulled, m - rad, -np.inf), np.where(pulled, m + rad, np.inf)
 
     def intervals(self) -> tuple[np.ndarray, np.ndarray]:
-        """``mu_hat +/- sqrt(2 ln(4 N^2)/N)`` per arm (unpulled arms: -inf, +inf)."""
+        """``mu_hat +/- sqrt(2 ln(4 N^2/delta)/N)`` per arm (delta = 1 when None; unpulled arms: -inf, +inf)."""
         self._require_started()
         return self._bounds(np.arange(self.n_arms_))
 
