@@ -80,6 +80,23 @@ def test_ucb2024_index_by_hand():
     assert ucb2024_index(0.0, 0.0) == math.inf
 
 
+def test_intervals_are_the_indices_bounds():
+    learner = ContestUCB2024(delta=0.1).start(3, seed=0)
+    _feed(learner, {0: [1.0, 0.0, 1.0, 1.0, 0.0]})  # 3 of 5
+    lo, hi = learner.intervals()
+    rad = math.sqrt(2 * math.log(4 * 25 / 0.1) / 5)
+    assert lo[0] == pytest.approx(0.6 - rad, rel=1e-14) and hi[0] == pytest.approx(0.6 + rad, rel=1e-14)
+    assert lo[1] == -math.inf and hi[1] == math.inf
+    assert ContestUCB2024().start(3, seed=0).intervals()[1][0] == math.inf
+    own = ContestUCB2024()
+    own.start(3, seed=0)
+    _feed(own, {0: [1.0, 0.0, 1.0, 1.0, 0.0]})
+    assert own.intervals()[1][0] == pytest.approx(ucb2024_index(3.0, 5.0), rel=1e-15)  # delta None: the index
+    nx = NextUCB(R=0.5, delta=0.1).start(3, seed=0)
+    _feed(nx, {2: [1.0, 1.0]})
+    assert nx.intervals()[1][2] == pytest.approx(next_ucb_index(2.0, 2.0, 0.1, 0.5), rel=1e-15)
+
+
 def _feed(learner, rewards: dict[int, list[float]]) -> None:
     for arm, rs in rewards.items():
         for r in rs:
