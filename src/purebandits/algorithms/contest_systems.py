@@ -138,7 +138,25 @@ def next_refresh(order, lastc, sums, counts, neg, delta, R, kl, rng):  # pragma:
 
 
 # --------------------------------------------------------------------------- NEXT
-class _NextBase(Learner):
+class _IndexIntervals(Learner):
+    """The intervals of a learner whose index has its own two-sided bounds (``_bounds`` of some arms): NEXT's
+    samplers and the 2024 system's. Unpulled arms: -inf, +inf."""
+
+    def _bounds(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """The index's own two-sided bounds per arm."""
+        self._require_started()
+        return self._bounds(np.arange(self.n_arms_))
+
+    def intervals_of(self, arms) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001 - ArrayLike
+        """:meth:`intervals` of ``arms`` only (the same values; O(len(arms)))."""
+        self._require_started()
+        return self._bounds(np.asarray(arms, dtype=np.int64))
+
+
+class _NextBase(_IndexIntervals):
     """NEXT's batched, delayed index sampler (shared by :class:`NextUCB` and :class:`NextKLUCB`)."""
 
     kind = "anytime"
@@ -199,19 +217,6 @@ class _NextBase(Learner):
         """No stopping rule (NEXT ran until the contest's week was over): a reason, no margin."""
         return never_stops_progress(bool(self.done_), f"NEXT's batched UCB ({self.name}): never stops",
                                     "this learner never stops by itself; the owner stops it")
-
-    def _bounds(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
-
-    def intervals(self) -> tuple[np.ndarray, np.ndarray]:
-        """The index's own two-sided bounds per arm (unpulled arms: -inf, +inf)."""
-        self._require_started()
-        return self._bounds(np.arange(self.n_arms_))
-
-    def intervals_of(self, arms) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001 - ArrayLike
-        """:meth:`intervals` of ``arms`` only (the same values; O(len(arms)))."""
-        self._require_started()
-        return self._bounds(np.asarray(arms, dtype=np.int64))
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         """Sequential ask(1)/tell from ``stream`` until ``max_pulls`` total pulls (it never stops).
@@ -431,7 +436,7 @@ def _ucb2024_rekey(heap, where, key, arm, value):  # pragma: no cover - compiled
     heap_update(heap, where, key, arm, value)
 
 
-class ContestUCB2024(Learner):
+class ContestUCB2024(_IndexIntervals):
     """The 2024 caption-contest system's UCB: ``argmax mu_hat + sqrt(2 ln(4 N^2) / N)``, never stopping.
 
     Source: Zhang et al., "Humor in AI: Massive Scale Crowd-Sourced Preferences and Benchmarks for
@@ -574,15 +579,6 @@ class ContestUCB2024(Learner):
         rad = np.sqrt(2.0 * np.log(4.0 * cs * cs / d) / cs)
         return np.where(pulled, m - rad, -np.inf), np.where(pulled, m + rad, np.inf)
 
-    def intervals(self) -> tuple[np.ndarray, np.ndarray]:
-        """``mu_hat +/- sqrt(2 ln(4 N^2/delta)/N)`` per arm (delta = 1 when None; unpulled arms: -inf, +inf)."""
-        self._require_started()
-        return self._bounds(np.arange(self.n_arms_))
-
-    def intervals_of(self, arms) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001 - ArrayLike
-        """:meth:`intervals` of ``arms`` only (the same values; O(len(arms)))."""
-        self._require_started()
-        return self._bounds(np.asarray(arms, dtype=np.int64))
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()
