@@ -37,6 +37,7 @@ __all__ = [
     "kendall_top",
     "ranking_quality",
     "QUALITY_NAMES",
+    "ratings_until",
 ]
 
 
@@ -260,3 +261,29 @@ def ranking_quality(recommended: Sequence[int], empirical: np.ndarray, counts: n
         "top25_precision": float(precision(rank[None, :min(25, n)], means)[0]),
         "kendall25": kendall_top(rank, means),
     }
+
+
+def ratings_until(precision_at: np.ndarray, checkpoints: Sequence[int] | np.ndarray, level: float = 0.9) -> float:
+    """Ratings until the reported top set is right with probability ``level`` (issue 37's "ratings until the
+    reported top 10 is right with probability 0.9").
+
+    ``precision_at`` is a ``(reps, C)`` array of a precision measure (``top10_precision@c``) at the increasing
+    ``checkpoints``. A run's top set is right at a checkpoint when its precision is 1. The answer is the first
+    checkpoint from which on the share of right runs stays at least ``level`` (a later dip would make an earlier
+    checkpoint a fluke of the runs), or ``nan`` when the last checkpoint is not such a point. It is an estimate
+    from ``reps`` runs: with 10 runs, 0.9 means 9 of 10.
+    """
+    p = np.asarray(precision_at, dtype=float)
+    ck = np.asarray(checkpoints)
+    if p.ndim != 2 or p.shape[1] != ck.shape[0]:
+        raise ValueError(f"precision_at must be (reps, {ck.shape[0]}), got shape {p.shape}")
+    if not 0 < level <= 1:
+        raise ValueError(f"level must be in (0, 1], got {level!r}")
+    if p.shape[0] == 0 or p.shape[1] == 0:
+        return float("nan")
+    ok = (p >= 1.0).mean(axis=0) >= level
+    if not ok[-1]:
+        return float("nan")
+    bad = np.flatnonzero(~ok)
+    first = 0 if bad.size == 0 else int(bad[-1]) + 1
+    return float(ck[first])

@@ -142,6 +142,11 @@ def format_summary(res: SimResult, hardness: dict[str, float] | None = None) -> 
         lines.append(f"{'at the end':<18}" + ", ".join(
             f"{name} {np.nanmean(res.quality[name]):.4g}" if np.isfinite(res.quality[name]).any() else f"{name} nan"
             for name in ("top1_correct", "top10_precision", "top25_precision", "kendall25")))
+        if res.checkpoints.size:
+            until = res.ratings_until("top10_precision", 0.9)
+            lines.append(f"{'top 10 right':<18}" + (
+                f"in >= 90% of the runs from {until:,.0f} ratings on" if math.isfinite(until) else
+                f"in < 90% of the runs at the last checkpoint ({int(res.checkpoints[-1]):,} ratings)"))
     return "\n".join(lines)
 
 
@@ -159,7 +164,11 @@ def plot_anytime(res: SimResult, path: str, top_m: int = 1) -> None:
     x = res.checkpoints
     in_top = (res.ckpt_best_rank < top_m).mean(axis=0)
     correct = res.ckpt_correct.mean(axis=0)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    if res.quality:
+        fig, (ax, axq) = plt.subplots(1, 2, figsize=(11.5, 4.2))
+        _plot_quality(axq, res)
+    else:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ax.plot(x, in_top, marker=".", label=f"best arm in top {top_m} empirical means")
     ax.plot(x, correct, marker=".", linestyle="--", label="recommendation correct")
     stopped = res.pulls[res.stopped]
@@ -176,6 +185,29 @@ def plot_anytime(res: SimResult, path: str, top_m: int = 1) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _plot_quality(ax: Any, res: SimResult) -> None:
+    """The reported ranking's quality against ratings: the mean of each measure over the runs, and where the top 10
+    becomes right in 90% of them."""
+    x = res.checkpoints
+    labels = {"top1_correct": "best caption right", "top10_precision": "top-10 precision",
+              "top25_precision": "top-25 precision", "kendall25": "Kendall tau, top 25"}
+    for name, label in labels.items():
+        v = res.quality[name + "@"]
+        y = np.array([np.nanmean(col) if np.isfinite(col).any() else np.nan for col in v.T])
+        ax.plot(x, y, marker=".", label=label)
+    until = res.ratings_until("top10_precision", 0.9)
+    if math.isfinite(until):
+        ax.axvline(until, color="grey", linewidth=0.8, label="top 10 right in 90% of runs")
+    if x.size > 1 and x[-1] / max(x[0], 1) >= 20:
+        ax.set_xscale("log")
+    ax.set_ylim(-1.02 if np.nanmin(res.quality["kendall25@"], initial=0.0) < 0 else -0.02, 1.02)
+    ax.set_xlabel("ratings")
+    ax.set_ylabel("mean over runs")
+    ax.set_title("quality of the reported ranking", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -45,7 +45,7 @@ import numpy as np
 
 from purebandits.base import Learner
 from purebandits.instances import Instance, RewardModel, RewardStream, make_instance
-from purebandits.metrics import QUALITY_NAMES, ranking_quality, wilson_interval
+from purebandits.metrics import QUALITY_NAMES, ranking_quality, ratings_until, wilson_interval
 from purebandits.simulate.crowd import Crowd, CrowdRun, crowd_labels, crowd_seed
 from purebandits.simulate.executors import Executor, get_executor
 from purebandits.simulate.journal import JOURNAL_FIELDS, Journal
@@ -148,6 +148,14 @@ class SimResult:
     def pulls_per_second(self) -> float:
         """Pulls of all repetitions per second of wall time (the simulator's speed)."""
         return float(self.pulls.sum() / self.elapsed) if self.elapsed > 0 else math.nan
+
+    def ratings_until(self, name: str = "top10_precision", level: float = 0.9) -> float:
+        """Ratings (pulls) from which on the reported top set (``top10_precision`` or ``top25_precision``) is right
+        in at least a share ``level`` of the runs (:func:`purebandits.metrics.ratings_until` over the
+        checkpoints); nan without quality measures or when the last checkpoint falls short."""
+        if not self.quality or name + "@" not in self.quality:
+            return math.nan
+        return ratings_until(self.quality[name + "@"], self.checkpoints, level)
 
     def summary(self, confidence: float = 0.95) -> dict[str, Any]:
         """Samples to stop (mean, quantiles) and the error rate with a Wilson interval."""
