@@ -1,0 +1,223 @@
+"""The GLR (Chernoff) statistic for rewards on a known finite support, with Honda and Takemura's K_inf.
+
+Ratings take a few known values (``{0, 1/2, 1}`` for the caption contests). Per arm the data are label counts;
+the empirical distribution ``F_hat_a`` (counts / N_a) is the maximum-likelihood estimate, and the log generalised
+likelihood ratio of "mean_a >= mean_b" against "mean_a <= mean_b", with every distribution on [0, 1] allowed
+under the alternative, is the two-arm cost
+
+    Z_ab = inf_{x in [mu_b, mu_a]} N_a K_inf^-(F_hat_a, x) + N_b K_inf^+(F_hat_b, x)      (0 when mu_a <= mu_b),
+
+``K_inf^+(F, x)`` (``K_inf^-``) the smallest KL(F, G) over distributions G on [0, 1] with mean >= x (<= x),
+computed by :func:`purebandits.lower_bound.kinf`. The objective is convex in x (each K_inf is), so the infimum
+is a 1-D convex minimisation; it is the same two-arm cost ``g_ij`` that :mod:`purebandits.lower_bound` minimises
+for the characteristic time T*_Kinf (with the weights w replaced by the counts N), and is computed by that
+module's solver (Newton's method on the derivative, kept in a bracket). The statistic of a top-k answer is
+``Z = min over a in the empirical top k, b outside, of Z_ab``; the rule stops when Z exceeds a threshold proven
+for it, :func:`purebandits.glr_thresholds.kinf_portfolio_threshold`.
+
+Relation to the Bernoulli statistic: for F on [0, 1] with mean mu, ``K_inf^+(F, x) >= d(mu, x)`` (the Bernoulli
+KL), and the same below. Proof by the dual form: ``log(1 - l (X - x))`` is concave in X, so on [0, 1] it lies
+above its chord, ``log(1 - l (X - x)) >= (1 - X) log(1 + l x) + X log(1 - l (1 - x))``; taking E_F and the
+maximum over l gives ``K_inf^+(F, x) >= K_inf^+(Bernoulli(mu), x) = d(mu, x)``. (Equivalently: among the
+distributions on [0, 1] with a given mean, the Bernoulli one is the least informative, being the
+most spread in the convex order.) Hence the Bernoulli GLR statistic of the means,
+:func:`purebandits.bounds.glr_pair_cost`, is a lower bound of Z, with equality on the support {0, 1}; the gap is
+what ratings gain from their own model (about Var_Bernoulli / Var_F near the optimum).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from purebandits import glr_thresholds
+from purebandits.lower_bound import _CategoricalModel
+
+__all__ = [
+    "kinf_pair_cost", "kinf_pair_upper", "kinf_pair_exceeds", "kinf_glr_statistic", "kinf_glr_stop", "empirical_top",
+]
+
+
+def _as_counts(label_counts: ArrayLike, values: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Validated (counts (n, S) float, support (S,)) from label counts and the known support."""
+    C = np.asarray(label_counts, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    if C.ndim != 2 or v.ndim != 1 or C.shape[1] != v.size:
+        raise ValueError(f"label_counts must be (n_arms, S) for a support of S values, got {C.shape} and {v.shape}")
+    if np.any(v < 0.0) or np.any(v > 1.0) or not np.all(np.isfinite(v)):
+        raise ValueError("the support values must lie in [0, 1] (K_inf is the model 'every distribution on [0, 1]')")
+    if not np.all(np.isfinite(C)) or np.any(C < 0.0):
+        raise ValueError("label counts must be finite and nonnegative")
+    return C, v
+
+
+def kinf_pair_cost(counts_a: ArrayLike, counts_b: ArrayLike, values: ArrayLike) -> np.ndarray:
+    """``Z_ab`` for rows of label counts: (R, S) counts of arm a and of arm b on the support ``values`` -> (R,).
+
+    0 where a count is 0 or ``mu_hat_a <= mu_hat_b``. Exact to ~1e-10 relative (the solver of
+    :mod:`purebandits.lower_bound`, certified by its bracket); vectorised over the R pairs.
+    """
+    Ca = np.atleast_2d(np.asarray(counts_a, dtype=np.float64))
+    Cb = np.atleast_2d(np.asarray(counts_b, dtype=np.float64))
+    Ca, v = _as_counts(Ca, values)
+    Cb, _ = _as_counts(Cb, values)
+    Ca, Cb = np.broadcast_arrays(Ca, Cb)
+    Na, Nb = Ca.sum(axis=1), Cb.sum(axis=1)
+    out = np.zeros(Na.shape)
+    ok = (Na > 0) & (Nb > 0)
+    Pa = np.where(ok[:, None], Ca / np.where(ok, Na, 1.0)[:, None], 0.0)
+    Pb = np.where(ok[:, None], Cb / np.where(ok, Nb, 1.0)[:, None], 0.0)
+    ok &= Pa @ v > Pb @ v
+    idx = np.flatnonzero(ok)
+    if idx.size:
+        n = idx.size
+        model = _CategoricalModel(np.vstack([Pa[idx], Pb[idx]]), v)
+        g = model.pair(np.arange(n), np.arange(n, 2 * n), Na[idx], Nb[idx])[0]
+        out[idx] = np.maximum(g, 0.0)
+    return out
+
+
+def _tilt_upper(P: np.ndarray, v: np.ndarray, x: np.ndarray, steps: int = 4) -> np.ndarray:
+    """An upper bound of ``K_inf^+(F, x)`` per row: ``KL(F, G_l)`` for the exponential tilt ``G_l ~ F e^{l X}`` with
+    mean >= x (``log E_F e^{lX} - l mu``), l from a few Newton steps, or, if smaller or if no step reached mean >= x,
+    ``KL(F, (1 - e) F + e delta_1)``; ``inf`` only at x = 1.
+    """
+    mu = P @ v
+    var = P @ (v * v) - mu * mu
+    lam = np.where(var > 1e-12, (x - mu) / np.maximum(var, 1e-12), 0.0)
+    best = np.full(x.shape, np.inf)
+    for _ in range(steps):
+        a = lam[:, None] * v[None, :]
+        a_max = np.where(P > 0.0, a, -np.inf).max(axis=1, keepdims=True)  # over the support of F: z >= min p > 0
+        w = P * np.exp(np.where(P > 0.0, a - a_max, -np.inf))
+        z = w.sum(axis=1)
+        m = (w @ v) / z
+        s = (w @ (v * v)) / z - m * m
+        feasible = (m >= x) & (lam >= 0.0)
+        kl = np.log(z) + a_max[:, 0] - lam * mu
+        best = np.where(feasible, np.minimum(best, np.maximum(kl, 0.0)), best)
+        lam = np.maximum(lam - (m - x) / np.maximum(s, 1e-12), 0.0)
+    # G = (1 - e) F + e (point mass at 1), e = (x - mu)/(1 - mu): KL(F, G) <= -log(1 - e), feasible for every x < 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mix = np.where(x < 1.0, np.log((1.0 - mu) / (1.0 - x)), np.inf)
+    return np.where(x <= mu, 0.0, np.minimum(best, mix))
+
+
+def kinf_pair_upper(counts_a: ArrayLike, counts_b: ArrayLike, values: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """A cheap upper bound U >= ``Z_ab`` per row, and the level x in [mu_hat_b, mu_hat_a] where it is evaluated.
+
+    ``Z_ab <= N_a KL(F_a, G_a) + N_b KL(F_b, G_b)`` for any G_a with mean <= x <= mean of G_b (both distributions
+    on [0, 1]); we take x the crossing point of the Gaussian approximation and G the exponential tilts of the
+    empirical distributions (a few vectorised Newton steps, no root bracketing), which makes U tight to second
+    order in the gap (where a tilt cannot reach x, e.g. no mass above x, G mixes F with a point mass at 1 or 0).
+    U = 0 where Z_ab = 0 (a count is 0 or ``mu_hat_a <= mu_hat_b``; x is then nan).
+
+    Also a bound on the future: one more answer of arm a or b raises ``N K_inf(F_hat, x)`` by at most
+    ``c(x) = max(-log x, -log(1 - x))`` (the dual form's factor ``1 - l (X - x)`` is at most ``1/x`` or ``1/(1-x)``),
+    so after s more answers to the pair, both ``Z_ab`` and ``Z_ba`` are at most ``U + s c(x)``.
+    """
+    Ca = np.atleast_2d(np.asarray(counts_a, dtype=np.float64))
+    Cb = np.atleast_2d(np.asarray(counts_b, dtype=np.float64))
+    Ca, v = _as_counts(Ca, values)
+    Cb, _ = _as_counts(Cb, values)
+    Ca, Cb = np.broadcast_arrays(Ca, Cb)
+    Na, Nb = Ca.sum(axis=1), Cb.sum(axis=1)
+    ok = (Na > 0) & (Nb > 0)
+    Pa = np.where(ok[:, None], Ca / np.where(ok, Na, 1.0)[:, None], 0.0)
+    Pb = np.where(ok[:, None], Cb / np.where(ok, Nb, 1.0)[:, None], 0.0)
+    ma, mb = Pa @ v, Pb @ v
+    ok &= ma > mb
+    upper = np.zeros(Na.shape)
+    x = np.full(Na.shape, np.nan)
+    if ok.any():
+        va = np.maximum(Pa[ok] @ (v * v) - ma[ok] ** 2, 1e-12)
+        vb = np.maximum(Pb[ok] @ (v * v) - mb[ok] ** 2, 1e-12)
+        wa, wb = Na[ok] / va, Nb[ok] / vb
+        xo = (wa * ma[ok] + wb * mb[ok]) / (wa + wb)
+        up_b = _tilt_upper(Pb[ok], v, xo)
+        up_a = _tilt_upper(Pa[ok][:, ::-1], 1.0 - v[::-1], 1.0 - xo)  # K_inf^-(F, x) = K_inf^+(F(1 - .), 1 - x)
+        upper[ok] = Na[ok] * up_a + Nb[ok] * up_b
+        x[ok] = xo
+    return upper, x
+
+
+def kinf_pair_exceeds(counts_a: ArrayLike, counts_b: ArrayLike, values: ArrayLike,
+                      threshold: ArrayLike) -> np.ndarray:
+    """``Z_ab > threshold`` per row, exactly, computing ``Z_ab`` only where :func:`kinf_pair_upper` does not decide.
+
+    Most rows far below the threshold are settled by the upper bound (``Z <= U <= threshold``) and
+    :func:`kinf_pair_cost` runs on the rest. For simulations and stopping checks.
+    """
+    Ca = np.atleast_2d(np.asarray(counts_a, dtype=np.float64))
+    Cb = np.atleast_2d(np.asarray(counts_b, dtype=np.float64))
+    Ca, Cb = np.broadcast_arrays(Ca, Cb)
+    thr = np.broadcast_to(np.asarray(threshold, dtype=np.float64), (Ca.shape[0],))
+    upper, _ = kinf_pair_upper(Ca, Cb, values)
+    out = np.zeros(upper.shape, dtype=bool)
+    need = np.flatnonzero(upper > thr)
+    if need.size:
+        out[need] = kinf_pair_cost(Ca[need], Cb[need], values) > thr[need]
+    return out
+
+
+def empirical_top(means: ArrayLike, k: int = 1) -> np.ndarray:
+    """Indices of the k largest means, ties to the lower index (as :func:`purebandits.bounds.glr_statistic`), sorted."""
+    m = np.asarray(means, dtype=np.float64)
+    order = np.lexsort((np.arange(m.size), -m))
+    return np.sort(order[:k])
+
+
+def kinf_glr_statistic(label_counts: ArrayLike, values: ArrayLike, k: int = 1
+                       ) -> tuple[np.ndarray, float, tuple[int, int]]:
+    """(empirical top k, ``Z = min_{a in top k, b outside} Z_ab``, the pair (a, b) attaining it).
+
+    ``label_counts`` is (n_arms, S): how often each arm received each support value. Z = 0 while an arm
+    has no answer (the pair returned is then (-1, -1)). O(k (n_arms - k)) two-arm costs, all in one
+    vectorised solve.
+    """
+    C, v = _as_counts(label_counts, values)
+    n = C.shape[0]
+    if isinstance(k, bool) or int(k) != k or not 1 <= k < n:
+        raise ValueError(f"k must be an integer with 1 <= k < n_arms = {n}, got {k!r}")
+    N = C.sum(axis=1)
+    means = np.where(N > 0, (C @ v) / np.where(N > 0, N, 1.0), -np.inf)
+    top = empirical_top(means, k)
+    if np.any(N <= 0):
+        return top, 0.0, (-1, -1)
+    rest = np.setdiff1d(np.arange(n), top)
+    a = np.repeat(top, rest.size)
+    b = np.tile(rest, top.size)
+    z = kinf_pair_cost(C[a], C[b], v)
+    i = int(np.argmin(z))
+    return top, float(z[i]), (int(a[i]), int(b[i]))
+
+
+def kinf_glr_stop(label_counts: ArrayLike, values: ArrayLike, t: float, delta: float, k: int = 1,
+                  threshold: str | Callable[..., float] = "kinf-portfolio"
+                  ) -> tuple[int | tuple[int, ...], float, float, bool]:
+    """GLR stopping with the K_inf statistic: (recommendation, Z, beta, stop = Z > beta).
+
+    The recommendation is the empirical best arm (an int) at k = 1, else the empirical top k (sorted tuple).
+    ``threshold`` is a name of :data:`purebandits.glr_thresholds.THRESHOLDS` or a callable
+    ``(t, n_arms, delta, k) -> beta``. Only ``"kinf-portfolio"`` is proven for this statistic; the others are
+    proven for the Bernoulli/Gaussian statistics, which are smaller (see the module docstring), so with
+    them this rule has no guarantee.
+    """
+    C, v = _as_counts(label_counts, values)
+    if isinstance(threshold, str):
+        if threshold not in glr_thresholds.THRESHOLDS:
+            raise ValueError(f"unknown threshold {threshold!r}; known: {sorted(glr_thresholds.THRESHOLDS)}")
+        beta_fn = glr_thresholds.THRESHOLDS[threshold][0]
+    elif callable(threshold):
+        beta_fn = threshold
+    else:
+        raise ValueError(f"threshold must be a name or a callable, got {threshold!r}")
+    beta = float(beta_fn(t, C.shape[0], delta, k))
+    if not math.isfinite(beta):
+        raise ValueError(f"the threshold returned {beta!r}")
+    top, z, _ = kinf_glr_statistic(C, v, k)
+    rec: int | tuple[int, ...] = int(top[0]) if k == 1 else tuple(int(i) for i in top)
+    return rec, z, beta, bool(z > beta)
