@@ -20,6 +20,7 @@ from scipy import special, stats
 from purebandits.bounds import glr_pair_cost, glr_threshold, kl_bernoulli
 from purebandits.glr_thresholds import (
     THRESHOLDS,
+    _h_inv,
     gk16_threshold,
     kinf_portfolio_threshold,
     kk21_exp_calibration,
@@ -91,6 +92,15 @@ def test_kk21_exp_calibration_by_hand(x):
     # h~ as the minimum over eta on a fine grid: agrees with the closed form (our reading of the branch condition)
     assert kk21_exp_calibration(x) == pytest.approx(_hand_T(x), rel=1e-7)
     assert kk21_exp_calibration(x) > x
+
+
+def test_calibrations_for_large_x():
+    """Tiny delta (or huge union terms): no overflow, and the papers' approximations hold."""
+    for x in (100.0, 1000.0, 1e4):
+        assert kk21_exp_calibration(x) == pytest.approx(x + 4 * math.log(1 + x + math.sqrt(2 * x)), rel=0.02)
+        assert x < kk21_gaussian_calibration(x) < x + math.log(x) + 1
+    for y in (1.0, 1.5, 2.15, 50.0, 599.9, 600.1, 1000.0, 1e6):  # both evaluation paths of h^-1
+        assert _h_inv(y) == pytest.approx(_hand_h_inv(y), rel=1e-12)
 
 
 def test_kk21_exp_literal_branch_condition_is_larger_and_jumps():

@@ -118,7 +118,8 @@ def _c_gauss(x: float) -> float:
     grid = np.linspace(0.5, 1.0, 4001)[1:-1]
     vals = (_g_gauss(grid) + x) / grid
     i = int(np.argmin(vals))
-    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    lo = grid[i - 1] if i > 0 else 0.5 + 1e-15
+    hi = grid[i + 1] if i < grid.size - 1 else 1.0 - 1e-16  # large x: the minimiser tends to 1
     res = optimize.minimize_scalar(lambda lam: float((_g_gauss(lam) + x) / lam), bounds=(lo, hi),
                                    method="bounded", options={"xatol": 1e-12})
     return float(min(vals[i], res.fun))
@@ -171,7 +172,15 @@ def _h_inv(y: float) -> float:
         raise ValueError(f"h^-1 needs y >= 1, got {y!r}")
     if y == 1.0:
         return 1.0
-    return float(-special.lambertw(-math.exp(-y), k=-1).real)
+    if y < 600.0:
+        return float(-special.lambertw(-math.exp(-y), k=-1).real)
+    u = y + math.log(y)  # e^{-y} underflows: the fixed point u = y + log u, a contraction (slope 1/u)
+    for _ in range(60):
+        u_next = y + math.log(u)
+        if abs(u_next - u) <= 1e-15 * u_next:
+            return u_next
+        u = u_next
+    return u
 
 
 def _h_tilde(x: float, z: float = 1.5) -> float:
