@@ -110,6 +110,14 @@ def test_goal_missed_when_late_or_behind_uniform():
     assert "never" in cb.assess(never).summary
 
 
+def test_the_goal_is_judged_under_the_default_crowd_only():
+    tired = _frame([0.1, 0.2, 0.3], [0.3, 0.6, 0.8], [0.2, 0.4, 0.6]).assign(crowd="tired+careless")
+    df = pd.concat([_frame([0.5, 0.8, 0.9], [0.3, 0.6, 0.8], [0.2, 0.4, 0.6]), tired], ignore_index=True)
+    v = cb.assess(df)
+    assert v.status == "holds" and "caption:x (tired+careless)" in v.summary and "never" in v.summary
+    assert cb.assess(tired).status == "does not hold"
+
+
 def test_assess_table_reads_the_precision_at_the_budget_and_the_ratings_until_right():
     df = _frame([0.5, 0.8, 1.0], [0.3, 0.6, 0.8], [0.2, 0.4, 0.6])
     df.loc[df["algorithm"] == cb.SERVICE_DEFAULT, "ratings_until_top10_90"] = 900.0

@@ -26,6 +26,9 @@ Choices (stated in docs/REPRODUCTION.md with the results):
 - **Stopping.** A learner that stops before the budget keeps its ranking for the remaining
   checkpoints (a service would end the study there); the share of runs stopped by each checkpoint
   is in the CSV.
+- **Arm order.** Each contest's captions are put in a seeded random order (:func:`shuffled`): the bundled
+  files list them best first, and ties (broken by the lower index everywhere) would otherwise favour the
+  truly better captions.
 - **Contests.** ``settings["contests"]`` holds instance specs, so ``--set
   'contests=["caption:my_summary.csv"]'`` runs it on a user's own summary file.
 
@@ -46,6 +49,8 @@ from purebandits.registry import get_learner_class, make_learner
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from purebandits.instances import Instance
 
 #: the error probability a learner with a delta targets: the service's DEFAULT_DELTA
 TARGET_ERROR = 0.05
@@ -90,6 +95,30 @@ def learner(label: str, k: int) -> Any:
     return make_learner(name, **params)
 
 
+def shuffled(instance: Instance, seed: int) -> Instance:
+    """``instance`` with its arms in a seeded random order.
+
+    The bundled contest files list the captions best first (Spearman correlation of position and mean -0.89 to
+    -1.0), and every learner breaks ties by the lower arm index, as does the reported ranking: in file order a tie
+    among captions rated equally often would pick the truly better ones, and an index learner would rate the best
+    captions first. In a random order a tie says nothing about the truth, as in a contest whose captions arrive in
+    submission order.
+    """
+    from purebandits.instances import Bernoulli, Categorical, Gaussian, Instance
+
+    model = instance.model
+    order = np.random.default_rng(seed).permutation(model.n_arms)
+    if isinstance(model, Categorical):
+        new = Categorical(model.probabilities[order], model.values)
+    elif isinstance(model, Bernoulli):
+        new = Bernoulli(model.means[order])
+    elif isinstance(model, Gaussian):
+        new = Gaussian(model.means[order], model.b[order] ** 2)
+    else:
+        raise TypeError(f"cannot reorder the arms of a {type(model).__name__} model")
+    return Instance(instance.name, new, instance.k, f"{instance.description} (arms in a random order, seed {seed})")
+
+
 def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     """One row per (contest, crowd, learner, checkpoint): the measures' means over the runs, the share of runs
     whose top 10 is exactly right and of runs stopped by then, and the ratings until the top 10 is right in 90 % of
@@ -101,7 +130,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     checkpoints = np.unique(np.asarray([c for c in settings["checkpoints"] if c <= budget] + [budget], dtype=np.int64))
     rows = []
     for ci, spec in enumerate(settings["contests"]):
-        inst = make_instance(spec)
+        inst = shuffled(make_instance(spec), ctx.seed + 370000 + 100 * ci)
         for gi, crowd_label in enumerate(settings["crowds"]):
             crowd = parse_crowd(CROWDS[crowd_label])
             for label in settings["learners"]:
@@ -233,14 +262,19 @@ def assess(df: pd.DataFrame) -> Verdict:
         parts.append(f"{r.contest} ({r.crowd}): the 2024 UCB reaches {r[3]:.3f} at {r.budget:,}; the default "
                      f"reaches it at {reach} ratings (a third: {r[5]:,}); beats uniform at every checkpoint: "
                      f"{r[7]}")
-    met = bool(len(gl)) and bool(gl["within a third"].all()) and bool(gl["beats uniform at every checkpoint"].all())
-    some = bool(len(gl)) and bool(gl["within a third"].any() or gl["beats uniform at every checkpoint"].any())
+    # the goal is stated for the default crowd; the other crowds' cells are reported, not judged
+    judged = gl[gl["crowd"] == "default"] if len(gl) and (gl["crowd"] == "default").any() else gl
+    within, beats = judged.get("within a third", pd.Series(dtype=bool)), \
+        judged.get("beats uniform at every checkpoint", pd.Series(dtype=bool))
+    met = bool(len(judged)) and bool(within.all()) and bool(beats.all())
+    some = bool(len(judged)) and bool(within.any() or beats.any())
     status = "holds" if met else ("partly" if some else "does not hold")
-    summary = (f"Goal (issue 37): the service's default ({SERVICE_DEFAULT}) reaches the 2024 system's top-10 "
-               f"precision at the budget with at most a third of the ratings, and beats uniform sampling at every "
-               f"budget. {'; '.join(parts) or 'no cell has both learners'}. Best learner with a proven stop (mean "
-               f"top-10 precision over the checkpoints): {'; '.join(best) or '-'}. {int(df['reps'].iloc[0])} runs "
-               f"per curve; precision is the share of the reported top 10 that is in the true top 10.")
+    cells = "; ".join(parts) or "no cell has both learners"
+    summary = (f"Goal (issue 37), judged under the default crowd: the service's default ({SERVICE_DEFAULT}) reaches "
+               f"the 2024 system's top-10 precision at the budget with at most a third of the ratings, and beats "
+               f"uniform sampling at every budget. {cells}. Best learner with a proven stop (mean top-10 precision "
+               f"over the checkpoints): {'; '.join(best) or '-'}. {int(df['reps'].iloc[0])} runs per curve; "
+               f"precision is the share of the reported top 10 that is in the true top 10.")
     return Verdict(status, summary, table)
 
 
