@@ -146,3 +146,24 @@ def test_runs_on_a_users_summary_file(tmp_path):
     assert sorted(set(df["ratings"])) == [400, 800] and len(df) == 3 * 2
     assert df["top10_precision"].between(0, 1).all() and (df["participants"] > 0).all()
     assert (out / "crowd_budget.png").stat().st_size > 0
+
+
+# ----------------------------------------------------------------------------- arm order
+def test_contests_run_in_a_seeded_random_arm_order():
+    from purebandits.instances import Bernoulli, Gaussian, Instance, make_instance
+
+    inst = make_instance("caption:559")
+    assert np.all(np.diff(inst.means) <= 1e-12)  # the bundled file lists the captions best first
+    a, b = cb.shuffled(inst, 7), cb.shuffled(inst, 7)
+    np.testing.assert_array_equal(a.model.probabilities, b.model.probabilities)  # same seed, same order
+    np.testing.assert_allclose(np.sort(a.means), np.sort(inst.means))  # the same captions
+    assert not np.array_equal(a.means, inst.means) and not np.array_equal(a.means, cb.shuffled(inst, 8).means)
+    # a caption keeps its own vote shares: find each shuffled row among the original rows
+    rows = {tuple(np.round(r, 12)) for r in inst.model.probabilities}
+    assert all(tuple(np.round(r, 12)) in rows for r in a.model.probabilities)
+    for model in (Bernoulli([0.9, 0.5, 0.2, 0.1]), Gaussian([1.0, 0.5, 0.0, -1.0], [0.25, 1.0, 4.0, 9.0])):
+        s = cb.shuffled(Instance("x", model, 1), 3)
+        order = [list(model.means).index(m) for m in s.means]
+        assert sorted(order) == [0, 1, 2, 3]
+        if isinstance(model, Gaussian):
+            np.testing.assert_allclose(s.model.b, model.b[order])
