@@ -270,7 +270,7 @@ def assess(df: pd.DataFrame) -> Verdict:
     some = bool(len(judged)) and bool(within.any() or beats.any())
     status = "holds" if met else ("partly" if some else "does not hold")
     cells = "; ".join(parts) or "no cell has both learners"
-    summary = (f"Goal (issue 37), judged under the default crowd: the service's default ({SERVICE_DEFAULT}) reaches "
+    summary = (f"Goal, judged under the default crowd: the service's default ({SERVICE_DEFAULT}) reaches "
                f"the 2024 system's top-10 precision at the budget with at most a third of the ratings, and beats "
                f"uniform sampling at every budget. {cells}. Best learner with a proven stop (mean top-10 precision "
                f"over the checkpoints): {'; '.join(best) or '-'}. {int(df['reps'].iloc[0])} runs per curve; "
@@ -280,7 +280,7 @@ def assess(df: pd.DataFrame) -> Verdict:
 
 EXPERIMENT = Experiment(
     name="crowd_budget",
-    paper="Beyond the papers (issue 37: the contest at its vote budget)",
+    paper="Beyond the papers (a caption contest at its vote budget)",
     artefact="caption contests 512, 558, 559 at full size",
     title="precision of the reported top 10 against ratings, under a crowd, with the systems that ran the contest",
     claim=("No paper makes this comparison. A contest gets about 778,586 ratings (Zhang et al. 2024, Table 1) and "
