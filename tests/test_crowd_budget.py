@@ -128,13 +128,8 @@ def test_assess_table_reads_the_precision_at_the_budget_and_the_ratings_until_ri
 
 
 # ----------------------------------------------------------------------------- a user's own contest
-def test_runs_on_a_users_summary_file(tmp_path):
-    path = tmp_path / "my_contest.csv"
-    rows = ["caption,funny,somewhat_funny,unfunny,count"]
-    for i in range(40):
-        f, s, u = 5 + i, 20, 75 - i
-        rows.append(f"caption {i},{f},{s},{u},{f + s + u}")
-    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+def test_runs_on_a_users_summary_file(tmp_path, caption_summary):
+    path = caption_summary(40)
     out = tmp_path / "out"
     rc = main(["reproduce", "crowd_budget", "--scale", "quick", "--out", str(out), "--no-progress", "--jobs", "1",
                "--set", f'contests=["caption:{path}"]', "--set", "crowds=[\"default\"]", "--set", "reps=2",

@@ -304,13 +304,8 @@ def test_cli_crowd_on_a_caption_contest(tmp_path, capsys):
     assert df["top25_precision"].between(0, 1).all() and (df["pulls"] == 3000).all()
 
 
-def test_cli_crowd_on_a_users_summary_file(tmp_path, capsys):
-    path = tmp_path / "my_contest.csv"
-    rows = ["caption,funny,somewhat_funny,unfunny,count"]
-    for i in range(30):
-        f, s, u = 10 + i, 20, 70 - i
-        rows.append(f"caption {i},{f},{s},{u},{f + s + u}")
-    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+def test_cli_crowd_on_a_users_summary_file(tmp_path, capsys, caption_summary):
+    path = caption_summary(30)
     out = tmp_path / "u.csv"
     rc = main(["simulate", "--algorithm", "random_sampling", "--instance", f"caption:{path}", "--reps", "2",
                "--jobs", "1", "--max-pulls", "2000", "--checkpoints", "500", "--crowd", "concurrency=4,batch=2",
