@@ -60,6 +60,8 @@ def test_parse_crowd_defaults_and_values():
     ("sessions=0.5", "'sessions' must be a finite number >= 1"),
     ("fatigue=-1", "'fatigue' must be a finite number >= 0"),
     ("careless=1.5", "'careless' must be a share in [0, 1]"),
+    ("careless=0.6,straightline=0.5", "'straightline' must be a share in [0, 1 - careless] = [0, 0.4]"),
+    ("straightline=-0.1", "'straightline' must be a finite number >= 0"),
     ("fatigue=abc", "key 'fatigue' must be a number, got 'abc'"),
     ("batch=2,batch=3", "key 'batch' given twice"),
     ("sessions", "'sessions' is not KEY=VALUE"),
@@ -73,7 +75,7 @@ def test_crowd_option_errors_on_the_command_line(capsys):
     rc = main(["simulate", "--algorithm", "lil_ucb", "--instance", "caption:559", "--reps", "1",
                "--crowd", "concurrency=8,sesions=3", "--no-progress"])
     assert rc == 2
-    assert "--crowd: unknown key 'sesions' (keys: sessions, concurrency, batch, fatigue, careless)" \
+    assert "--crowd: unknown key 'sesions' (keys: sessions, concurrency, batch, fatigue, careless, straightline)" \
         in capsys.readouterr().err
     rc = main(["simulate", "--algorithm", "lil_ucb", "--instance", "one_sparse:n=10", "--reps", "1",
                "--crowd", "careless=0.2", "--no-progress"])
@@ -199,11 +201,41 @@ def test_careless_raters_answer_uniformly_over_the_labels():
     assert {x[3] for x in t0} == {1.0}
 
 
+def test_straight_lining_raters_give_one_label_to_everything():
+    model = Categorical([[0.0, 0.0, 1.0]] * 40)  # every caption funny for an attentive rater
+    trace: list = []
+    _, run = _run("random_sampling", model, Crowd(sessions=10, concurrency=8, straightline=1.0, fatigue=1.0), 20000,
+                  trace=trace)
+    run.advance(20000)
+    given: dict[int, set[float]] = {}
+    for pid, _, _, r in trace:
+        given.setdefault(pid, set()).add(r)
+    assert all(len(labels) == 1 for labels in given.values())  # one label each, fatigue or not
+    first = np.array([next(iter(labels)) for labels in given.values()])
+    n = first.size  # ~2,000 participants, each label 1/3: standard error sqrt(2/9 / n) < 0.011
+    for label in (0.0, 0.5, 1.0):
+        assert abs(np.mean(first == label) - 1 / 3) < 4.5 * math.sqrt(2 / 9 / n)
+    # a share: the others rate from the vote shares (all funny here) or, if careless, uniformly
+    trace = []
+    _, run = _run("random_sampling", model, Crowd(sessions=10, concurrency=8, straightline=0.3, careless=0.2), 20000,
+                  trace=trace)
+    run.advance(20000)
+    kinds: dict[int, set[float]] = {}
+    for pid, _, _, r in trace:
+        kinds.setdefault(pid, set()).add(r)
+    long = [labels for pid, labels in kinds.items() if sum(1 for x in trace if x[0] == pid) >= 8]
+    # a rater with 8+ ratings who is not funny-only is careless (uniform: 3+ labels w.p. ~0.9) or straight (one
+    # label, not funny w.p. 2/3): the funny-only share estimates 0.5 + 0.3/3 = 0.6 plus careless raters' rare runs
+    funny_only = np.mean([labels == {1.0} for labels in long])
+    se = math.sqrt(0.25 / len(long))
+    assert abs(funny_only - 0.6) < 4.5 * se + 0.2 * (1 / 3) ** 7
+
+
 def test_gaussian_arms_take_a_crowd_but_not_labels():
     res = simulate("lil_ucb", "one_sparse:n=10", reps=2, seed=0, jobs=1, max_pulls=500, crowd=Crowd(concurrency=4),
                    progress=False)
     assert (res.pulls == 500).all() or res.stopped.any()
-    with pytest.raises(ValueError, match="fatigue and careless raters need labelled rewards"):
+    with pytest.raises(ValueError, match="fatigue, careless and straight-lining raters need labelled rewards"):
         simulate("lil_ucb", "one_sparse:n=10", reps=1, jobs=1, crowd=Crowd(fatigue=1.0))
     with pytest.raises(ValueError, match="journal"):
         simulate("lil_ucb", "caption:559", reps=1, jobs=1, crowd=Crowd(), journal="unused")

@@ -61,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--crowd", nargs="?", const="", default=None, metavar="KEY=VALUE,...",
                         help="rate by a crowd: sessions=25,concurrency=32,batch=1,fatigue=0,careless=0 (mean "
                              "session length, participants at a time, pulls each holds, fatigue drift, share of "
-                             "careless raters; each optional); implies --quality")
+                             "careless raters, share of straight-lining raters: straightline=0; each optional); "
+                             "implies --quality")
     parser.add_argument("--quality", action="store_true",
                         help="record top1_correct, top10_precision, top25_precision and kendall25 of the reported "
                              "ranking per checkpoint and at the end (CSV columns NAME@c and NAME)")

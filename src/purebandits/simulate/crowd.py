@@ -30,7 +30,8 @@ Assumptions (documented in docs/simulate.md):
   whose share of "unfunny" is 0.638 is rated unfunny with probability 0.638 on the first
   position and exactly 0.718 on the fifth: NEXT's contest 540 (issue 37).
 - **Careless raters**: a share ``careless`` of the participants answers uniformly at random
-  over the labels (not a fixed label), whatever the item; fatigue does not apply to them.
+  over the labels, whatever the item; a share ``straightline`` gives one label to everything (the
+  label drawn uniformly per participant: "straight-lining"). Fatigue applies to neither.
 - Labels: a categorical model's values (caption contests {0, 1/2, 1}) or {0, 1} for Bernoulli
   arms. Gaussian arms have no labels: fatigue or careless > 0 raises ``ValueError``.
 
@@ -76,13 +77,15 @@ def fatigue_share(position: int | np.ndarray, fatigue: float) -> float | np.ndar
 
 @dataclass(frozen=True)
 class Crowd:
-    """The crowd model: mean session length, participants at a time, pulls each holds, fatigue, careless share."""
+    """The crowd model: mean session length, participants at a time, pulls each holds, fatigue, the shares of careless
+    (uniform labels) and straight-lining (one label always) participants."""
 
     sessions: float = 25.0
     concurrency: int = 32
     batch: int = 1
     fatigue: float = 0.0
     careless: float = 0.0
+    straightline: float = 0.0
 
     def __post_init__(self) -> None:
         def bad(key: str, value: Any, need: str) -> ValueError:
@@ -92,13 +95,15 @@ class Crowd:
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
                 raise bad(key, v, "an integer >= 1")
-        for key, low in (("sessions", 1.0), ("fatigue", 0.0), ("careless", 0.0)):
+        for key, low in (("sessions", 1.0), ("fatigue", 0.0), ("careless", 0.0), ("straightline", 0.0)):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating) or \
                     not math.isfinite(v) or v < low:
                 raise bad(key, v, f"a finite number >= {low:g}")
         if self.careless > 1:
             raise bad("careless", self.careless, "a share in [0, 1]")
+        if self.careless + self.straightline > 1:
+            raise bad("straightline", self.straightline, f"a share in [0, 1 - careless] = [0, {1 - self.careless:g}]")
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -153,18 +158,20 @@ def crowd_labels(model: RewardModel, crowd: Crowd) -> np.ndarray | None:
         return np.sort(np.asarray(model.values, dtype=float))
     if model.kind == BERNOULLI:
         return np.array([0.0, 1.0])
-    if crowd.fatigue > 0 or crowd.careless > 0:
-        raise ValueError(f"crowd fatigue and careless raters need labelled rewards (categorical or Bernoulli arms); "
-                         f"{type(model).__name__} arms have none: use fatigue=0,careless=0")
+    if crowd.fatigue > 0 or crowd.careless > 0 or crowd.straightline > 0:
+        raise ValueError(f"crowd fatigue, careless and straight-lining raters need labelled rewards (categorical or "
+                         f"Bernoulli arms); {type(model).__name__} arms have none: use fatigue=0,careless=0,"
+                         f"straightline=0")
     return None
 
 
 class _Participant:
-    __slots__ = ("length", "careless", "allowed", "n_out", "held", "asked", "answered")
+    __slots__ = ("length", "careless", "label", "allowed", "n_out", "held", "asked", "answered")
 
-    def __init__(self, n: int, length: int, careless: bool) -> None:
+    def __init__(self, n: int, length: int, careless: bool, label: int = -1) -> None:
         self.length = length
         self.careless = careless
+        self.label = label  # >= 0: straight-lining, the index of the one label it gives
         self.allowed = np.ones(n, dtype=np.bool_)  # neither rated nor held
         self.n_out = 0  # items rated or held (False in allowed)
         self.held: deque[int] = deque()
@@ -219,8 +226,13 @@ class CrowdRun:
         """A new participant takes a free place; False if it got nothing (it leaves at once)."""
         rng, crowd = self.rng, self.crowd
         length = int(rng.geometric(self._p_geom)) if self._p_geom < 1.0 else 1
-        careless = bool(crowd.careless > 0 and rng.random() < crowd.careless)
-        p = _Participant(self.n, length, careless)
+        careless, label = False, -1
+        if crowd.careless > 0 or crowd.straightline > 0:
+            u = rng.random()
+            careless = u < crowd.careless
+            if not careless and u < crowd.careless + crowd.straightline:
+                label = int(rng.integers(self.labels.shape[0]))
+        p = _Participant(self.n, length, careless, label)
         self._top_up(p)
         if not p.held:
             return False
@@ -233,6 +245,8 @@ class CrowdRun:
     def _rate(self, p: _Participant, arm: int) -> float:
         """The rating of ``arm`` by ``p`` at its current position: careless, tired or from the vote shares."""
         crowd, labels = self.crowd, self.labels
+        if p.label >= 0:
+            return float(labels[p.label])
         if p.careless:
             return float(labels[int(self.rng.integers(labels.shape[0]))])
         if crowd.fatigue > 0 and p.answered > 0 and self.rng.random() < fatigue_share(p.answered, crowd.fatigue):
