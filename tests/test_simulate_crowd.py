@@ -201,15 +201,23 @@ def test_careless_raters_answer_uniformly_over_the_labels():
     assert {x[3] for x in t0} == {1.0}
 
 
+def _labels_by_participant(trace: list) -> dict[int, tuple[set[float], int]]:
+    """Per participant of a trace: the labels it gave and how many ratings."""
+    out: dict[int, tuple[set[float], int]] = {}
+    for pid, _, _, r in trace:
+        labels, count = out.get(pid, (set(), 0))
+        labels.add(r)
+        out[pid] = (labels, count + 1)
+    return out
+
+
 def test_straight_lining_raters_give_one_label_to_everything():
     model = Categorical([[0.0, 0.0, 1.0]] * 40)  # every caption funny for an attentive rater
     trace: list = []
     _, run = _run("random_sampling", model, Crowd(sessions=10, concurrency=8, straightline=1.0, fatigue=1.0), 20000,
                   trace=trace)
     run.advance(20000)
-    given: dict[int, set[float]] = {}
-    for pid, _, _, r in trace:
-        given.setdefault(pid, set()).add(r)
+    given = {pid: labels for pid, (labels, _) in _labels_by_participant(trace).items()}
     assert all(len(labels) == 1 for labels in given.values())  # one label each, fatigue or not
     first = np.array([next(iter(labels)) for labels in given.values()])
     n = first.size  # ~2,000 participants, each label 1/3: standard error sqrt(2/9 / n) < 0.011
@@ -220,10 +228,7 @@ def test_straight_lining_raters_give_one_label_to_everything():
     _, run = _run("random_sampling", model, Crowd(sessions=10, concurrency=8, straightline=0.3, careless=0.2), 20000,
                   trace=trace)
     run.advance(20000)
-    kinds: dict[int, set[float]] = {}
-    for pid, _, _, r in trace:
-        kinds.setdefault(pid, set()).add(r)
-    long = [labels for pid, labels in kinds.items() if sum(1 for x in trace if x[0] == pid) >= 8]
+    long = [labels for labels, count in _labels_by_participant(trace).values() if count >= 8]
     # a rater with 8+ ratings who is not funny-only is careless (uniform: 3+ labels w.p. ~0.9) or straight (one
     # label, not funny w.p. 2/3): the funny-only share estimates 0.5 + 0.3/3 = 0.6 plus careless raters' rare runs
     funny_only = np.mean([labels == {1.0} for labels in long])

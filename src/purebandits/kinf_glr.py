@@ -54,22 +54,27 @@ def _as_counts(label_counts: ArrayLike, values: ArrayLike) -> tuple[np.ndarray, 
     return C, v
 
 
+def _pair_distributions(counts_a: ArrayLike, counts_b: ArrayLike, values: ArrayLike) -> tuple[np.ndarray, ...]:
+    """Rows of the two arms' empirical distributions (0 where a count is 0), their counts, which rows have both
+    counts positive, and the support: what every pair computation starts from."""
+    Ca, v = _as_counts(np.atleast_2d(np.asarray(counts_a, dtype=np.float64)), values)
+    Cb, _ = _as_counts(np.atleast_2d(np.asarray(counts_b, dtype=np.float64)), values)
+    Ca, Cb = np.broadcast_arrays(Ca, Cb)
+    Na, Nb = Ca.sum(axis=1), Cb.sum(axis=1)
+    ok = (Na > 0) & (Nb > 0)
+    Pa = np.where(ok[:, None], Ca / np.where(ok, Na, 1.0)[:, None], 0.0)
+    Pb = np.where(ok[:, None], Cb / np.where(ok, Nb, 1.0)[:, None], 0.0)
+    return Pa, Pb, Na, Nb, ok, v
+
+
 def kinf_pair_cost(counts_a: ArrayLike, counts_b: ArrayLike, values: ArrayLike) -> np.ndarray:
     """``Z_ab`` for rows of label counts: (R, S) counts of arm a and of arm b on the support ``values`` -> (R,).
 
     0 where a count is 0 or ``mu_hat_a <= mu_hat_b``. Exact to ~1e-10 relative (the solver of
     :mod:`purebandits.lower_bound`, certified by its bracket); vectorised over the R pairs.
     """
-    Ca = np.atleast_2d(np.asarray(counts_a, dtype=np.float64))
-    Cb = np.atleast_2d(np.asarray(counts_b, dtype=np.float64))
-    Ca, v = _as_counts(Ca, values)
-    Cb, _ = _as_counts(Cb, values)
-    Ca, Cb = np.broadcast_arrays(Ca, Cb)
-    Na, Nb = Ca.sum(axis=1), Cb.sum(axis=1)
+    Pa, Pb, Na, Nb, ok, v = _pair_distributions(counts_a, counts_b, values)
     out = np.zeros(Na.shape)
-    ok = (Na > 0) & (Nb > 0)
-    Pa = np.where(ok[:, None], Ca / np.where(ok, Na, 1.0)[:, None], 0.0)
-    Pb = np.where(ok[:, None], Cb / np.where(ok, Nb, 1.0)[:, None], 0.0)
     ok &= Pa @ v > Pb @ v
     idx = np.flatnonzero(ok)
     if idx.size:
@@ -119,15 +124,7 @@ def kinf_pair_upper(counts_a: ArrayLike, counts_b: ArrayLike, values: ArrayLike)
     ``c(x) = max(-log x, -log(1 - x))`` (the dual form's factor ``1 - l (X - x)`` is at most ``1/x`` or ``1/(1-x)``),
     so after s more answers to the pair, both ``Z_ab`` and ``Z_ba`` are at most ``U + s c(x)``.
     """
-    Ca = np.atleast_2d(np.asarray(counts_a, dtype=np.float64))
-    Cb = np.atleast_2d(np.asarray(counts_b, dtype=np.float64))
-    Ca, v = _as_counts(Ca, values)
-    Cb, _ = _as_counts(Cb, values)
-    Ca, Cb = np.broadcast_arrays(Ca, Cb)
-    Na, Nb = Ca.sum(axis=1), Cb.sum(axis=1)
-    ok = (Na > 0) & (Nb > 0)
-    Pa = np.where(ok[:, None], Ca / np.where(ok, Na, 1.0)[:, None], 0.0)
-    Pb = np.where(ok[:, None], Cb / np.where(ok, Nb, 1.0)[:, None], 0.0)
+    Pa, Pb, Na, Nb, ok, v = _pair_distributions(counts_a, counts_b, values)
     ma, mb = Pa @ v, Pb @ v
     ok &= ma > mb
     upper = np.zeros(Na.shape)
