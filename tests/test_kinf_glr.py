@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from scipy import optimize, special, stats
 
 from purebandits.bounds import glr_pair_cost
-from purebandits.glr_thresholds import kinf_portfolio_threshold
+from purebandits.glr_thresholds import kinf_kt_threshold, kinf_portfolio_threshold
 from purebandits.kinf_glr import (
     empirical_top,
     kinf_glr_statistic,
@@ -169,6 +169,52 @@ def test_universal_portfolio_step_of_the_proof():
         assert lhs == pytest.approx(max(logw.max(), 0.0), abs=1e-3 * max(1.0, lhs))  # the dual form: best bet
 
 
+def _kt_log_mixture(X, m):
+    """log of the Dirichlet(1/2, 1/2) mixture of the constant bets ``prod_i (1 - b (X_i - m)/(1 - m))`` over b.
+
+    With b = sin^2(theta) the Beta(1/2, 1/2) density times db is (2/pi) dtheta, a smooth integrand on [0, pi/2]:
+    a fine trapezoid in log space (which underestimates, log W being concave in b and the map monotone)."""
+    theta = np.linspace(0.0, math.pi / 2, 40001)
+    b = np.sin(theta) ** 2
+    with np.errstate(divide="ignore"):
+        logw = np.log1p(-np.outer(b, X - m) / (1 - m)).sum(axis=1)
+    w = np.r_[0.5, np.ones(b.size - 2), 0.5] * (theta[1] - theta[0]) * 2 / math.pi
+    return special.logsumexp(logw, b=w), logw
+
+
+def test_krichevsky_trofimov_step_of_the_proof():
+    """n K_inf^+(F_n, m) <= log(KT mixture) + log 2 + (1/2) log(n + 1) (kinf_kt_threshold, Cover-Ordentlich 1996).
+
+    Random ratings, and the extreme sequences (all answers 0 or 1 in any proportion), where the bound is tightest."""
+    rng = np.random.default_rng(5)
+    cases = []
+    for _ in range(150):
+        n = int(rng.integers(1, 120))
+        cases.append((rng.choice(V3, size=n, p=rng.dirichlet([1, 1, 1])), float(rng.uniform(0.01, 0.99))))
+    for n in (1, 2, 5, 20, 100, 400):
+        for ones in sorted({0, n // 3, n // 2, n}):
+            cases.append((np.r_[np.ones(ones), np.zeros(n - ones)], 0.5))
+    worst = -math.inf
+    for X, m in cases:
+        n = X.size
+        log_mix, logw = _kt_log_mixture(X, m)
+        counts = np.array([(X == v).sum() for v in V3])
+        lhs = n * kinf(counts / n, V3, m, side="upper")
+        regret = lhs - log_mix
+        assert regret <= math.log(2.0) + 0.5 * math.log(n + 1) + 1e-9, (n, m, regret)
+        worst = max(worst, regret - 0.5 * math.log(n + 1))
+    assert worst > 0.0  # the check can fail: the extreme sequences come within log 2 of the bound
+
+
+def test_kt_threshold_is_gk16_plus_a_constant():
+    from purebandits.glr_thresholds import gk16_threshold
+
+    for t in (10, 1e3, 1e6):
+        assert kinf_kt_threshold(t, 20, 0.01) - gk16_threshold(t, 20, 0.01) == pytest.approx(
+            math.log((4 + 2 * t) / (2 * t)), rel=1e-9)
+        assert kinf_kt_threshold(t, 20, 0.01) < kinf_portfolio_threshold(t, 20, 0.01)
+
+
 # --------------------------------------------------------------------------- top-k and the stopping rule
 def _brute_statistic(C, v, k):
     N = C.sum(axis=1)
@@ -297,6 +343,17 @@ def test_skipping_is_exact():
 ])
 def test_validity_at_equal_means(name, p, v, seed):
     ever, rec0, rec1, _ = null_stop_counts(np.array(p), v, seed=seed)
+    assert ever <= _limit(), (name, ever, _limit())
+    assert ever == rec0 + rec1
+
+
+@pytest.mark.parametrize("name,p,v,seed", [
+    ("categorical (0.3, 0.3, 0.4) on {0, 1/2, 1}", [0.3, 0.3, 0.4], V3, 3821),
+    ("Bernoulli(0.5) on {0, 1}", [0.5, 0.5], V2, 3823),
+])
+def test_validity_at_equal_means_kt(name, p, v, seed):
+    """The sharper kinf_kt_threshold passes the same ever-stop check (at most delta's binomial quantile)."""
+    ever, rec0, rec1, _ = null_stop_counts(np.array(p), v, seed=seed, beta_fn=kinf_kt_threshold)
     assert ever <= _limit(), (name, ever, _limit())
     assert ever == rec0 + rec1
 

@@ -24,7 +24,8 @@ Sources, and what was checked (see ``docs/glr_stopping.md``):
   :func:`gk16_threshold`.
 * Kaufmann and Koolen 2021 (JMLR 22(246)), "Mixture martingales revisited with applications to
   sequential tests and confidence intervals": :func:`kk21_gaussian_threshold`, :func:`kk21_exp_threshold`.
-* Bounded rewards with the K_inf (empirical likelihood) statistic, by betting: :func:`kinf_portfolio_threshold`.
+* Bounded rewards with the K_inf (empirical likelihood) statistic, by betting: :func:`kinf_portfolio_threshold`,
+  :func:`kinf_kt_threshold` (the sharper one).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ __all__ = [
     "kk21_exp_calibration",
     "kk21_exp_threshold",
     "kinf_portfolio_threshold",
+    "kinf_kt_threshold",
     "THRESHOLDS",
 ]
 
@@ -270,10 +272,31 @@ def kinf_portfolio_threshold(t: float, n_arms: int, delta: float, k: int = 1) ->
     return math.log(pair_count(n_arms, k) / float(delta)) + 2.0 * math.log1p(float(t) / 2.0)
 
 
+def kinf_kt_threshold(t: float, n_arms: int, delta: float, k: int = 1) -> float:
+    """``beta(t, delta) = log((K - 1)/delta) + log(1 + t/2) + 2 log 2``: the K_inf GLR statistic, rewards in [0, 1].
+
+    The proof of :func:`kinf_portfolio_threshold` with one change in step 2: the mixture over the bet b uses the
+    Dirichlet(1/2, 1/2) (Krichevsky-Trofimov) prior instead of the uniform one. For two assets Cover and Ordentlich
+    (1996, Theorem 2 with m = 2) bound the best constant-rebalanced wealth by
+    ``sqrt(pi) Gamma(N + 1) / Gamma(N + 1/2) <= 2 sqrt(N + 1)`` times this mixture's, for *every* sequence of
+    returns, so each arm of a pair pays ``log 2 + (1/2) log(N + 1)`` instead of ``log(N + 1)``, and
+    ``(1/2) log((N_a + 1)(N_b + 1)) <= log(1 + t/2)`` by concavity. The prior is fixed before the data, so the
+    mixture is still a nonnegative supermartingale under the null and Ville's inequality applies as before.
+
+    The time term is then GK16's: ``log(4 + 2t)`` against ``log(2t)``, so on ratings the K_inf statistic's gain
+    over the Bernoulli one is not paid back in the threshold. Checked: ``tests/test_kinf_glr.py`` computes the
+    Dirichlet(1/2, 1/2) mixture wealth by quadrature and checks the ``2 sqrt(N + 1)`` bound on random and extreme
+    sequences, and the null stopping rate at equal means (``docs/glr_stopping.md``).
+    """
+    _check(t, n_arms, delta, k)
+    return math.log(pair_count(n_arms, k) / float(delta)) + math.log1p(float(t) / 2.0) + 2.0 * math.log(2.0)
+
+
 #: name -> (threshold, the statistic and family it is proven for)
 THRESHOLDS: dict[str, tuple[Threshold, str]] = {
     "gk16": (gk16_threshold, "Bernoulli GLR; Bernoulli arms (any [0, 1] rewards)"),
     "kk21-gaussian": (kk21_gaussian_threshold, "Gaussian GLR; Gaussian (sub-Gaussian) arms, known sigma"),
     "kk21-exp": (kk21_exp_threshold, "exponential-family GLR; Bernoulli arms (any [0, 1] rewards)"),
     "kinf-portfolio": (kinf_portfolio_threshold, "K_inf GLR; any rewards in [0, 1] (categorical ratings)"),
+    "kinf-kt": (kinf_kt_threshold, "K_inf GLR; any rewards in [0, 1] (categorical ratings)"),
 }
