@@ -21,6 +21,7 @@ COMMANDS = {
     "reproduce": "purebandits.experiments.cli",
     "journal": "purebandits.simulate.journal_cli",
     "algorithms": "purebandits.cli_algorithms",
+    "verify": "purebandits.cli_verify",
 }
 
 
