@@ -195,6 +195,10 @@ class ServiceClient:
         return self.get(f"/api/experiments/{eid}/results", algorithm=algorithm,
                         timeline=None if timeline else "false")
 
+    def certificate(self, eid: int, learner: str | None = None, rivals: int | None = None) -> dict[str, Any]:
+        """``GET /api/experiments/{eid}/certificate``: whether the empirical top k holds at the asked delta."""
+        return self.get(f"/api/experiments/{eid}/certificate", learner=learner, rivals=rivals)
+
     def export(self, eid: int, what: str, algorithm: str | None = None) -> Response:
         """``GET /api/experiments/{eid}/{what}.csv`` (answers, summary, participants, history): the raw response."""
         if what not in ("answers", "summary", "participants", "history"):

@@ -17,8 +17,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from purebandits.base import Learner
+from purebandits.certificate import certify
+from purebandits.registry import get_learner_class
 from purebandits.service.errors import (
     BadRequest,
+    Conflict,
     NotFound,
 )
 from purebandits.service.experiment_meta import ExperimentMeta
@@ -39,6 +42,7 @@ from purebandits.service.reports import (
     stopping_progress,
     summary_rows,
 )
+from purebandits.service.validation import DEFAULT_DELTA
 
 log = logging.getLogger("purebandits.service")
 
@@ -299,3 +303,45 @@ class ResultReads:
                                 "stopped_at_answers": r.done_answers}
                                for ls, r in zip(meta.learners, lrows, strict=True)]}
 
+    def asked_delta(self, eid: int, learner: str | None = None) -> tuple[float, str]:
+        """(the error probability the owner asked of ``learner``, or of every learner when None; where it comes from).
+
+        A learner stores the delta it runs with, the asked one divided by its class's ``error_per_delta``
+        (:func:`purebandits.service.validation._validate_learner`); the asked one is that times ``error_per_delta``.
+        For several learners the smallest (the strictest asked); :data:`DEFAULT_DELTA` when no learner takes delta.
+        """
+        meta = self.meta(eid)
+        specs = meta.learners if learner is None else [meta.learners[meta.learner_index(learner)]]
+        asked = {ls.label: float(ls.params["delta"]) * get_learner_class(ls.algorithm).error_per_delta
+                 for ls in specs if isinstance(ls.params.get("delta"), int | float)}
+        if not asked:
+            return DEFAULT_DELTA, f"no learner takes delta: the service's default error probability {DEFAULT_DELTA:g}"
+        label = min(asked, key=asked.__getitem__)
+        return asked[label], f"the error probability asked of learner {label}"
+
+    def certificate(self, eid: int, learner: str | None = None, max_rivals: int = 100) -> dict[str, Any]:
+        """The certificate (:func:`purebandits.certificate.certify`) of the experiment's answers, every learner's
+        pooled (``learner``'s only, if given), at the asked error probability and k, for the empirical top k.
+
+        Counted in the database as the summary export counts them (one GROUP BY); exact Z for the
+        ``max_rivals`` weakest rivals, which are the ones listed (``n_rivals`` counts them all).
+        """
+        meta = self.meta(eid)
+        idx = None if learner is None else meta.learner_index(learner)
+        names = [lab["name"] for lab in meta.labels]
+        delta, delta_source = self.asked_delta(eid, learner)
+        with self._connect(False) as conn:
+            counts = label_counts(conn, eid, idx, meta.n_arms, names)
+        if counts.sum() == 0:
+            raise Conflict("no answers yet: there is nothing to certify")
+        try:
+            cert = certify(counts, [float(lab["reward"]) for lab in meta.labels], delta, k=meta.k,
+                           items=[item["id"] for item in meta.items], exact_rivals=max_rivals)
+        except ValueError as exc:
+            raise BadRequest(f"cannot certify this experiment: {exc}") from None
+        return {"experiment_id": eid, "learner": None if idx is None else meta.learners[idx].label,
+                "pooled": [ls.label for i, ls in enumerate(meta.learners) if idx is None or i == idx],
+                "delta_source": delta_source,
+                "recommendation_items": [{"arm": a, "id": meta.items[a]["id"], "text": meta.items[a]["text"]}
+                                         for a in cert.recommendation],
+                **cert.to_dict(max_rivals)}

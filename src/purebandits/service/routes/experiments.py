@@ -1,4 +1,4 @@
-"""Owner endpoints: create, list, inspect, pause / resume / stop / archive, delete, results, exports.
+"""Owner endpoints: create, list, inspect, pause / resume / stop / archive, delete, results, certificate, exports.
 
 Every endpoint but create and list needs the experiment's owner token (or the admin token);
 create and list need the admin token when the server has one. They run through the app's
@@ -216,6 +216,24 @@ def get_comparison(eid: EidPath, study: StudyDep, token: TokenDep) -> dict[str, 
     top items with intervals, and the pairwise overlap of their recommended sets."""
     study.check_owner(eid, token)
     return study.comparison(eid)
+
+
+@router.get("/{eid}/certificate")
+@bounded
+def get_certificate(eid: EidPath, study: StudyDep, token: TokenDep, learner: Annotated[
+        str | None, Query(max_length=40, description="one learner's label (default: every learner's answers pooled)")]
+        = None, rivals: Annotated[int, Query(ge=1, le=100_000, description="rival rows listed (the weakest first)")]
+        = 100) -> dict[str, Any]:
+    """A certificate anyone can check (what ``purebandits verify`` computes from the answers export): the K_inf GLR
+    statistic of the empirical top k against every rival, from the answers alone, compared with a threshold proven
+    at the error probability the owner asked (``delta``, ``delta_source``) and the experiment's k.
+
+    ``holds`` is true when every rival is defeated (``z > beta``); then the chance that the recommendation is wrong
+    and the certificate holds is at most delta, whatever the learners did and whenever it is asked. ``rivals``
+    lists the weakest rivals with their exact ``z`` (``n_rivals`` counts them all); ``reasons`` say why it does not
+    hold; ``explanation`` says it in one paragraph. 409 before the first answer."""
+    study.check_owner(eid, token)
+    return study.certificate(eid, learner=learner, max_rivals=rivals)
 
 
 @router.get("/{eid}/state", response_model=LearnerState)
