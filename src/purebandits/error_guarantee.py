@@ -94,10 +94,14 @@ def _unproven_reason(learner: Learner) -> str | None:
         return ("it runs the heuristic preset, which drops constants the proof needs to stop sooner, so nothing "
                 "bounds its error by delta (preset=faithful is the proven form)")
     threshold = getattr(learner, "threshold", None)
+    if threshold == "practical" and getattr(learner, "stop", "glr") == "kinf":
+        return ("its K_inf GLR statistic is tested against the practical threshold log((log t + 1)/delta), not a "
+                "proven one (threshold=theory is the proven threshold for that statistic)")
     if threshold == "practical":
         return ("its GLR threshold log((log t + 1)/delta) is the one used in practice, not a proven one "
                 "(threshold=theory is Garivier and Kaufmann 2016's proven log(2 t (n-1)/delta))")
-    if threshold == "theory" and getattr(learner, "cost", "bernoulli") != "bernoulli":
+    if threshold == "theory" and getattr(learner, "stop", "glr") == "glr" \
+            and getattr(learner, "cost", "bernoulli") != "bernoulli":
         return ("Garivier and Kaufmann 2016 (Thm 10) prove the threshold log(2 t (n-1)/delta) for the Bernoulli "
                 f"statistic; this learner tests it with the {learner.cost} statistic, for which it is not proven")
     return None

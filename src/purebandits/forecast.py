@@ -259,7 +259,8 @@ def _glr_stop_time(t_star: float, n_arms: int, delta: float, threshold: str) -> 
     """The smallest ``t' >= 1`` with ``t' >= T* beta(t', delta)`` (the plug-in stopping time), inf if T* is.
 
     ``t - T* beta(t)`` is negative at 1 (beta > 0) and increasing once ``beta'(t) < 1/T*``, which holds from
-    ``t = T*`` on for both thresholds (beta' <= 1/t); bisection between T* and a doubling upper end.
+    ``t = T*`` on for both thresholds (beta' <= 1/t); bisection over whole answers between T* and a doubling
+    upper end.
     """
     if not math.isfinite(t_star):
         return math.inf
@@ -267,24 +268,29 @@ def _glr_stop_time(t_star: float, n_arms: int, delta: float, threshold: str) -> 
     def short(t: float) -> bool:
         return t < t_star * float(glr_threshold(t, n_arms, delta, threshold))
 
-    lo = max(t_star, 1.0)
-    hi = 2.0 * lo
-    while short(hi):
-        lo, hi = hi, 2.0 * hi
+    lo = max(math.floor(t_star), 1)
+    if not short(lo):
+        return float(lo)
+    hi = 2 * lo
+    while short(hi):  # lo is short, hi is not: double, then bisect over whole answers
+        lo, hi = hi, 2 * hi
         if hi > _MAX_COUNT * 1e3:
             return math.inf
-    while hi - lo > max(1.0, _REL_PRECISION * lo):
-        mid = 0.5 * (lo + hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
         if short(mid):
             lo = mid
         else:
             hi = mid
-    return math.ceil(hi)
+    return float(hi)
 
 
 def _glr_forecast(learner: Learner) -> Forecast | str:
     from purebandits.lower_bound import characteristic_time
 
+    if getattr(learner, "stop", "glr") != "glr":
+        return (f"no forecast for the {learner.stop} statistic (the plug-in needs that model's T*, a linear "
+                "program per draw on thousands of items; only the GLR of the means is forecast)")
     threshold = str(getattr(learner, "threshold", ""))
     delta = float(learner.delta)
     n, t = learner.n_arms_, learner.n_pulls
