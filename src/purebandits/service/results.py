@@ -17,7 +17,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from purebandits.base import Learner
-from purebandits.certificate import certify
+from purebandits.error_guarantee import error_guarantee
+from purebandits.forecast import Forecast, forecast_or_reason
+from purebandits.registry import make_learner
 from purebandits.registry import get_learner_class
 from purebandits.service.errors import (
     BadRequest,
@@ -51,6 +53,9 @@ log = logging.getLogger("purebandits.service")
 ACTIVITY_TTL_MS = 3000
 #: learners whose activity tally and history points one server process keeps (the ones asked for last)
 MAX_REPORT_CACHES = 64
+#: a learner's forecast of the answers still needed is computed at most this often per process while answers
+#: arrive (a few tens of milliseconds on 4,000 items, but every dashboard polls every second or two)
+FORECAST_TTL_MS = 5000
 
 
 class ResultReads:
@@ -102,7 +107,8 @@ class ResultReads:
                 learners.c.experiment_id == eid, learners.c.idx == idx)).one()
             on_done = self._on_done(conn, eid)
         rec = lrn.recommend()
-        progress = stopping_progress(lrn, spec.params)
+        progress = {**stopping_progress(lrn, spec.params), **error_guarantee(lrn).as_dict(),
+                    **self._forecast(meta, idx, lrn, version, now)}
         try:
             ranking, n_matching = ranking_page(lrn, meta.items, counts, names, rec, limit=limit, offset=offset,
                                                q=q, sort=sort, descending=order == "desc")
@@ -121,6 +127,30 @@ class ResultReads:
             "learner_done": None if done_ms is None else {"at_answers": done_answers, "at": done_ms / 1000.0},
             "on_done": on_done,
         }
+
+    def _forecast(self, meta: ExperimentMeta, idx: int, lrn: Learner, version: int, now: int) -> dict[str, Any]:
+        """``forecast`` ({low, mid, high, method}: answers still needed, :mod:`purebandits.forecast`) and
+        ``forecast_reason`` (why there is none) of learner ``idx``, a copy synced to ``version``.
+
+        Kept per learner and recomputed when its state changed, at most every :data:`FORECAST_TTL_MS` (and at
+        once when it stops), so dashboards polling every second do not each pay for it."""
+        key = (meta.id, idx)
+        done = bool(lrn.done)
+        with self._reports_lock:
+            kept = self._forecasts.get(key)
+        if kept is not None and kept[0] == meta.created_ms and kept[3] == done \
+                and (kept[1] == version or now - kept[2] < FORECAST_TTL_MS):
+            return kept[4]
+        try:
+            result = forecast_or_reason(lrn)
+        except (ValueError, RuntimeError, ArithmeticError) as exc:  # a forecast must not take the results down
+            log.warning("forecast of experiment %s learner %s failed: %s", meta.id, idx, exc)
+            result = "the forecast could not be computed on this state"
+        out = ({"forecast": result.as_dict(), "forecast_reason": None} if isinstance(result, Forecast)
+               else {"forecast": None, "forecast_reason": result})
+        with self._reports_lock:
+            self._forecasts[key] = (meta.created_ms, version, now, done, out)
+        return out
 
     def _label_counts(self, conn: Connection, meta: ExperimentMeta, idx: int, names: list[str],
                       version: int) -> np.ndarray:
@@ -300,7 +330,8 @@ class ResultReads:
                 "answers_per_participant": meta.answers_per_participant,
                 "algorithms": [{"label": ls.label, "algorithm": ls.algorithm, "params": ls.params, "share": ls.share,
                                 "seed": ls.seed, "version": int(r.version), "done": r.done_ms is not None,
-                                "stopped_at_answers": r.done_answers}
+                                "stopped_at_answers": r.done_answers,
+                                "error": error_guarantee(make_learner(ls.algorithm, **ls.params)).as_dict()}
                                for ls, r in zip(meta.learners, lrows, strict=True)]}
 
     def asked_delta(self, eid: int, learner: str | None = None) -> tuple[float, str]:
@@ -326,6 +357,8 @@ class ResultReads:
         Counted in the database as the summary export counts them (one GROUP BY); exact Z for the
         ``max_rivals`` weakest rivals, which are the ones listed (``n_rivals`` counts them all).
         """
+        from purebandits.certificate import certify  # SciPy and numba: loaded on first use, not in every worker
+
         meta = self.meta(eid)
         idx = None if learner is None else meta.learner_index(learner)
         names = [lab["name"] for lab in meta.labels]

@@ -218,7 +218,7 @@ def get_comparison(eid: EidPath, study: StudyDep, token: TokenDep) -> dict[str, 
     return study.comparison(eid)
 
 
-@router.get("/{eid}/certificate")
+@router.get("/{eid}/certificate", responses=error_responses(409))
 @bounded
 def get_certificate(eid: EidPath, study: StudyDep, token: TokenDep, learner: Annotated[
         str | None, Query(max_length=40, description="one learner's label (default: every learner's answers pooled)")]
