@@ -18,9 +18,7 @@ from sqlalchemy.engine import Connection
 
 from purebandits.base import Learner
 from purebandits.error_guarantee import error_guarantee
-from purebandits.forecast import Forecast, forecast_or_reason
-from purebandits.registry import make_learner
-from purebandits.registry import get_learner_class
+from purebandits.registry import get_learner_class, make_learner
 from purebandits.service.errors import (
     BadRequest,
     Conflict,
@@ -134,6 +132,8 @@ class ResultReads:
 
         Kept per learner and recomputed when its state changed, at most every :data:`FORECAST_TTL_MS` (and at
         once when it stops), so dashboards polling every second do not each pay for it."""
+        from purebandits.forecast import Forecast, forecast_or_reason  # numba: loaded on first use, not in every worker
+
         key = (meta.id, idx)
         done = bool(lrn.done)
         with self._reports_lock:

@@ -132,6 +132,17 @@ class ExperimentCreated(BaseModel):
     dashboard_url: str
 
 
+class ErrorGuaranteeInfo(BaseModel):
+    """What a learner's delta promises (:func:`purebandits.error_guarantee.error_guarantee`)."""
+
+    error_probability: float | None = Field(description="the error probability asked of it: learner_delta x "
+                                                         "error_per_delta (None if it takes no delta)")
+    learner_delta: float | None = Field(description="the parameter delta the learner runs with")
+    error_per_delta: float = Field(description="its proof bounds the error by error_per_delta x delta")
+    proven: bool = Field(description="whether a published proof bounds its error by error_probability")
+    delta_note: str = Field(description="the same in words for the owner, with the reason")
+
+
 class LearnerInfo(BaseModel):
     """One learner of an experiment: its settings, version (events in its log) and whether it stopped."""
 
@@ -143,6 +154,7 @@ class LearnerInfo(BaseModel):
     version: int
     done: bool
     stopped_at_answers: int | None = None
+    error: ErrorGuaranteeInfo | None = None
 
 
 class ExperimentInfo(BaseModel):

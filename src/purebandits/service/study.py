@@ -113,6 +113,9 @@ class Study(Transactions, LearnerStates, OwnerOperations, CrowdOperations, Resul
         # (eid, idx) -> (version, answers per (arm, label) at that version): the owners' polls add the
         # answers logged since instead of counting every answer again
         self._counts: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
+        # (eid, idx) -> (created_ms, version, when, done, forecast fields): the forecast of the answers still
+        # needed (purebandits.forecast) is computed at most every FORECAST_TTL_MS while answers arrive
+        self._forecasts: LRU = LRU(MAX_REPORT_CACHES)
         # pending queries issued here: id -> (eid, pid, learner); entries leave on answer / expiry,
         # so the map stays as large as the pending set (memory must not grow with the answers)
         self._query_owner: dict[str, tuple[int, str, int]] = {}

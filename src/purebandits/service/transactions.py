@@ -321,7 +321,7 @@ class Transactions:
         """Drop what this process cached of ``eid`` (it was deleted)."""
         self._meta.pop(eid, None)
         with self._reports_lock:
-            reports = [*self._tallies, *self._points]
+            reports = [*self._tallies, *self._points, *self._forecasts]
         for key in [k for k in (*self._cache, *self._last_expire, *self._activity, *self._counts, *reports)
                     if k[0] == eid]:
             self._cache.pop(key, None)
@@ -331,4 +331,5 @@ class Transactions:
             with self._reports_lock:
                 self._tallies.pop(key, None)
                 self._points.pop(key, None)
+                self._forecasts.pop(key, None)
 
