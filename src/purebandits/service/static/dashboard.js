@@ -431,6 +431,39 @@
     }
     $("margin-text").textContent = margin;
     $("margin-text").hidden = !margin;
+    drawError(s);
+    drawForecast(s);
+  }
+
+  // ---- the error probability in the owner's terms: what was asked, and the learner's own delta with the
+  // reason it differs (or why the asked value is not guaranteed); a server without these fields sends none
+  function errorSentence(e) {
+    return e && e.delta_note ? e.delta_note : "";
+  }
+
+  function drawError(s) {
+    const text = errorSentence(s);
+    $("error-text").textContent = text;
+    $("error-text").hidden = !text;
+  }
+
+  // ---- how far the decision is: the answers still needed if the current estimates hold (a range), or
+  // why there is no such number
+  function drawForecast(s) {
+    const f = s.forecast;
+    let text = "";
+    if (s.done) text = "";
+    else if (f && typeof f.mid === "number") {
+      const n = (x) => Math.round(x).toLocaleString("en-US");
+      text = f.low === f.high ? `${n(f.mid)} more answers (its fixed budget).`
+        : `About ${n(f.mid)} more answers (range ${n(f.low)}–${n(f.high)}) if the current estimates hold.`;
+    } else if (s.forecast_reason) {
+      text = `No forecast of the answers still needed: ${s.forecast_reason}.`;
+    }
+    const p = $("forecast-text");
+    p.textContent = text;
+    p.title = f && f.method ? `How: ${f.method}` : "";
+    p.hidden = !text;
   }
 
   // ---- a learner stopped: a banner at the top with its recommendation and what happens next; with several
@@ -576,10 +609,13 @@
     return typeof v === "string" ? v : JSON.stringify(v);
   }
 
-  function stoppingRule(kind, params, defaults, k) {
+  function stoppingRule(kind, params, defaults, k, error) {
     const get = (name) => (name in params ? params[name] : defaults[name]);
     if (kind === "fixed_confidence") {
       // the rule itself (bounds, statistic, threshold) is the learner's own sentence under "Stopping progress"
+      if (error && error.delta_note) {
+        return `Stops when its own stopping rule has decided the top ${k}. ${errorSentence(error)}`;
+      }
       return `Stops when its own stopping rule is certain of the top ${k} at error probability ` +
         `delta = ${valueText(get("delta"))} (the rule in words: under Stopping progress).`;
     }
@@ -619,7 +655,10 @@
       list.appendChild(el("span", "muted", names.length ? "others at their defaults" : "all at their defaults"));
       row("parameters", list);
       const k = "k" in params ? params.k : inf.k;
-      row("stopping", el("dd", "stopping", stoppingRule(m.kind, params, m.defaults || {}, k)));
+      row("stopping", el("dd", "stopping", stoppingRule(m.kind, params, m.defaults || {}, k, a.error)));
+      if (m.kind !== "fixed_confidence" && a.error && a.error.delta_note) {
+        row("error probability", el("dd", "error-note", errorSentence(a.error)));
+      }
       card.appendChild(dl);
       box.appendChild(card);
     });

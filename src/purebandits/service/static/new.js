@@ -211,7 +211,7 @@
       body.algorithms = learners;
     }
 
-    const k = optionalNumber("k", "k", true), delta = optionalNumber("delta", "delta", false);
+    const k = optionalNumber("k", "k", true), delta = optionalNumber("delta", "The error probability", false);
     if (k !== null) body.k = k;
     if (delta !== null) body.delta = delta;
     body.repeats = $("repeats").value;
