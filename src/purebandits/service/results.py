@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from purebandits.base import Learner
 from purebandits.error_guarantee import error_guarantee
-from purebandits.registry import get_learner_class, make_learner
+from purebandits.registry import make_learner
 from purebandits.service.errors import (
     BadRequest,
     Conflict,
@@ -337,14 +337,14 @@ class ResultReads:
     def asked_delta(self, eid: int, learner: str | None = None) -> tuple[float, str]:
         """(the error probability the owner asked of ``learner``, or of every learner when None; where it comes from).
 
-        A learner stores the delta it runs with, the asked one divided by its class's ``error_per_delta``
-        (:func:`purebandits.service.validation._validate_learner`); the asked one is that times ``error_per_delta``.
-        For several learners the smallest (the strictest asked); :data:`DEFAULT_DELTA` when no learner takes delta.
+        A learner stores the delta it runs with, the asked one divided by its class's ``error_per_delta``;
+        :func:`purebandits.error_guarantee.error_guarantee` turns it back into the asked one. For several learners
+        the smallest (the strictest asked); :data:`DEFAULT_DELTA` when no learner takes delta.
         """
         meta = self.meta(eid)
         specs = meta.learners if learner is None else [meta.learners[meta.learner_index(learner)]]
-        asked = {ls.label: float(ls.params["delta"]) * get_learner_class(ls.algorithm).error_per_delta
-                 for ls in specs if isinstance(ls.params.get("delta"), int | float)}
+        asked = {ls.label: error_guarantee(make_learner(ls.algorithm, **ls.params)).error_probability for ls in specs}
+        asked = {label: p for label, p in asked.items() if p is not None}
         if not asked:
             return DEFAULT_DELTA, f"no learner takes delta: the service's default error probability {DEFAULT_DELTA:g}"
         label = min(asked, key=asked.__getitem__)
