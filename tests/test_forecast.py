@@ -70,10 +70,22 @@ def test_glr_clearer_gap_needs_fewer_answers() -> None:
     assert mids[0] > mids[1] > mids[2] >= 1
 
 
-def test_glr_range_is_seeded() -> None:
-    one = answers_to_decision(_two_arms(make_learner("top_two", delta=0.1), 0.6, 0.4))
-    two = answers_to_decision(_two_arms(make_learner("top_two", delta=0.1), 0.6, 0.4))
-    assert one == two and one.low < one.mid < one.high
+def test_glr_range_moves_the_means_one_standard_error() -> None:
+    """The ends are the mid's computation with each mean one standard error (sample sd / sqrt(n); 0.6 of 10 0/1
+    answers: sqrt(0.24 * 10/9 / 10) = 0.1633) farther from / closer to the midpoint 0.5 (closer by at most half
+    the distance, 0.05 here): gaps 0.2 + 2 x 0.1633 and 0.2 - 2 x 0.05, the same fixed point by hand."""
+    delta, sigma = 0.1, 0.5
+    f = answers_to_decision(_two_arms(make_learner("top_two", delta=delta, sigma=sigma), 0.6, 0.4))
+    se = math.sqrt(0.24 * 10 / 9 / 10)
+
+    def stop(gap: float) -> int:
+        t_star, t = 8 * sigma**2 / gap**2, 1
+        while t < t_star * math.log((math.log(t) + 1) / delta):
+            t += 1
+        return t - 20
+
+    assert (f.low, f.high) == (max(stop(0.2 + 2 * se), 1), stop(0.1))
+    assert f.low < f.mid < f.high
 
 
 # ------------------------------------------------------------------------------------------- intervals
