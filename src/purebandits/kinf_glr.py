@@ -38,6 +38,7 @@ from purebandits.lower_bound import _CategoricalModel
 
 __all__ = [
     "kinf_pair_cost", "kinf_pair_upper", "kinf_pair_exceeds", "kinf_glr_statistic", "kinf_glr_stop", "empirical_top",
+    "label_counts_from_moments", "KinfGLRStop",
 ]
 
 
@@ -199,7 +200,8 @@ def kinf_glr_stop(label_counts: ArrayLike, values: ArrayLike, t: float, delta: f
 
     The recommendation is the empirical best arm (an int) at k = 1, else the empirical top k (sorted tuple).
     ``threshold`` is a name of :data:`purebandits.glr_thresholds.THRESHOLDS` or a callable
-    ``(t, n_arms, delta, k) -> beta``. Only ``"kinf-portfolio"`` is proven for this statistic; the others are
+    ``(t, n_arms, delta, k) -> beta``. Only ``"kinf-portfolio"`` and ``"kinf-kt"`` (the sharper) are proven for
+    this statistic; the others are
     proven for the Bernoulli/Gaussian statistics, which are smaller (see the module docstring), so with
     them this rule has no guarantee.
     """
@@ -218,3 +220,126 @@ def kinf_glr_stop(label_counts: ArrayLike, values: ArrayLike, t: float, delta: f
     top, z, _ = kinf_glr_statistic(C, v, k)
     rec: int | tuple[int, ...] = int(top[0]) if k == 1 else tuple(int(i) for i in top)
     return rec, z, beta, bool(z > beta)
+
+
+def label_counts_from_moments(counts: ArrayLike, sums: ArrayLike, sumsq: ArrayLike, values: ArrayLike) -> np.ndarray:
+    """Label counts (n_arms, S) on a support of S <= 3 values from each arm's answers, sum and sum of squares.
+
+    Three moments (N, sum X, sum X^2) determine the counts on at most three known values (a Vandermonde system),
+    so a learner that keeps them (every :class:`~purebandits.base.Learner` does) needs no other state for the K_inf
+    statistic, and saving, loading and replaying it stay as they are. Counts are rounded to integers; a
+    reward outside the support shows as a count that is not one (``ValueError``).
+    """
+    v = np.asarray(values, dtype=np.float64)
+    N = np.asarray(counts, dtype=np.float64)
+    S = np.asarray(sums, dtype=np.float64)
+    Q = np.asarray(sumsq, dtype=np.float64)
+    if v.ndim != 1 or not 2 <= v.size <= 3 or np.any(np.diff(v) <= 0):
+        raise ValueError(f"the support must be 2 or 3 increasing values, got {v.tolist()}")
+    V = np.vander(v, increasing=True).T[: v.size]  # rows: 1, v, v^2 (the first v.size moments)
+    M = np.vstack([N, S, Q][: v.size])
+    C = np.linalg.solve(V, M).T
+    R = np.rint(C)
+    if np.any(np.abs(C - R) > 1e-6 * np.maximum(1.0, N)[:, None]) or np.any(R < 0):
+        raise ValueError(f"some rewards are not on the support {v.tolist()}: the K_inf statistic needs rewards "
+                         "that take only these values")
+    return R
+
+
+class KinfGLRStop:
+    """The K_inf GLR stop of a learner, decided exactly after every answer at amortised O(1) cost.
+
+    Holds the learner's arrays (answers, sums, sums of squares per arm; read, never written) and decides
+    ``Z > beta(t, delta)`` (:func:`kinf_glr_stop`, the empirical top k) after each answer. Z is evaluated only
+    when it may have crossed. Any one pair (a in the top set, b outside) with ``Z_ab <= beta`` rules a stop out;
+    :func:`kinf_pair_upper` bounds ``Z_ab <= U_ab`` and ``s`` more answers raise it by at most ``s c_ab``, and
+    beta grows with t, so while that pair stays a (top, outside) pair no stop is possible before the pair has
+    had ``floor((beta - U_ab)/c_ab)`` more answers (answers to other arms do not change ``Z_ab``). The pair kept
+    is the weakest one found (after a change of the best arm at k = 1: the new best against the old one); only
+    when its bound no longer rules a stop out are all ``k (n - k)`` pairs bounded, and the exact Z is computed
+    only where every bound exceeds beta. The same stops
+    as computing Z after every answer (``tests/test_kinf_glr.py``).
+
+    ``threshold`` is a name of :data:`purebandits.glr_thresholds.THRESHOLDS` or a callable
+    ``(t, n_arms, delta, k) -> beta``; ``"kinf-kt"`` is the sharpest one proven for this statistic.
+    """
+
+    def __init__(self, counts: np.ndarray, sums: np.ndarray, sumsq: np.ndarray, values: ArrayLike, delta: float,
+                 k: int = 1, threshold: str | Callable[..., float] = "kinf-kt") -> None:
+        self.counts, self.sums, self.sumsq = counts, sums, sumsq
+        self.values = np.asarray(values, dtype=np.float64)
+        label_counts_from_moments(counts, sums, sumsq, self.values)  # validates the support
+        if isinstance(threshold, str):
+            if threshold not in glr_thresholds.THRESHOLDS:
+                raise ValueError(f"unknown threshold {threshold!r}; known: {sorted(glr_thresholds.THRESHOLDS)}")
+            threshold = glr_thresholds.THRESHOLDS[threshold][0]
+        self.beta_fn = threshold
+        self.delta, self.k = float(delta), int(k)
+        self.n = int(counts.shape[0])
+        self._pair: tuple[int, int] | None = None  # the weakest (top, outside) pair found
+        self._next = 0  # no stop is possible before the pair has this many answers, while it stays (top, outside)
+        self.checks = 0  # pair bounds computed (for tests and measurements)
+
+    def _top(self) -> np.ndarray:
+        N = self.counts
+        means = np.where(N > 0, self.sums / np.where(N > 0, N, 1), -np.inf)
+        if self.k == 1:
+            return np.array([int(np.argmax(means))])  # ties to the lower index, as empirical_top
+        return empirical_top(means, self.k)
+
+    def beta(self, t: float) -> float:
+        """The threshold at t answers."""
+        return float(self.beta_fn(max(float(t), 1.0), self.n, self.delta, self.k))
+
+    def _room(self, upper: np.ndarray, x: np.ndarray, beta: float) -> np.ndarray:
+        """Answers to the pair before its bound ``U + s c`` can pass beta (-inf where U > beta or undefined)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = np.maximum(-np.log(x), -np.log1p(-x))
+            room = np.floor((beta - upper) / c)
+        return np.where(np.isfinite(room) & (upper <= beta), np.maximum(room, 1.0), -np.inf)
+
+    def check(self, t: float) -> list[int] | None:
+        """The recommendation (the empirical top k, sorted) if the rule stops at ``t`` answers, else None."""
+        if self.counts.min() <= 0:
+            return None
+        top = self._top()
+        pair = self._pair
+        valid = pair is not None and pair[0] in top and pair[1] not in top
+        if valid and self.counts[pair[0]] + self.counts[pair[1]] < self._next:  # type: ignore[index]
+            return None
+        if not valid and pair is not None and self.k == 1 and pair[0] not in top:
+            pair, valid = (int(top[0]), pair[0]), True  # the best arm changed: the new best against the old one
+        beta = self.beta(t)
+        if valid:
+            a, b = pair  # type: ignore[misc]
+            C2 = label_counts_from_moments(self.counts[[a, b]], self.sums[[a, b]], self.sumsq[[a, b]], self.values)
+            self.checks += 1
+            upper, x = kinf_pair_upper(C2[:1], C2[1:], self.values)
+            room = self._room(upper, x, beta)
+            if room[0] > 0:
+                self._pair, self._next = (a, b), int(self.counts[a] + self.counts[b] + room[0])
+                return None
+        C = label_counts_from_moments(self.counts, self.sums, self.sumsq, self.values)
+        rest = np.setdiff1d(np.arange(self.n), top)
+        a_all, b_all = np.repeat(top, rest.size), np.tile(rest, top.size)
+        self.checks += a_all.size
+        upper, x = kinf_pair_upper(C[a_all], C[b_all], self.values)
+        room = self._room(upper, x, beta)
+        i = int(np.argmax(room))
+        if room[i] > 0:
+            a, b = int(a_all[i]), int(b_all[i])
+            self._pair, self._next = (a, b), int(self.counts[a] + self.counts[b] + room[i])
+            return None
+        z = kinf_pair_cost(C[a_all], C[b_all], self.values)
+        if np.all(z > beta):
+            return [int(j) for j in top]
+        i = int(np.argmin(z))
+        a, b = int(a_all[i]), int(b_all[i])
+        self._pair, self._next = (a, b), int(self.counts[a] + self.counts[b] + 1)
+        return None
+
+    def statistic(self, t: float) -> tuple[list[int], float, float]:
+        """(empirical top k, Z, beta(t, delta)) now, computed in full (for progress reports)."""
+        C = label_counts_from_moments(self.counts, self.sums, self.sumsq, self.values)
+        top, z, _ = kinf_glr_statistic(C, self.values, self.k)
+        return [int(i) for i in top], z, self.beta(t)

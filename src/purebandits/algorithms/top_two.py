@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
+from purebandits.algorithms._kinf_stop import RATINGS, KinfStopMixin, check_support
 from purebandits.algorithms._top_two_incremental import tt_ask, tt_new, tt_note, tt_stop, tt_tell, tt_told
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import glr_pair_cost_s, glr_statistic_s, glr_stop_s, glr_threshold_s
@@ -121,7 +122,7 @@ def top_two_pick_allowed(sums, counts, pending, mask, use_ts, gaussian, sigma, b
     return (chal if chal >= 0 else leader), leader
 
 
-class TopTwo(Learner):
+class TopTwo(KinfStopMixin, Learner):
     """Top-two sampling (EB-TC / TS-TC) with the GLR (Chernoff) stopping rule.
 
     ALGORITHMS.md 13.2: a leader B (empirical best, ``leader="eb"``, or Thompson sampling,
@@ -147,9 +148,18 @@ class TopTwo(Learner):
     beta : float, default=0.5
         Probability of pulling the leader.
     threshold : {"practical", "theory"}, default="practical"
-        ``log((log t + 1)/delta)`` (common in practice) or ``log(2 t (n-1)/delta)``.
+        ``log((log t + 1)/delta)`` (common in practice) or ``log(2 t (n-1)/delta)`` (proven for the
+        Bernoulli cost, GK16); with ``stop="kinf"``, "theory" is
+        :func:`~purebandits.glr_thresholds.kinf_kt_threshold`, proven for that statistic.
     sigma : float, default=0.5
         Sub-Gaussian scale of the Gaussian cost and of the TS leader's posterior.
+    stop : {"glr", "kinf"}, default="glr"
+        The stopping statistic: the GLR of ``cost``, or the GLR of the rewards' own model, every distribution on
+        ``support`` (K_inf, :mod:`purebandits.kinf_glr`), which on ratings is 1.3-2 times larger for the same
+        answers. The leader and challenger still use ``cost``. With "kinf" the ask/tell path is the O(n)
+        reference rule (the incremental workspace keeps the cost's stop).
+    support : tuple of 2 or 3 floats, default=(0.0, 0.5, 1.0)
+        The values the rewards take (``stop="kinf"`` only; another reward is a ``ValueError``).
 
     Notes
     -----
@@ -179,16 +189,19 @@ class TopTwo(Learner):
     tags = {"top_k": False}
     paper = "Russo 2016 / Jourdan et al. NeurIPS 2022 (top-two, TC challenger) + Garivier-Kaufmann GLR stop"
     invalid_params = [("leader", "ucb"), ("cost", "poisson"), ("beta", 0.0), ("beta", 1.0),
-                      ("threshold", "x"), ("sigma", 0.0)]
+                      ("threshold", "x"), ("sigma", 0.0), ("stop", "lucb"), ("support", (0.5,))]
 
     def __init__(self, delta: float = 0.1, *, leader: str = "eb", cost: str = "gaussian", beta: float = 0.5,
-                 threshold: str = "practical", sigma: float = 0.5) -> None:
+                 threshold: str = "practical", sigma: float = 0.5, stop: str = "glr",
+                 support: tuple[float, ...] = RATINGS) -> None:
         self.delta = delta
         self.leader = leader
         self.cost = cost
         self.beta = beta
         self.threshold = threshold
         self.sigma = sigma
+        self.stop = stop
+        self.support = support
 
     def _validate(self) -> None:
         check_param("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
@@ -197,6 +210,8 @@ class TopTwo(Learner):
         check_param("beta", self.beta, low=0.0, high=1.0, low_open=True, high_open=True)
         check_param("threshold", self.threshold, allowed=("practical", "theory"))
         check_param("sigma", self.sigma, low=0.0, low_open=True)
+        check_param("stop", self.stop, allowed=("glr", "kinf"))
+        check_support(self.support)
 
     def _resolve(self) -> None:
         self._ts = self.leader == "ts"
@@ -244,7 +259,7 @@ class TopTwo(Learner):
         inc = self._inc
         if inc is not None:
             return inc
-        if not self._incremental or not hasattr(self, "n_arms_") or self.done_:
+        if not self._incremental or not hasattr(self, "n_arms_") or self.done_ or self.stop == "kinf":
             return None
         fw, iw = tt_new(self.counts_, self.sums_, self.pending_, not self._ts)
         inc = (self.counts_, self.sums_, self.sumsq_, self.pending_, fw, iw, memoryview(iw[-1]), self._gauss,
@@ -303,6 +318,8 @@ class TopTwo(Learner):
         compiled call records it and runs the stop test; anything else goes through
         :meth:`Learner.tell`.
         """
+        if self.stop == "kinf":
+            self._kinf_check_reward(reward)
         inc = self._inc
         if inc is None or arm.__class__ is not int or reward.__class__ is not float or self.done_ \
                 or not 0 <= arm < inc[14] or reward - reward != 0.0:
@@ -337,6 +354,9 @@ class TopTwo(Learner):
                                                           self._theory))
 
     def _check_stop(self) -> None:
+        if self.stop == "kinf":
+            self._kinf_check_stop()
+            return
         inc = self._inc_state()
         if inc is not None:
             best = tt_stop(inc[0], inc[1], inc[3], inc[4], inc[5], inc[7], inc[8], float(self.t_), inc[10], inc[11],
@@ -353,6 +373,8 @@ class TopTwo(Learner):
 
         Strict (fires at margin > 0); ``fraction = min(1, Z/beta)``. ``Z = 0`` while an arm has no answer.
         """
+        if self.stop == "kinf":
+            return self._kinf_progress("top-two sampling")
         _, z, thr = self._glr()
         beta = "log(2 t (n-1)/delta)" if self._theory else "log((log t + 1)/delta)"
         return statistic_progress(z, thr, z > thr, (
@@ -360,6 +382,9 @@ class TopTwo(Learner):
             f"{beta}, delta = {self.delta:g} (Garivier and Kaufmann 2016)"))
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
+        if self.stop == "kinf":
+            raise NotImplementedError("top_two with stop='kinf' has no compiled kernel (the ask/tell loop decides "
+                                      "it at amortised O(1) per answer)")
         if self.done_:
             return
         if self.pending_.any():

@@ -9,9 +9,12 @@ from numba import njit
 from numpy.typing import ArrayLike
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
+from purebandits.algorithms._kinf_stop import RATINGS, KinfStopMixin, check_support
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import glr_statistic_s, glr_stop_s, glr_threshold_s, kl_bernoulli_s
-from purebandits.instances.rewards import RewardStream, stream_draw
+from purebandits.instances.rewards import Categorical, RewardStream, stream_draw
+from purebandits.kinf_glr import label_counts_from_moments
+from purebandits.lower_bound import solve_characteristic_time
 from purebandits.stopping import statistic_progress
 
 __all__ = ["TrackAndStop", "optimal_weights", "TAS_CLIP"]
@@ -405,7 +408,7 @@ def _pick_allowed_ws(sums, counts, pending, mask, w, ws, key, iws):  # pragma: n
     return best
 
 
-class TrackAndStop(Learner):
+class TrackAndStop(KinfStopMixin, Learner):
     """Track-and-Stop for Bernoulli arms: D-tracking of w*(mu_hat) and the Chernoff (GLR) stop.
 
     GK16 (ALGORITHMS.md 13.1): sample by D-tracking (:func:`tas_pick`) the optimal proportions
@@ -420,7 +423,22 @@ class TrackAndStop(Learner):
         Error probability.
     threshold : {"practical", "theory"}, default="practical"
         ``beta(t, delta) = log((log t + 1)/delta)`` (GK16's experiments; not proven
-        delta-correct, but conservative in practice) or ``log(2 t (n-1)/delta)`` (GK16 Prop. 12).
+        delta-correct, but conservative in practice) or ``log(2 t (n-1)/delta)`` (GK16 Prop. 12); with
+        ``stop="kinf"``, "theory" is :func:`~purebandits.glr_thresholds.kinf_kt_threshold`, proven for that
+        statistic.
+    stop : {"glr", "kinf"}, default="glr"
+        The stopping statistic: GK16's Bernoulli GLR of the means, or the GLR of the rewards' own model, every
+        distribution on ``support`` (K_inf, :mod:`purebandits.kinf_glr`): on ratings it is 1.3-2 times larger for
+        the same answers, so the stop comes sooner at the same proven error. The sampling rule is unchanged.
+    weights : {"bernoulli", "kinf"}, default="bernoulli"
+        The proportions tracked: GK16's w*(mu_hat) for Bernoulli arms (Thm 5, every pull), or w*(F_hat) of the
+        ratings' own model (the T*_Kinf of :mod:`purebandits.lower_bound`, categorical arms on ``support`` against
+        every distribution on [0, 1]), the allocation that makes the K_inf stop fastest. The latter is an LP
+        (cutting planes, relative gap 1e-2), so it is recomputed lazily: when the answers have grown by 10 %
+        since the last solve (our choice; the tracking argument of GK16 Thm 14 needs only w*(F_hat) -> w*(F),
+        which lazily updated weights keep). Use it with ``stop="kinf"``.
+    support : tuple of 2 or 3 floats, default=(0.0, 0.5, 1.0)
+        The values the rewards take (``stop="kinf"`` or ``weights="kinf"``; another reward is a ``ValueError``).
 
     Notes
     -----
@@ -451,25 +469,75 @@ class TrackAndStop(Learner):
     kind = "fixed_confidence"
     tags = {"top_k": False, "bounded_rewards": True}
     paper = "Garivier, Kaufmann, COLT 2016 (Track-and-Stop: D-tracking, Thm 5 weights, Chernoff stop)"
-    invalid_params = [("threshold", "loose")]
+    invalid_params = [("threshold", "loose"), ("stop", "lucb"), ("support", (0.5,)), ("weights", "gauss")]
 
-    def __init__(self, delta: float = 0.1, *, threshold: str = "practical") -> None:
+    def __init__(self, delta: float = 0.1, *, threshold: str = "practical", stop: str = "glr",
+                 weights: str = "bernoulli", support: tuple[float, ...] = RATINGS) -> None:
         self.delta = delta
         self.threshold = threshold
+        self.stop = stop
+        self.weights = weights
+        self.support = support
 
     def _validate(self) -> None:
         check_param("delta", self.delta, low=0.0, high=1.0, low_open=True, high_open=True)
         check_param("threshold", self.threshold, allowed=("practical", "theory"))
+        check_param("stop", self.stop, allowed=("glr", "kinf"))
+        check_param("weights", self.weights, allowed=("bernoulli", "kinf"))
+        check_support(self.support)
+
+    def tell(self, arm: int, reward: float) -> None:
+        """Record the answer ``reward`` of a pull of ``arm`` (on ``support`` with the K_inf stop or weights)."""
+        if self.stop == "kinf" or self.weights == "kinf":
+            self._kinf_check_reward(reward)
+        Learner.tell(self, arm, reward)
+
+    def _kinf_weights(self) -> np.ndarray:
+        """w*(F_hat) of the K_inf model, recomputed when the answers have grown by 5 % (see ``weights``)."""
+        t = int(self.t_)
+        if self.kinf_w_.size == 0 or t >= self.kinf_w_next_:
+            # add-1/2 (Krichevsky-Trofimov) estimates: an arm whose answers are all one value would otherwise be a
+            # point mass, whose K_inf to the extreme values is infinite and whose cutting plane does not close
+            C = label_counts_from_moments(self.counts_, self.sums_, self.sumsq_, self.support) + 0.5
+            try:
+                w = solve_characteristic_time(Categorical(C, self.support), 1, rtol=1e-2).weights
+            except RuntimeError:  # the LP did not reach its gap: keep the previous weights (uniform at first)
+                w = self.kinf_w_ if self.kinf_w_.size else np.full(self.n_arms_, 1.0 / self.n_arms_)
+            self.kinf_w_ = np.asarray(w, dtype=np.float64)
+            self.kinf_w_next_ = max(t + 1, math.ceil(1.1 * t))
+        return self.kinf_w_
+
+    def _kinf_pick(self, mask: np.ndarray | None) -> int:
+        """D-tracking of :meth:`_kinf_weights` (the rule of :func:`tas_pick`, among the allowed arms if masked)."""
+        N = self.counts_ + self.pending_
+        t = float(N.sum())
+        M = N if mask is None else np.where(mask, N, np.iinfo(np.int64).max)
+        lo = int(np.argmin(M))
+        if N[lo] <= max(math.sqrt(t) - self.n_arms_ / 2.0, 0.0):
+            return lo
+        deficit = t * self._kinf_weights() - N
+        if mask is not None:
+            deficit = np.where(mask, deficit, -np.inf)
+        return int(np.argmax(deficit))
 
     def _restore(self) -> None:
         self._w = np.empty(self.n_arms_)
         self._ws = workspace(self.n_arms_)  # w* workspace (:func:`_weights_ws`): same picks, less work
         self._glr_hint = -1  # the GLR statistic's last minimiser (glr_stop_s: the same stops as glr_statistic_s)
 
+    def _start(self) -> None:
+        if self.weights == "kinf":  # state (saved and loaded), so a loaded learner tracks the same weights
+            self.kinf_w_ = np.zeros(0)  # the last w*(F_hat); recomputed once t >= kinf_w_next_
+            self.kinf_w_next_ = 0
+
     def _ask_one(self) -> int:
+        if self.weights == "kinf":
+            return self._kinf_pick(None)
         return int(_pick_ws(self.sums_, self.counts_, self.pending_, self._w, *self._ws))
 
     def _ask_allowed(self, mask: np.ndarray) -> int:
+        if self.weights == "kinf":
+            return self._kinf_pick(mask)
         return int(_pick_allowed_ws(self.sums_, self.counts_, self.pending_, mask, self._w, *self._ws))
 
     def _glr(self) -> tuple[int, float, float]:
@@ -479,6 +547,9 @@ class TrackAndStop(Learner):
                                                           self.threshold == "theory"))
 
     def _check_stop(self) -> None:
+        if self.stop == "kinf":
+            self._kinf_check_stop()
+            return
         # Z > beta decided by glr_stop_s: one transportation cost while the last minimiser stays below the
         # threshold, the full O(n) statistic only otherwise (the same decision as computing Z)
         thr = glr_threshold_s(float(self.t_), float(self.n_arms_), float(self.delta), self.threshold == "theory")
@@ -491,6 +562,8 @@ class TrackAndStop(Learner):
 
         Strict (fires at margin > 0); ``fraction = min(1, Z/beta)``. ``Z = 0`` while an arm has no answer.
         """
+        if self.stop == "kinf":
+            return self._kinf_progress("Track-and-Stop, Garivier and Kaufmann 2016")
         _, z, thr = self._glr()
         beta = "log(2 t (n-1)/delta)" if self.threshold == "theory" else "log((log t + 1)/delta)"
         return statistic_progress(z, thr, z > thr, (
@@ -498,6 +571,9 @@ class TrackAndStop(Learner):
             f"delta = {self.delta:g} (Track-and-Stop, Garivier and Kaufmann 2016)"))
 
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
+        if self.stop == "kinf" or self.weights == "kinf":
+            raise NotImplementedError("Track-and-Stop with the K_inf stop or weights has no compiled kernel (the "
+                                      "ask/tell loop runs it)")
         if self.done_:
             return
         if self.pending_.any():

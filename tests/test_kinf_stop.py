@@ -1,0 +1,141 @@
+"""The K_inf GLR stop inside learners (``stop="kinf"``), and Track-and-Stop's K_inf weights (``weights="kinf"``).
+
+What is checked: :class:`KinfGLRStop` makes exactly the decisions of the statistic computed after every answer
+(its skipping is exact), at k = 1 and k = 2; the learners validate their new parameters and rewards; they run
+on the reference driver, save and load mid-run, stop on the right arm of a clear instance, and at equal means
+stop (wrongly, necessarily) in no more runs than delta allows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from purebandits.algorithms.top_two import TopTwo
+from purebandits.algorithms.track_and_stop import TrackAndStop
+from purebandits.instances.rewards import Categorical
+from purebandits.kinf_glr import KinfGLRStop, kinf_glr_stop, label_counts_from_moments
+from purebandits.simulate import simulate
+
+V3 = np.array([0.0, 0.5, 1.0])
+
+
+def _loose(t, n, d, k=1):
+    return 0.5 + 0.2 * math.log(t)
+
+
+def _trajectory(P, T, seed):
+    rng = np.random.default_rng(seed)
+    arms = rng.integers(0, P.shape[0], T)
+    labels = np.array([rng.choice(3, p=P[a]) for a in arms])
+    return arms, labels
+
+
+@pytest.mark.parametrize("k,seed", [(1, 0), (1, 1), (2, 2)])
+def test_skipping_makes_the_decisions_of_the_full_statistic(k, seed):
+    P = np.array([[0.2, 0.3, 0.5], [0.4, 0.3, 0.3], [0.5, 0.3, 0.2], [0.6, 0.3, 0.1], [0.3, 0.3, 0.4]])
+    arms, labels = _trajectory(P, 800, seed)
+    n = P.shape[0]
+    counts, sums, sumsq = np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n)
+    stop = KinfGLRStop(counts, sums, sumsq, V3, 0.1, k=k, threshold=_loose)
+    C = np.zeros((n, 3))
+    fast, full = [], []
+    for t, (a, lab) in enumerate(zip(arms, labels, strict=True), 1):
+        r = V3[lab]
+        counts[a] += 1
+        sums[a] += r
+        sumsq[a] += r * r
+        C[a, lab] += 1
+        if (rec := stop.check(t)) is not None:
+            fast.append((t, tuple(rec)))
+        if C.sum(axis=1).min() > 0:
+            rec2, _, _, s = kinf_glr_stop(C, V3, t, 0.1, k, _loose)
+            if s:
+                full.append((t, (rec2,) if k == 1 else rec2))
+    assert len(full) > 20  # the loose threshold is crossed often: the comparison has something to compare
+    assert fast == full
+
+
+def test_label_counts_from_moments():
+    C = np.array([[3, 0, 2], [0, 5, 1], [1, 1, 1]])
+    N, S, Q = C.sum(axis=1), C @ V3, C @ V3 ** 2
+    assert np.array_equal(label_counts_from_moments(N, S, Q, V3), C)
+    B = np.array([[4, 6], [0, 3]])
+    v2 = np.array([0.0, 1.0])
+    assert np.array_equal(label_counts_from_moments(B.sum(1), B @ v2, B @ v2 ** 2, v2), B)
+    with pytest.raises(ValueError, match="not on the support"):
+        label_counts_from_moments([2], [0.7], [0.49 + 0.0], V3)  # one 0.7 and one 0: no support counts fit
+    with pytest.raises(ValueError, match="increasing"):
+        label_counts_from_moments([1], [1.0], [1.0], [1.0, 0.0])
+
+
+@pytest.mark.parametrize("cls", [TrackAndStop, TopTwo])
+def test_parameters_and_rewards_are_checked(cls):
+    with pytest.raises(ValueError, match="stop"):
+        cls(stop="lucb").start(3)
+    with pytest.raises(ValueError, match="support"):
+        cls(stop="kinf", support=(0.5,)).start(3)
+    with pytest.raises(ValueError, match="support"):
+        cls(stop="kinf", support=(0.0, 1.5)).start(3)
+    lrn = cls(stop="kinf").start(3, seed=0)
+    arm = lrn.ask(1)[0]
+    with pytest.raises(ValueError, match="not on the support"):
+        lrn.tell(arm, 0.3)
+    lrn.tell(arm, 0.5)  # on the support
+    assert lrn.t_ == 1
+
+
+def _clear_instance():
+    return Categorical([[0.2, 0.2, 0.6], [0.5, 0.3, 0.2], [0.6, 0.3, 0.1], [0.7, 0.2, 0.1]])
+
+
+@pytest.mark.parametrize("lrn", [
+    TrackAndStop(0.05, threshold="theory", stop="kinf"),
+    TrackAndStop(0.05, threshold="theory", stop="kinf", weights="kinf"),
+    TopTwo(0.05, threshold="theory", stop="kinf", cost="bernoulli"),
+], ids=["tas", "tas-kinf-weights", "top-two"])
+def test_stops_on_the_best_arm_on_the_reference_driver(lrn):
+    res = simulate(lrn, _clear_instance(), reps=6, seed=3, max_pulls=20_000)
+    assert res.driver == "reference"
+    assert res.stopped.all() and res.correct.all()
+
+
+def test_the_kinf_statistic_stops_sooner_on_ratings():
+    """Same sampling rule, same answers (common seeds), same proven error: the K_inf stop is the earlier one on
+    every run where both stop, because Z_Kinf >= Z_Bernoulli and the thresholds differ by log(1 + 2/t) -> 0."""
+    inst = _clear_instance()
+    kinf = simulate(TrackAndStop(0.01, threshold="theory", stop="kinf"), inst, reps=8, seed=4, max_pulls=50_000)
+    bern = simulate(TrackAndStop(0.01, threshold="theory"), inst, reps=8, seed=4, max_pulls=50_000)
+    assert kinf.stopped.all() and bern.stopped.all()
+    assert kinf.pulls.mean() < bern.pulls.mean()
+
+
+def test_save_and_load_mid_run_continue_the_same():
+    inst = _clear_instance()
+    a = TrackAndStop(0.05, threshold="theory", stop="kinf", weights="kinf").start(4, seed=7)
+    stream = inst.stream(11)
+    for _ in range(60):
+        arm = a.ask(1)[0]
+        a.tell(arm, float(stream.draw(arm)))
+    b = TrackAndStop(0.05, threshold="theory", stop="kinf", weights="kinf").load_state_dict(a.state_dict())
+    while not a.done_:
+        arm = a.ask(1)[0]
+        assert b.ask(1)[0] == arm
+        r = float(stream.draw(arm))
+        a.tell(arm, r)
+        b.tell(arm, r)
+    assert b.done_ and b.final_ == a.final_ and b.t_ == a.t_
+    assert a._kstop.checks < 0.5 * a.t_ * (4 - 1)  # the skipping bounds far fewer pairs than one per answer each
+
+
+@pytest.mark.parametrize("cls,params", [(TrackAndStop, {}), (TopTwo, {"cost": "bernoulli"})])
+def test_null_stops_within_delta(cls, params):
+    """Two arms with the same ratings distribution: every stop is wrong; proven threshold, delta = 0.1, runs
+    capped at 1,000 answers; at most the 0.999-quantile of Binomial(R, delta) of the R runs may stop."""
+    R, delta = 150, 0.1
+    inst = Categorical([[0.3, 0.3, 0.4], [0.3, 0.3, 0.4]])
+    res = simulate(cls(delta, threshold="theory", stop="kinf", **params), inst, reps=R, seed=5, max_pulls=1000)
+    assert int(res.stopped.sum()) <= int(stats.binom.ppf(0.999, R, delta))
