@@ -133,7 +133,9 @@ def warm_learners(specs: Iterable[tuple[str, dict[str, Any]]]) -> int:
 def _exercise(algorithm: str, params: dict[str, Any]) -> None:
     """The service's calls on a 12-arm (or 2k + 2) instance with graded rewards, until every arm has
     answers and the incremental paths are built: free and restricted asks (a participant's rated items
-    left out), tells, cancels, stopping progress, intervals, copies and a state round trip."""
+    left out), tells, cancels, stopping progress, intervals, the forecast, copies and a state round trip."""
+    from purebandits.forecast import answers_to_decision  # numba: here, not at import (a worker starts without it)
+
     k = params.get("k", 1)
     n = max(12, 2 * int(k) + 2) if isinstance(k, int) else 12
     lrn = make_learner(algorithm, **params).start(n, seed=0)
@@ -160,6 +162,7 @@ def _exercise(algorithm: str, params: dict[str, Any]) -> None:
             lrn.stopping_progress()
             lrn.intervals_of([0, 1])
             copy.deepcopy(lrn).stopping_progress()
+            answers_to_decision(lrn)  # the owners' forecast (its bisection over the learner's bound compiles)
     lrn.recommend()
     make_learner(algorithm, **params).load_state_dict(json.loads(lrn.state_json()))
 
