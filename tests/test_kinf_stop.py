@@ -139,3 +139,42 @@ def test_null_stops_within_delta(cls, params):
     inst = Categorical([[0.3, 0.3, 0.4], [0.3, 0.3, 0.4]])
     res = simulate(cls(delta, threshold="theory", stop="kinf", **params), inst, reps=R, seed=5, max_pulls=1000)
     assert int(res.stopped.sum()) <= int(stats.binom.ppf(0.999, R, delta))
+
+
+def test_threshold_floor_is_the_fixed_point():
+    from purebandits.experiments.proven_stopping import threshold_floor_samples
+    from purebandits.glr_thresholds import gk16_threshold
+
+    for T, n in [(400.0, 50), (11_673.0, 50), (30.0, 4)]:
+        for stat, beta in [("Bernoulli", gk16_threshold), ("K_inf", None)]:
+            t = threshold_floor_samples(T, n, 0.01, stat)
+            b = beta(t, n, 0.01) if beta else math.log((n - 1) / 0.01) + math.log1p(t / 2) + 2 * math.log(2)
+            assert t == pytest.approx(T * b, rel=1e-6)
+
+
+def test_proven_stopping_end_to_end(tmp_path):
+    """The experiment on the smallest cells: a table, a verdict per cell, the floor below every proven ratio."""
+    import json
+
+    import pandas as pd
+
+    from purebandits.cli import main
+
+    rc = main(["reproduce", "proven_stopping", "--scale", "quick", "--out", str(tmp_path), "--no-progress",
+               "--jobs", "1", "--set", "reps=3", "--set", "reps_kinf=2", "--set",
+               'learners=["Track-and-Stop, GK16", "Track-and-Stop, K_inf stop"]'])
+    assert rc == 0
+    df = pd.read_csv(tmp_path / "proven_stopping.csv")
+    assert set(df["algorithm"]) == {"Track-and-Stop, GK16", "Track-and-Stop, K_inf stop"}
+    assert set(df["cell"]) == {"contest 512, top 8", "Bernoulli, 4 arms"}
+    assert (df["capped"] == 0).all() and (df["errors"] == 0).all()
+    cap = df[df["cell"].str.startswith("contest")]
+    assert (cap["T_star_Bern"] > cap["T_star_Kinf"]).all()  # ratings carry more information than their means
+    assert (df["ratio"] > 1.0).all()
+    # the K_inf statistic's floor is below the Bernoulli one's on ratings (T*_Kinf < T*_Bern, same time term)
+    fl = cap.set_index("statistic")["floor_ratio"]
+    assert fl["K_inf"] < fl["Bernoulli"]
+    verdict = json.loads((tmp_path / "proven_stopping.json").read_text())
+    assert verdict["status"] in ("holds", "partly", "does not hold")
+    assert "contest 512, top 8:" in verdict["summary"] and "Bernoulli, 4 arms:" in verdict["summary"]
+    assert (tmp_path / "proven_stopping.png").stat().st_size > 0

@@ -204,6 +204,8 @@ EXPERIMENT = Experiment(
     plot=plot,
     assess=assess,
     notes=("Learners with the K_inf statistic run on the reference (ask/tell) driver, slower than the compiled "
-           "kernels, hence fewer runs (`reps_kinf`). The floor ignores forced exploration and the tracking error, "
-           "so a learner sits above it by its sampling rule's cost. Bernoulli instances: means linspace(0.7, 0.2)."),
+           "kernels, hence fewer runs (`reps_kinf`). The floor is the first-order (delta -> 0) stopping time of a "
+           "GLR stop with the optimal allocation, a reference rather than a bound: at finite delta the statistic "
+           "of a lucky run grows faster than t / T*, so a few runs can stop below it, and forced exploration and "
+           "tracking error put a learner above it. Bernoulli instances: means linspace(0.7, 0.2)."),
 )
