@@ -25,6 +25,9 @@ estimates are right** (the means the learner has measured are the true ones):
   largest of 4,000 draws sits far above the best estimate, so every draw forecast fewer answers and the
   range missed the forecast). T* for k = 1 is GK16 Thm 5's scalar root, about 1 ms for 4,000 arms, so
   every arm is kept.
+* **Successive Elimination** (EDMM02; the LS or EDMM radius): each item still in play is dropped once
+  twice its radius is below its distance to the best mean; the answers until then, the best item's
+  until the last drop, minus those they have (range as for intervals).
 * **Fixed budget**: ``budget - t`` exactly.
 * Learners that never stop by themselves, learners that have stopped (0), and rules this module has
   no model of: :func:`forecast_or_reason` says why there is no forecast.
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numba import njit
@@ -96,6 +100,7 @@ def forecast_or_reason(learner: Learner) -> Forecast | str:
     Dispatch by what the learner is: a fixed-budget learner, one that never stops, an LUCB-family
     interval rule, a GLR rule (module docstring). Raises ValueError if ``learner`` is not a Learner.
     """
+    from purebandits.algorithms.elimination import SuccessiveElimination
     from purebandits.algorithms.lucb import _LUCBFamily
     from purebandits.algorithms.top_two import TopTwo
     from purebandits.algorithms.track_and_stop import TrackAndStop
@@ -121,7 +126,10 @@ def forecast_or_reason(learner: Learner) -> Forecast | str:
         return _interval_forecast(learner)
     if isinstance(learner, TopTwo | TrackAndStop):
         return _glr_forecast(learner)
-    return f"no forecast for the stopping rule of {cls.__name__} (only interval, GLR and fixed-budget rules)"
+    if isinstance(learner, SuccessiveElimination):
+        return _elimination_forecast(learner)
+    return (f"no forecast for the stopping rule of {cls.__name__} (only interval, successive elimination, GLR and "
+            "fixed-budget rules)")
 
 
 # ------------------------------------------------------------------------------------------- fixed budget
@@ -250,6 +258,73 @@ def _interval_forecast(learner: Learner) -> Forecast | str:
               f"the midpoint {boundary:.4g} between the {_ordinal(k)} and {_ordinal(k + 1)} best means, summed, "
               "minus the answers it has; range: every mean moved one standard error away from (low) or towards "
               f"(high, by at most half its distance) that midpoint; {_ASSUMPTION}")
+    return _ordered(low, mid, high, method)
+
+
+# ------------------------------------------------------------------------------------------- successive elimination
+def _smallest_counts(clears: Callable[[np.ndarray], np.ndarray], start: np.ndarray) -> np.ndarray:
+    """Per entry, the smallest count ``>= start`` (to :data:`_REL_PRECISION`) at which ``clears`` (vectorised,
+    monotone in the count) holds; inf where it does not below :data:`_MAX_COUNT`. Doubling, then bisection."""
+    lo = np.maximum(start.astype(np.float64), 1.0)
+    hi = lo.copy()
+    todo = ~clears(hi)
+    while todo.any():
+        lo = np.where(todo, hi, lo)
+        hi = np.where(todo, 2.0 * hi, hi)
+        todo &= hi < _MAX_COUNT
+        todo &= ~clears(hi)
+    hi = np.where(clears(hi), hi, np.inf)
+    open_ = np.isfinite(hi) & (hi - lo > np.maximum(1.0, _REL_PRECISION * lo))
+    while open_.any():
+        mid = np.where(open_, 0.5 * (lo + hi), hi)
+        ok = clears(mid)
+        hi = np.where(open_ & ok, mid, hi)
+        lo = np.where(open_ & ~ok, mid, lo)
+        open_ &= hi - lo > np.maximum(1.0, _REL_PRECISION * lo)
+    return np.ceil(hi)
+
+
+def _elimination_sum(learner: Learner, means: np.ndarray, active: np.ndarray, best: int) -> float:
+    """Answers until one active item is left: item a is dropped once ``2 radius(T) <= mu_best - mu_a`` (EDMM02's
+    test with the learner's radius, every active item pulled once per round), the best one is pulled until the
+    last drop."""
+    from purebandits.bounds import edmm_radius, ls_radius
+    from purebandits.stopping import LS_EPSILON
+
+    n, sigma = learner.n_arms_, float(learner.sigma)
+    others = active[active != best]
+    gaps = means[best] - means[others]
+
+    def radius(T: np.ndarray) -> np.ndarray:
+        if learner.radius == "ls":
+            return ls_radius(T, learner._d_ls, n, LS_EPSILON, sigma)
+        return edmm_radius(T, n, float(learner.delta), float(learner.c), sigma)
+
+    need = _smallest_counts(lambda T: 2.0 * radius(T) <= gaps, learner.counts_[others])
+    if not np.isfinite(need).all():
+        return math.inf
+    counts = learner.counts_
+    return float(np.maximum(need - counts[others], 0.0).sum() + max(need.max() - counts[best], 0.0))
+
+
+def _elimination_forecast(learner: Learner) -> Forecast | str:
+    active = np.asarray(learner.act_[: learner.n_act_], dtype=np.int64)
+    means = learner.means()
+    best = int(learner._recommend()[0])
+    second = float(means[active[active != best]].max())
+    if not means[best] > second:
+        return "the two best estimates are equal: if they stayed so, no number of answers would decide"
+    mid = _elimination_sum(learner, means, active, best)
+    in_top = np.zeros(learner.n_arms_, dtype=np.bool_)
+    in_top[best] = True
+    low_means, high_means = _shifted_means(learner, means, in_top, 0.5 * (float(means[best]) + second))
+    low = _elimination_sum(learner, low_means, active, best)
+    high = _elimination_sum(learner, high_means, active, best)
+    radius = "LIL stopping radius B(T)" if learner.radius == "ls" else "EDMM02 radius"
+    method = (f"for each item still in play, the answers until twice its {radius} is below its distance to the best "
+              "item's mean (then it is dropped), summed, plus the best item's answers until the last drop, minus "
+              "the answers they have; range: every mean moved one standard error away from (low) or towards (high, "
+              f"by at most half its distance) the midpoint between the two best means; {_ASSUMPTION}")
     return _ordered(low, mid, high, method)
 
 
