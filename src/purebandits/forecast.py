@@ -29,8 +29,8 @@ estimates are right** (the means the learner has measured are the true ones):
   twice its radius is below its distance to the best mean; the answers until then, the best item's
   until the last drop, minus those they have (range as for intervals).
 * **Fixed budget**: ``budget - t`` exactly.
-* Learners that never stop by themselves, learners that have stopped (0), and rules this module has
-  no model of: :func:`forecast_or_reason` says why there is no forecast.
+* A learner that has stopped needs 0. For one that never stops by itself, one with items not answered
+  yet, and a rule this module has no model of, :func:`forecast_or_reason` says why there is no forecast.
 
 The cost on 4,000 items is a few tens of milliseconds per interval learner (three passes of a compiled
 bisection over the items), which the service still caches per learner state.
@@ -98,7 +98,8 @@ def forecast_or_reason(learner: Learner) -> Forecast | str:
     """The :class:`Forecast` of ``learner``, or one sentence saying why there is none.
 
     Dispatch by what the learner is: a fixed-budget learner, one that never stops, an LUCB-family
-    interval rule, a GLR rule (module docstring). Raises ValueError if ``learner`` is not a Learner.
+    interval rule, Successive Elimination, a GLR rule (module docstring). Raises ValueError if ``learner``
+    is not a Learner.
     """
     from purebandits.algorithms.elimination import SuccessiveElimination
     from purebandits.algorithms.lucb import _LUCBFamily
@@ -119,7 +120,7 @@ def forecast_or_reason(learner: Learner) -> Forecast | str:
     if learner.n_pulls == 0:
         return "no answers yet: the forecast starts from the first estimates"
     unanswered = int((learner.counts_ == 0).sum())
-    if isinstance(learner, _LUCBFamily | TopTwo | TrackAndStop) and unanswered:
+    if isinstance(learner, _LUCBFamily | TopTwo | TrackAndStop | SuccessiveElimination) and unanswered:
         return (f"{unanswered} of {learner.n_arms_} items have no answer yet: the rule is measured once every "
                 "item has one")
     if isinstance(learner, _LUCBFamily):
@@ -154,7 +155,7 @@ def _clears(code, bp, mean, count, top, tterm, boundary):  # pragma: no cover - 
 
 
 @njit(cache=True)
-def counts_to_clear(code, bp, means, in_top, boundary, tterm, counts, rel):  # pragma: no cover - compiled
+def _counts_to_clear(code, bp, means, in_top, boundary, tterm, counts, rel):  # pragma: no cover - compiled
     """Per item, the smallest count (to ``rel``) at which its bound at its mean no longer reaches ``boundary``.
 
     An item already clear at its current count gets that count (it needs nothing more); one whose mean
@@ -228,7 +229,7 @@ def _interval_sum(learner: Learner, means: np.ndarray, in_top: np.ndarray, bound
     remaining = 0.0
     for _ in range(4):  # the round term grows with the answers still needed: a short fixed-point iteration
         tterm = family_time_term(learner._code, learner._bparams, learner.rounds_ + 1.0 + per_pull * remaining)
-        need = counts_to_clear(learner._code, learner._bparams, means, in_top, boundary, tterm,
+        need = _counts_to_clear(learner._code, learner._bparams, means, in_top, boundary, tterm,
                                counts.astype(np.float64), _REL_PRECISION)
         new = float(np.maximum(need - counts, 0.0).sum())
         if not math.isfinite(new) or tterm == 0.0 or abs(new - remaining) <= _REL_PRECISION * max(new, 1.0):
