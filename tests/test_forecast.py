@@ -207,6 +207,8 @@ def test_no_forecast_and_why() -> None:
     assert answers_to_decision(tied) is None and "equal" in forecast_or_reason(tied)
     tied_glr = _two_arms(make_learner("top_two"), 0.5, 0.5)
     assert answers_to_decision(tied_glr) is None and "equal" in forecast_or_reason(tied_glr)
+    kinf = _two_arms(make_learner("track_and_stop", stop="kinf"), 0.7, 0.3)
+    assert answers_to_decision(kinf) is None and "kinf statistic" in forecast_or_reason(kinf)
     other = make_learner("median_elimination").start(3, seed=0)
     _feed(other, 0, [1.0])
     assert "no forecast for the stopping rule" in forecast_or_reason(other)
@@ -233,6 +235,9 @@ def test_error_guarantee_in_the_owners_terms() -> None:
     assert not practical.proven and "log((log t + 1)/delta)" in practical.note
     assert error_guarantee(make_learner("track_and_stop", delta=0.05, threshold="theory")).proven
     assert not error_guarantee(make_learner("top_two", delta=0.05, threshold="theory")).proven  # Gaussian cost
+    kinf = error_guarantee(make_learner("top_two", delta=0.05, threshold="theory", stop="kinf"))
+    assert kinf.proven and "Krichevsky-Trofimov" in kinf.note
+    assert not error_guarantee(make_learner("track_and_stop", delta=0.05, stop="kinf")).proven
     budget = error_guarantee(make_learner("sequential_halving", budget=100))
     assert budget.error_probability is None and not budget.proven and "fixed budget" in budget.note
     contest = error_guarantee(make_learner("contest_ucb_2024"))

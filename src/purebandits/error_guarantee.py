@@ -58,10 +58,16 @@ class ErrorGuarantee:
         return out
 
 
-def _source(cls: type[Learner]) -> str:
-    """The paper a learner follows, without the equation details in parentheses."""
-    paper = cls.paper or cls.__name__
-    return paper.split(" (", 1)[0]
+def _source(learner: Learner) -> str:
+    """Where the proof of the learner's stop is: the GLR learners' proven thresholds have their own source;
+    otherwise the paper the learner follows, without the equation details in parentheses."""
+    if getattr(learner, "threshold", None) == "theory":
+        if getattr(learner, "stop", "glr") == "kinf":
+            return "its K_inf GLR statistic against the Krichevsky-Trofimov threshold, proven whatever the sampling; " \
+                   "docs/glr_stopping.md"
+        return "GK16's threshold log(2 t (n-1)/delta), Garivier and Kaufmann 2016, Thm 10"
+    paper = type(learner).paper or type(learner).__name__
+    return "its paper: " + paper.split(" (", 1)[0]
 
 
 def _pac_epsilon(learner: Learner) -> float:
@@ -133,7 +139,7 @@ def error_guarantee(learner: Learner) -> ErrorGuarantee:
                 f"because its proof bounds the error by {factor:g} x delta ({_TWO_DELTA_SOURCE}).")
     else:
         note = (f"Wrong with probability at most {asked:g}: the proof of its stopping rule bounds the error by "
-                f"delta, so it runs with delta = {delta:g} (its paper: {_source(cls)}).")
+                f"delta, so it runs with delta = {delta:g} ({_source(learner)}).")
     eps = _pac_epsilon(learner)
     if eps > 0:
         note += f" With epsilon = {eps:g} the promise is an answer within {eps:g} of the best (PAC)."
