@@ -129,8 +129,8 @@ def forecast_or_reason(learner: Learner) -> Forecast | str:
         return _glr_forecast(learner)
     if isinstance(learner, SuccessiveElimination):
         return _elimination_forecast(learner)
-    return (f"no forecast for the stopping rule of {cls.__name__} (only interval, successive elimination, GLR and "
-            "fixed-budget rules)")
+    return (f"no forecast for the stopping rule of {cls.__name__}: only the interval, successive elimination, GLR "
+            "and fixed-budget rules have one")
 
 
 # ------------------------------------------------------------------------------------------- fixed budget

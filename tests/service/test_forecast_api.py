@@ -104,3 +104,18 @@ def test_unproven_and_budget_learners_say_why(tmp_path) -> None:
                 assert st["forecast"] == {"low": left, "mid": left, "high": left, "method": st["forecast"]["method"]}
             if label == "contest":
                 assert st["forecast"] is None and "never stops" in st["forecast_reason"]
+
+
+def test_the_command_line_prints_the_forecast_and_the_error_probability() -> None:
+    """``purebandits experiment results``' stopping lines, from the results JSON alone."""
+    from purebandits.service.cli_experiment import _stopping_line
+
+    st = {"fraction": 0.0, "done": False, "separated": 0, "of": 5, "margin": -0.5, "description": "stops when ...",
+          "forecast": {"low": 1200, "mid": 34567, "high": 890123, "method": "..."}, "forecast_reason": None,
+          "delta_note": "Wrong with probability at most 0.05. It runs with its parameter delta = 0.025 ..."}
+    text = _stopping_line({"done": False, "stopping": st})
+    assert "forecast: about 34,567 more answers (range 1,200-890,123) if the current estimates hold" in text
+    assert "error probability: Wrong with probability at most 0.05." in text
+    none = _stopping_line({"done": False, "stopping": {**st, "forecast": None, "forecast_reason": "it never stops"}})
+    assert "forecast: none (it never stops)" in none
+    assert "forecast" not in _stopping_line({"done": True, "stopping": {**st, "done": True}})

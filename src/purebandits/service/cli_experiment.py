@@ -556,6 +556,14 @@ def _stopping_line(res: dict[str, Any]) -> str:
         line += " - " + "; ".join([*parts, "not done"])
         if st.get("description"):
             line += f"\n  rule: {st['description']}"
+    forecast = st.get("forecast")
+    if not done and isinstance(forecast, dict) and isinstance(forecast.get("mid"), int):
+        line += (f"\n  forecast: about {forecast['mid']:,} more answers (range {forecast['low']:,}-"
+                 f"{forecast['high']:,}) if the current estimates hold")
+    elif not done and st.get("forecast_reason"):
+        line += f"\n  forecast: none ({st['forecast_reason']})"
+    if st.get("delta_note"):
+        line += f"\n  error probability: {st['delta_note']}"
     return line
 
 
