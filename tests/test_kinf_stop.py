@@ -59,6 +59,35 @@ def test_skipping_makes_the_decisions_of_the_full_statistic(k, seed):
     assert fast == full
 
 
+def test_per_pair_threshold_makes_the_decisions_of_the_full_statistic():
+    """threshold="kinf-kt-pairs": stop iff every (best, rival) pair passes its own kinf_kt_pair_threshold."""
+    from purebandits.glr_thresholds import kinf_kt_pair_threshold
+    from purebandits.kinf_glr import kinf_glr_statistic, kinf_pair_cost
+
+    P = np.array([[0.1, 0.2, 0.7], [0.5, 0.3, 0.2], [0.7, 0.2, 0.1]])
+    arms, labels = _trajectory(P, 400, 9)
+    n, delta = 3, 0.3
+    counts, sums, sumsq = np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n)
+    stop = KinfGLRStop(counts, sums, sumsq, V3, delta, threshold="kinf-kt-pairs")
+    C = np.zeros((n, 3))
+    fast, full = [], []
+    for t, (a, lab) in enumerate(zip(arms, labels, strict=True), 1):
+        counts[a] += 1
+        sums[a] += V3[lab]
+        sumsq[a] += V3[lab] ** 2
+        C[a, lab] += 1
+        if stop.check(t) is not None:
+            fast.append(t)
+        if C.sum(axis=1).min() > 0:
+            top = kinf_glr_statistic(C, V3)[0]
+            rest = [b for b in range(n) if b != top[0]]
+            z = kinf_pair_cost(C[[top[0]] * 2], C[rest], V3)
+            beta = kinf_kt_pair_threshold(C[top[0]].sum(), C[rest].sum(axis=1), n, delta)
+            if np.all(z > beta):
+                full.append(t)
+    assert len(full) > 50 and fast == full
+
+
 def test_label_counts_from_moments():
     C = np.array([[3, 0, 2], [0, 5, 1], [1, 1, 1]])
     N, S, Q = C.sum(axis=1), C @ V3, C @ V3 ** 2
@@ -143,13 +172,18 @@ def test_null_stops_within_delta(cls, params):
 
 def test_threshold_floor_is_the_fixed_point():
     from purebandits.experiments.proven_stopping import threshold_floor_samples
-    from purebandits.glr_thresholds import gk16_threshold
+    from purebandits.glr_thresholds import gk16_threshold, kt_regret
 
-    for T, n in [(400.0, 50), (11_673.0, 50), (30.0, 4)]:
-        for stat, beta in [("Bernoulli", gk16_threshold), ("K_inf", None)]:
-            t = threshold_floor_samples(T, n, 0.01, stat)
-            b = beta(t, n, 0.01) if beta else math.log((n - 1) / 0.01) + math.log1p(t / 2) + 2 * math.log(2)
-            assert t == pytest.approx(T * b, rel=1e-6)
+    w = np.array([0.4, 0.3, 0.2, 0.1])
+    for T, n in [(400.0, 4), (11_673.0, 4), (30.0, 4)]:
+        t = threshold_floor_samples(T, n, 0.01, "Bernoulli")
+        assert t == pytest.approx(T * gk16_threshold(t, n, 0.01), rel=1e-6)
+        t = threshold_floor_samples(T, n, 0.01, "K_inf", w)
+        # the binding pair is the best arm against the rival with the most answers (kt_regret increases)
+        b = math.log(3 / 0.01) + kt_regret(0.4 * t) + kt_regret(0.3 * t)
+        assert t == pytest.approx(T * b, rel=1e-6)
+    with pytest.raises(ValueError, match="weights"):
+        threshold_floor_samples(10.0, 4, 0.01, "K_inf")
 
 
 def test_proven_stopping_end_to_end(tmp_path):

@@ -253,23 +253,28 @@ class KinfGLRStop:
     ``Z > beta(t, delta)`` (:func:`kinf_glr_stop`, the empirical top k) after each answer. Z is evaluated only
     when it may have crossed. Any one pair (a in the top set, b outside) with ``Z_ab <= beta`` rules a stop out;
     :func:`kinf_pair_upper` bounds ``Z_ab <= U_ab`` and ``s`` more answers raise it by at most ``s c_ab``, and
-    beta grows with t, so while that pair stays a (top, outside) pair no stop is possible before the pair has
+    beta never falls (with t, or per pair with the pair's answers), so while that pair stays a (top, outside) pair no
+    stop is possible before the pair has
     had ``floor((beta - U_ab)/c_ab)`` more answers (answers to other arms do not change ``Z_ab``). The pair kept
     is the weakest one found (after a change of the best arm at k = 1: the new best against the old one); only
     when its bound no longer rules a stop out are all ``k (n - k)`` pairs bounded, and the exact Z is computed
     only where every bound exceeds beta. The same stops
     as computing Z after every answer (``tests/test_kinf_glr.py``).
 
-    ``threshold`` is a name of :data:`purebandits.glr_thresholds.THRESHOLDS` or a callable
-    ``(t, n_arms, delta, k) -> beta``; ``"kinf-kt"`` is the sharpest one proven for this statistic.
+    ``threshold`` is ``"kinf-kt-pairs"`` (each pair against its own
+    :func:`~purebandits.glr_thresholds.kinf_kt_pair_threshold`, the sharpest threshold proven for this statistic),
+    a name of :data:`purebandits.glr_thresholds.THRESHOLDS` or a callable ``(t, n_arms, delta, k) -> beta``.
     """
 
     def __init__(self, counts: np.ndarray, sums: np.ndarray, sumsq: np.ndarray, values: ArrayLike, delta: float,
-                 k: int = 1, threshold: str | Callable[..., float] = "kinf-kt") -> None:
+                 k: int = 1, threshold: str | Callable[..., float] = "kinf-kt-pairs") -> None:
         self.counts, self.sums, self.sumsq = counts, sums, sumsq
         self.values = np.asarray(values, dtype=np.float64)
         label_counts_from_moments(counts, sums, sumsq, self.values)  # validates the support
-        if isinstance(threshold, str):
+        self.pairwise = threshold == "kinf-kt-pairs"
+        if self.pairwise:
+            threshold = glr_thresholds.kinf_kt_threshold  # (what beta(t) reports: every pair's beta is below it)
+        elif isinstance(threshold, str):
             if threshold not in glr_thresholds.THRESHOLDS:
                 raise ValueError(f"unknown threshold {threshold!r}; known: {sorted(glr_thresholds.THRESHOLDS)}")
             threshold = glr_thresholds.THRESHOLDS[threshold][0]
@@ -288,10 +293,17 @@ class KinfGLRStop:
         return empirical_top(means, self.k)
 
     def beta(self, t: float) -> float:
-        """The threshold at t answers."""
+        """The threshold at t answers (per pair: the largest a pair can have at t)."""
         return float(self.beta_fn(max(float(t), 1.0), self.n, self.delta, self.k))
 
-    def _room(self, upper: np.ndarray, x: np.ndarray, beta: float) -> np.ndarray:
+    def _betas(self, a: np.ndarray, b: np.ndarray, t: float) -> np.ndarray:
+        """The threshold of each pair (a[i], b[i]) now."""
+        if self.pairwise:
+            return np.asarray(glr_thresholds.kinf_kt_pair_threshold(self.counts[a], self.counts[b], self.n,
+                                                                    self.delta, self.k), dtype=np.float64)
+        return np.full(np.shape(a), self.beta(t))
+
+    def _room(self, upper: np.ndarray, x: np.ndarray, beta: np.ndarray) -> np.ndarray:
         """Answers to the pair before its bound ``U + s c`` can pass beta (-inf where U > beta or undefined)."""
         with np.errstate(divide="ignore", invalid="ignore"):
             c = np.maximum(-np.log(x), -np.log1p(-x))
@@ -309,9 +321,9 @@ class KinfGLRStop:
             return None
         if not valid and pair is not None and self.k == 1 and pair[0] not in top:
             pair, valid = (int(top[0]), pair[0]), True  # the best arm changed: the new best against the old one
-        beta = self.beta(t)
         if valid:
             a, b = pair  # type: ignore[misc]
+            beta = self._betas(np.array([a]), np.array([b]), t)
             C2 = label_counts_from_moments(self.counts[[a, b]], self.sums[[a, b]], self.sumsq[[a, b]], self.values)
             self.checks += 1
             upper, x = kinf_pair_upper(C2[:1], C2[1:], self.values)
@@ -322,6 +334,7 @@ class KinfGLRStop:
         C = label_counts_from_moments(self.counts, self.sums, self.sumsq, self.values)
         rest = np.setdiff1d(np.arange(self.n), top)
         a_all, b_all = np.repeat(top, rest.size), np.tile(rest, top.size)
+        beta = self._betas(a_all, b_all, t)
         self.checks += a_all.size
         upper, x = kinf_pair_upper(C[a_all], C[b_all], self.values)
         room = self._room(upper, x, beta)
@@ -333,13 +346,19 @@ class KinfGLRStop:
         z = kinf_pair_cost(C[a_all], C[b_all], self.values)
         if np.all(z > beta):
             return [int(j) for j in top]
-        i = int(np.argmin(z))
+        i = int(np.argmin(z - beta))
         a, b = int(a_all[i]), int(b_all[i])
         self._pair, self._next = (a, b), int(self.counts[a] + self.counts[b] + 1)
         return None
 
     def statistic(self, t: float) -> tuple[list[int], float, float]:
-        """(empirical top k, Z, beta(t, delta)) now, computed in full (for progress reports)."""
+        """(empirical top k, Z_ab, beta_ab) of the pair closest to stopping the rule (smallest ``Z_ab - beta_ab``; with
+        one beta for all pairs, Z itself), computed in full (for progress reports)."""
         C = label_counts_from_moments(self.counts, self.sums, self.sumsq, self.values)
-        top, z, _ = kinf_glr_statistic(C, self.values, self.k)
-        return [int(i) for i in top], z, self.beta(t)
+        top = self._top()
+        rest = np.setdiff1d(np.arange(self.n), top)
+        a, b = np.repeat(top, rest.size), np.tile(rest, top.size)
+        z = kinf_pair_cost(C[a], C[b], self.values)
+        beta = self._betas(a, b, t)
+        i = int(np.argmin(z - beta))
+        return [int(j) for j in top], float(z[i]), float(beta[i])

@@ -2,8 +2,8 @@
 
 A learner with ``stop="kinf"`` keeps its sampling rule and replaces its stopping statistic by the GLR of the
 rewards' own model: every distribution on the known ``support`` (ratings: {0, 1/2, 1}),
-:class:`purebandits.kinf_glr.KinfGLRStop`. With ``threshold="theory"`` the threshold is
-:func:`purebandits.glr_thresholds.kinf_kt_threshold`, proven for this statistic whatever the sampling rule;
+:class:`purebandits.kinf_glr.KinfGLRStop`. With ``threshold="theory"`` each pair has its threshold
+:func:`purebandits.glr_thresholds.kinf_kt_pair_threshold`, proven for this statistic whatever the sampling rule;
 ``"practical"`` keeps the learner's unproven ``log((log t + 1)/delta)``.
 """
 
@@ -64,7 +64,7 @@ class KinfStopMixin:
     def _kinf_stop(self) -> KinfGLRStop:
         ks = self._kstop
         if ks is None or ks.counts is not self.counts_ or ks.sums is not self.sums_:
-            thr = "kinf-kt" if self.threshold == "theory" else _practical
+            thr = "kinf-kt-pairs" if self.threshold == "theory" else _practical
             ks = KinfGLRStop(self.counts_, self.sums_, self.sumsq_, self.support, self.delta,
                              k=1, threshold=thr)
             self._kstop = ks
@@ -86,7 +86,7 @@ class KinfStopMixin:
             z, thr = 0.0, self._kinf_stop().beta(max(float(self.t_), 1.0))
         else:
             _, z, thr = self._kinf_stop().statistic(float(self.t_))
-        beta = ("log((K-1)/delta) + log(1 + t/2) + 2 log 2 (proven)" if self.threshold == "theory"
+        beta = ("log((K-1)/delta) + the two items' betting regrets (proven)" if self.threshold == "theory"
                 else "log((log t + 1)/delta) (not proven)")
         return statistic_progress(z if math.isfinite(z) else 0.0, thr, z > thr, (
             f"stops when the evidence that the leading item is best (the GLR statistic of the ratings' own model, "

@@ -150,7 +150,7 @@ class TopTwo(KinfStopMixin, Learner):
     threshold : {"practical", "theory"}, default="practical"
         ``log((log t + 1)/delta)`` (common in practice) or ``log(2 t (n-1)/delta)`` (proven for the
         Bernoulli cost, GK16); with ``stop="kinf"``, "theory" is
-        :func:`~purebandits.glr_thresholds.kinf_kt_threshold`, proven for that statistic.
+        :func:`~purebandits.glr_thresholds.kinf_kt_pair_threshold` per pair, proven for that statistic.
     sigma : float, default=0.5
         Sub-Gaussian scale of the Gaussian cost and of the TS leader's posterior.
     stop : {"glr", "kinf"}, default="glr"

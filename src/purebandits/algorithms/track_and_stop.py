@@ -424,8 +424,8 @@ class TrackAndStop(KinfStopMixin, Learner):
     threshold : {"practical", "theory"}, default="practical"
         ``beta(t, delta) = log((log t + 1)/delta)`` (GK16's experiments; not proven
         delta-correct, but conservative in practice) or ``log(2 t (n-1)/delta)`` (GK16 Prop. 12); with
-        ``stop="kinf"``, "theory" is :func:`~purebandits.glr_thresholds.kinf_kt_threshold`, proven for that
-        statistic.
+        ``stop="kinf"``, "theory" is :func:`~purebandits.glr_thresholds.kinf_kt_pair_threshold` per pair,
+        proven for that statistic.
     stop : {"glr", "kinf"}, default="glr"
         The stopping statistic: GK16's Bernoulli GLR of the means, or the GLR of the rewards' own model, every
         distribution on ``support`` (K_inf, :mod:`purebandits.kinf_glr`): on ratings it is 1.3-2 times larger for

@@ -6,8 +6,9 @@ statistic its stop uses and the *floor* of the best proven threshold for that st
 statistic then grows like ``t / T*_stat``). ``T*_stat`` is the characteristic time of the statistic's model:
 the Bernoulli GLR of the means (``T*_Bern``, GK16 Thm 5 at the arms' means; threshold
 :func:`~purebandits.glr_thresholds.gk16_threshold`) or the K_inf GLR of the ratings' own model (``T*_Kinf``,
-categorical arms against every distribution on [0, 1]; threshold
-:func:`~purebandits.glr_thresholds.kinf_kt_threshold`). The bound itself is always for the arms' true model
+categorical arms against every distribution on [0, 1]; each pair's threshold
+:func:`~purebandits.glr_thresholds.kinf_kt_pair_threshold`, with the answers the optimal proportions w* give the
+pair at t). The bound itself is always for the arms' true model
 (``T*_Kinf`` on the contests, ``T*_Bern`` on Bernoulli arms), so ``floor ratio = t_floor / (T* kl)`` says how far
 above the bound any learner with that statistic and threshold must stay, and ``ratio / floor ratio`` how far a
 learner is from its own floor (its sampling rule's share of the gap).
@@ -30,10 +31,10 @@ from scipy import optimize
 
 from purebandits.experiments.base import Context, Experiment, Verdict, summary_row
 from purebandits.experiments.contests import top_m_contest
-from purebandits.glr_thresholds import gk16_threshold, kinf_kt_threshold
+from purebandits.glr_thresholds import gk16_threshold, kinf_kt_pair_threshold
 from purebandits.instances import Instance
 from purebandits.instances.rewards import Bernoulli
-from purebandits.lower_bound import characteristic_time, sample_lower_bound
+from purebandits.lower_bound import characteristic_time, sample_lower_bound, solve_characteristic_time
 from purebandits.metrics import wilson_interval
 from purebandits.registry import make_learner
 
@@ -48,12 +49,11 @@ LEARNERS: dict[str, tuple[str, dict[str, Any], str, str, bool]] = {
                                   False),
     "Track-and-Stop, GK16": ("track_and_stop", {"threshold": "theory"}, "Bernoulli", "gk16", True),
     "Top-two EB-TC, GK16": ("top_two", {"threshold": "theory", "cost": "bernoulli"}, "Bernoulli", "gk16", True),
-    "Track-and-Stop, K_inf stop": ("track_and_stop", {"threshold": "theory", "stop": "kinf"}, "K_inf", "kinf-kt",
-                                   True),
+    "Track-and-Stop, K_inf stop": ("track_and_stop", {"threshold": "theory", "stop": "kinf"}, "K_inf",
+                                   "kinf-kt-pairs", True),
     "Track-and-Stop, K_inf weights and stop": ("track_and_stop", {"threshold": "theory", "stop": "kinf",
-                                                                  "weights": "kinf"}, "K_inf", "kinf-kt", True),
+                                                                  "weights": "kinf"}, "K_inf", "kinf-kt-pairs", True),
 }
-_BEST_THRESHOLD = {"Bernoulli": gk16_threshold, "K_inf": kinf_kt_threshold}
 
 
 def bernoulli_instance(n: int) -> Instance:
@@ -68,14 +68,28 @@ def _cells(settings: dict) -> list[tuple[str, Any, str]]:
     return out
 
 
-def threshold_floor_samples(T_stat: float, n_arms: int, delta: float, statistic: str) -> float:
-    """The t with ``t = T_stat * beta(t, delta)`` for the best proven threshold of ``statistic`` (k = 1)."""
-    beta = _BEST_THRESHOLD[statistic]
-    f = lambda t: t - T_stat * beta(t, n_arms, delta)  # noqa: E731  (increasing once t > T_stat)
+def threshold_floor_samples(T_stat: float, n_arms: int, delta: float, statistic: str,
+                            weights: np.ndarray | None = None) -> float:
+    """The t with ``t = T_stat * beta(t)`` for the best proven threshold of ``statistic`` (k = 1).
+
+    Bernoulli: GK16's ``beta(t, delta)``. K_inf: every pair (best a, rival b) must pass its own
+    ``kinf_kt_pair_threshold(w_a t, w_b t)`` with the optimal proportions ``weights`` (all pairs' statistics grow
+    like ``t / T*`` there), so beta(t) is the largest of them.
+    """
+    if statistic == "Bernoulli":
+        beta = lambda t: gk16_threshold(t, n_arms, delta)  # noqa: E731
+    else:
+        if weights is None:
+            raise ValueError("the K_inf floor needs the optimal proportions (weights)")
+        w = np.asarray(weights, dtype=np.float64)
+        a = int(np.argmax(w))  # at k = 1 the best arm has the largest optimal proportion
+        rivals = np.delete(np.arange(w.size), a)
+        beta = lambda t: float(np.max(kinf_kt_pair_threshold(w[a] * t, w[rivals] * t, n_arms, delta)))  # noqa: E731
+    f = lambda t: t - T_stat * beta(t)  # noqa: E731  (increasing once t > T_stat)
     hi = max(T_stat * 10.0, 10.0)
     while f(hi) < 0:
         hi *= 2.0
-    return float(optimize.brentq(f, 1.0 + 0.0 * hi, hi, xtol=1e-6 * hi)) if f(1.0) < 0 else 1.0
+    return float(optimize.brentq(f, 1.0, hi, xtol=1e-6 * hi)) if f(1.0) < 0 else 1.0
 
 
 def compute(ctx: Context, settings: dict) -> pd.DataFrame:
@@ -86,7 +100,8 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
         inst = build()
         n = inst.n_arms
         t_bern = characteristic_time(Bernoulli(inst.means), 1)
-        t_kinf = characteristic_time(inst, 1) if model == "categorical" else t_bern
+        sol = solve_characteristic_time(inst, 1) if model == "categorical" else None
+        t_kinf = sol.T_star if sol is not None else t_bern
         bound = sample_lower_bound(t_kinf, DELTA)
         for label, (name, params, stat, thr, proven) in LEARNERS.items():
             if model == "bernoulli" and stat == "K_inf":
@@ -97,7 +112,8 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
             res = ctx.simulate(make_learner(name, delta=DELTA, **params), inst, reps,
                                seed=ctx.seed + 500000 + 100 * ci, max_pulls=settings["max_pulls"])
             t_stat = t_kinf if stat == "K_inf" else t_bern
-            floor = threshold_floor_samples(t_stat, n, DELTA, stat) if proven else math.nan
+            floor = (threshold_floor_samples(t_stat, n, DELTA, stat, sol.weights if sol is not None else None)
+                     if proven else math.nan)
             row = summary_row(res, cell=cell, n=n, algorithm=label, statistic=stat, threshold=thr,
                               proven=proven, T_star_Kinf=t_kinf if model == "categorical" else math.nan,
                               T_star_Bern=t_bern, lower_bound=bound, floor_samples=floor)
