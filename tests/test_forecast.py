@@ -46,7 +46,7 @@ def test_glr_two_gaussian_arms_equal_the_hand_computation() -> None:
     f = answers_to_decision(lrn)
     assert isinstance(f, Forecast)
     assert f.mid == t - 20
-    assert f.low <= f.mid <= f.high
+    assert f.low <= f.mid <= f.high and not f.exact
     assert "if the current estimates are right" in f.method
 
 
@@ -186,7 +186,7 @@ def test_fixed_budget_is_exact() -> None:
         for arm in lrn.ask(1):
             lrn.tell(arm, stream.draw(arm))
     f = answers_to_decision(lrn)
-    assert (f.low, f.mid, f.high) == (250, 250, 250)
+    assert (f.low, f.mid, f.high, f.exact) == (250, 250, 250, True)
 
 
 def test_no_forecast_and_why() -> None:
@@ -217,7 +217,8 @@ def test_no_forecast_and_why() -> None:
 def test_a_stopped_learner_needs_nothing() -> None:
     lrn = _run("kl_rand_lucb", {"delta": 0.05}, np.array([0.9, 0.1]), seed=0)
     assert lrn.done
-    assert answers_to_decision(lrn) == Forecast(0, 0, 0, "the learner has stopped: no more answers are needed")
+    assert answers_to_decision(lrn) == Forecast(0, 0, 0, "the learner has stopped: no more answers are needed",
+                                                exact=True)
 
 
 # ------------------------------------------------------------------------------------------- error guarantee

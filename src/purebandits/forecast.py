@@ -72,14 +72,17 @@ class Forecast:
         Answers still needed (``low <= mid <= high``); ``mid`` is the forecast on the current estimates.
     method : str
         How the numbers were computed and under which assumption ("if the current estimates are right").
+    exact : bool
+        True when the number is certain (a fixed budget's remaining answers, or 0 after a stop), not a forecast.
     """
 
     low: int
     mid: int
     high: int
     method: str
+    exact: bool = False
 
-    def as_dict(self) -> dict[str, int | str]:
+    def as_dict(self) -> dict[str, int | str | bool]:
         """The fields as a JSON-able dict."""
         return dataclasses.asdict(self)
 
@@ -112,7 +115,7 @@ def forecast_or_reason(learner: Learner) -> Forecast | str:
         return "the learner is not started"
     cls = type(learner)
     if learner.done:
-        return Forecast(0, 0, 0, "the learner has stopped: no more answers are needed")
+        return Forecast(0, 0, 0, "the learner has stopped: no more answers are needed", exact=True)
     if cls.tags.get("never_stops"):
         return "it never stops by itself (the owner stops it), so no number of answers brings a decision"
     if cls.kind == "fixed_budget":
@@ -140,7 +143,7 @@ def _budget_forecast(learner: Learner) -> Forecast | str:
         return "a fixed-budget learner without an integer budget"
     left = max(int(budget) - learner.n_pulls, 0)
     return Forecast(left, left, left, f"the budget of {int(budget)} answers minus the {learner.n_pulls} answered "
-                                      "(exact: the learner stops there)")
+                                      "(exact: the learner stops there)", exact=True)
 
 
 # ------------------------------------------------------------------------------------------- interval stops

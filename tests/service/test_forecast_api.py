@@ -67,7 +67,7 @@ def test_default_learner_reports_asked_error_and_forecast(tmp_path) -> None:
         res = c.get(f"/api/experiments/{eid}/results", headers=auth).json()
         f = res["stopping"]["forecast"]
         assert not res["done"] and res["stopping"]["forecast_reason"] is None
-        assert set(f) == {"low", "mid", "high", "method"}
+        assert set(f) == {"low", "mid", "high", "method", "exact"} and f["exact"] is False
         assert 1 <= f["low"] <= f["mid"] <= f["high"] and "if the current estimates are right" in f["method"]
 
         # cached: more answers within FORECAST_TTL_MS give the same forecast; after it, a new one
@@ -101,7 +101,8 @@ def test_unproven_and_budget_learners_say_why(tmp_path) -> None:
             if label == "budget":
                 assert st["error_probability"] is None and "fixed budget" in st["delta_note"]
                 left = 300 - st["n_pulls"]
-                assert st["forecast"] == {"low": left, "mid": left, "high": left, "method": st["forecast"]["method"]}
+                assert st["forecast"] == {"low": left, "mid": left, "high": left, "method": st["forecast"]["method"],
+                                          "exact": True}
             if label == "contest":
                 assert st["forecast"] is None and "never stops" in st["forecast_reason"]
 

@@ -455,8 +455,9 @@
     if (s.done) text = "";
     else if (f && typeof f.mid === "number") {
       const n = (x) => Math.round(x).toLocaleString("en-US");
-      text = f.low === f.high ? `${n(f.mid)} more answers (its fixed budget).`
-        : `About ${n(f.mid)} more answers (range ${n(f.low)}–${n(f.high)}) if the current estimates hold.`;
+      const answers = (x) => `${n(x)} more answer${Math.round(x) === 1 ? "" : "s"}`;
+      text = f.exact ? `${answers(f.mid)} (its fixed budget).`
+        : `About ${answers(f.mid)} (range ${n(f.low)}–${n(f.high)}) if the current estimates hold.`;
     } else if (s.forecast_reason) {
       text = `No forecast of the answers still needed: ${s.forecast_reason}.`;
     }
