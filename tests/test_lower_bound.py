@@ -247,3 +247,35 @@ def test_experiment_names_a_missing_source(tmp_path):
         exp.compute(ctx, ctx.settings(exp))
     with pytest.raises(ValueError, match="source_dir"):  # paper scale: no fallback to the committed results
         exp.compute(Context(scale="paper"), Context(scale="paper").settings(exp))
+
+
+def test_experiment_puts_proven_stopping_beside_the_caption_learners(tmp_path):
+    """proven_stopping.csv, when present, joins the contest cells with its statistic and its threshold's floor."""
+    from purebandits.experiments.contests import top_m_contest
+    from purebandits.experiments.proven_stopping import threshold_floor_samples
+
+    src = _small_sources(tmp_path)
+    pd.DataFrame([
+        {"cell": "contest 512, top 50", "n": 50, "algorithm": "Track-and-Stop, K_inf stop", "statistic": "K_inf",
+         "reps": 20, "capped": 0, "errors": 0, "errors_stopped": 0, "pulls_mean": 9000.0, "max_pulls": 10**7},
+        {"cell": "Bernoulli, 10 arms", "n": 10, "algorithm": "Track-and-Stop, GK16", "statistic": "Bernoulli",
+         "reps": 20, "capped": 0, "errors": 0, "errors_stopped": 0, "pulls_mean": 3000.0, "max_pulls": 10**7},
+    ]).to_csv(src / "proven_stopping.csv", index=False)
+    exp = get_experiment("lower_bound")
+    ctx = Context(scale="quick", overrides={"source_dir": str(src)})
+    df = exp.compute(ctx, ctx.settings(exp))
+    row = df[(df["source"] == "proven_stopping") & (df["cell"] == "contest 512, k=1")].iloc[0]
+    tas = df[(df["source"] == "caption_extra") & (df["cell"] == "contest 512, k=1")
+             & (df["algorithm"] == "Track-and-Stop")].iloc[0]
+    assert row["T_star"] == pytest.approx(tas["T_star"])  # the same instance as caption_extra's cell
+    assert row["T_star_Bern"] > row["T_star"]  # the ratings' own model separates the captions sooner
+    assert row["delta_correct"] == "proven" and row["ratio"] == pytest.approx(9000.0 / row["lower_bound"])
+    sol = solve_characteristic_time(top_m_contest("512", 50, 1), 1, rtol=1e-4)
+    floor = threshold_floor_samples(sol.T_star, 50, 0.01, "K_inf", sol.weights) / row["lower_bound"]
+    assert row["floor_ratio"] == pytest.approx(floor, rel=1e-3)
+    assert np.isnan(tas["floor_ratio"])  # not proven: no proven threshold's floor is claimed for it
+    bern = df[df["cell"] == "Bernoulli, 10 arms"].iloc[0]
+    assert bern["T_star_Bern"] == pytest.approx(bern["T_star"]) and bern["floor_ratio"] > 1.0
+    table = exp.assess(df).table
+    cell = table.loc[table["learner"] == "Track-and-Stop, K_inf stop", "contest 512, k=1"].iloc[0]
+    assert cell.startswith(f"{row['ratio']:.2f} (floor {row['floor_ratio']:.2f})")

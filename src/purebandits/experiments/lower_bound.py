@@ -10,7 +10,10 @@ distribution on [0, 1], i.e. Honda-Takemura's K_inf) and the ratio
 
 which is >= 1 for every delta-correct learner (GK16 Thm 1 holds at every delta in (0, 1)).
 Nothing is simulated: the learners' results are read from those
-experiments' CSVs (``source_dir``) and each row's instance is rebuilt from its columns.
+experiments' CSVs (``source_dir``) and each row's instance is rebuilt from its columns. When ``proven_stopping.csv``
+is there too, its proven GLR learners join the contest cells (and its Bernoulli cells are added), and every contest
+row says which statistic its stop uses, ``T*_Bern`` beside ``T*_Kinf``, and the floor of the best proven threshold
+for that statistic (:func:`purebandits.experiments.proven_stopping.threshold_floor_samples`).
 """
 
 from __future__ import annotations
@@ -22,19 +25,31 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments import jlq17, jmnb14
+from purebandits.experiments import jlq17, jmnb14, proven_stopping
 from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.contests import top_m_contest
 from purebandits.instances import Instance
-from purebandits.lower_bound import sample_lower_bound, solve_characteristic_time
+from purebandits.instances.rewards import Bernoulli
+from purebandits.lower_bound import characteristic_time, sample_lower_bound, solve_characteristic_time
 from purebandits.metrics import wilson_interval
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 SOURCES = ("caption_extra", "jlq17_fig1", "jlq17_fig2", "jmnb14_fig2")
+#: read when present: proven GLR stops on the same contest cells, and Bernoulli cells
+OPTIONAL_SOURCES = ("proven_stopping",)
+#: the statistic each caption_extra learner's stop uses ("GLR" ones have a proven threshold's floor)
+CAPTION_STATISTIC = {
+    "lil-KLUCB": "Bernoulli-KL intervals", "KL-RandLUCB": "Bernoulli-KL intervals",
+    "lil'RandLUCB (heur.)": "sub-Gaussian intervals", "LUCB++ (heur.)": "sub-Gaussian intervals",
+    "lil'UCB (heur.)": "sub-Gaussian intervals", "Track-and-Stop": "Bernoulli GLR", "Top-two (TC)": "Gaussian GLR",
+}
+_FLOOR_STATISTIC = {"Bernoulli GLR": "Bernoulli", "Bernoulli": "Bernoulli", "K_inf": "K_inf", "K_inf GLR": "K_inf"}
 #: the committed paper-scale results (a source checkout; used at quick scale when the run's directory has none)
 COMMITTED = Path(__file__).resolve().parents[3] / "docs" / "reproduction"
+#: the captions of a contest cell in caption_extra's paper scale (cells of another size get their own name)
+CAPTION_TOP_M = 50
 #: caption_extra's confidence (its module's DELTA)
 CAPTION_DELTA = 0.01
 RATIO_GOAL = 2.0
@@ -69,6 +84,10 @@ _JLQ17_FAITHFUL = {
 
 def guarantee(source: str, label: str, version: str) -> tuple[float | None, str]:
     """The error bound (in units of delta; None if not proven) of a learner as the source experiment runs it."""
+    if source == "proven_stopping":
+        proven = proven_stopping.LEARNERS.get(label, (None, None, None, None, False))[4]
+        return (1, "GLR stop with a proven threshold (docs/glr_stopping.md)") if proven else \
+            (None, "practical threshold log((log t + 1)/delta): not proven")
     if source == "caption_extra":
         return _CAPTION.get(label, (None, "unknown learner: not proven"))
     if source.startswith("jlq17"):
@@ -116,6 +135,19 @@ def _cells(source: str, df: pd.DataFrame) -> list[tuple[dict[str, Any], Any, pd.
             out.append(({"cell": f"contest {c}, k={k}", "n": int(m), "k": int(k), "delta": CAPTION_DELTA,
                          "model": "categorical {0,1/2,1}, K_inf on [0,1]"},
                         lambda c=c, m=m, k=k: top_m_contest(str(c), int(m), int(k)), g))
+    elif source == "proven_stopping":
+        for cell, g in df.groupby("cell", sort=False):
+            cell = str(cell)
+            if cell.startswith("contest "):  # "contest 512, top 50" is caption_extra's cell "contest 512, k=1"
+                c, m = cell.split(",")[0].split()[1], int(g["n"].iloc[0])
+                name = f"contest {c}, k=1" if m == CAPTION_TOP_M else f"contest {c} (top {m}), k=1"
+                out.append(({"cell": name, "n": m, "k": 1, "delta": proven_stopping.DELTA,
+                             "model": "categorical {0,1/2,1}, K_inf on [0,1]"},
+                            lambda c=c, m=m: top_m_contest(c, m, 1), g))
+            else:
+                n = int(g["n"].iloc[0])
+                out.append(({"cell": cell, "n": n, "k": 1, "delta": proven_stopping.DELTA, "model": "Bernoulli"},
+                            lambda n=n: proven_stopping.bernoulli_instance(n), g))
     elif source.startswith("jlq17"):
         for (inst, klab, n, k), g in df.groupby(["instance", "K", "N", "k"], sort=False):
             if inst not in JLQ17_INSTANCES:
@@ -138,7 +170,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
     learner's mean samples over it; cells with more than ``max_arms`` arms are skipped (a row says so)."""
     src, why = _source_dir(ctx, settings)
     rows = []
-    for source in SOURCES:
+    for source in SOURCES + tuple(s for s in OPTIONAL_SOURCES if (src / f"{s}.csv").is_file()):
         df = pd.read_csv(src / f"{source}.csv")
         for cell, build, g in _cells(source, df):
             base = {"source": source, **cell}
@@ -149,12 +181,25 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
             sol = solve_characteristic_time(inst, cell["k"], rtol=settings["rtol"])
             bound = sample_lower_bound(sol.T_star, cell["delta"])
             finite = math.isfinite(bound)
+            ratings = cell["model"].startswith("categorical")
+            t_bern = (characteristic_time(Bernoulli(inst.means), cell["k"], rtol=settings["rtol"])
+                      if ratings or cell["model"] == "Bernoulli" else math.nan)
             for r in g.itertuples(index=False):
                 r = r._asdict()
                 version = str(r.get("version", ""))
                 mult, why_g = guarantee(source, r["algorithm"], version)
                 stopped = int(r["reps"]) - int(r["capped"])
                 mean = float(r["pulls_mean"])
+                stat = (str(r["statistic"]) if source == "proven_stopping" else
+                        CAPTION_STATISTIC.get(r["algorithm"], "") if source == "caption_extra" else "")
+                floor_stat = _FLOOR_STATISTIC.get(stat)
+                if mult and floor_stat is not None and finite and cell["k"] == 1 and (
+                        ratings or floor_stat == "Bernoulli"):
+                    t_stat = sol.T_star if floor_stat == "K_inf" else t_bern
+                    floor = proven_stopping.threshold_floor_samples(t_stat, cell["n"], cell["delta"], floor_stat,
+                                                                    sol.weights) / bound
+                else:
+                    floor = math.nan
                 # the delta the learner was given: caption_extra passes delta / error_per_delta (its
                 # ``delta_param`` column) so that every learner targets the cell's error probability
                 given = float(r["delta_param"]) if "delta_param" in r and pd.notna(r["delta_param"]) else cell["delta"]
@@ -164,11 +209,13 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
                     **base, "algorithm": r["algorithm"] + (f" ({version})" if version else ""),
                     "delta_correct": "proven" if mult else "not proven", "delta_proven": d_proven,
                     "guarantee": why_g, "reps": int(r["reps"]), "capped": int(r["capped"]),
-                    "errors_stopped": int(r["errors_stopped"]), "max_pulls": int(r["max_pulls"]),
+                    "errors_stopped": int(r["errors_stopped"]),
+                    "max_pulls": int(r["max_pulls"]) if pd.notna(r.get("max_pulls")) else pd.NA,
                     "error_consistent": bool(wilson_interval(int(r["errors_stopped"]), stopped)[0] <= cell["delta"])
                     if stopped else False,
                     "pulls_mean": mean, "T_star": sol.T_star, "T_star_rel_gap": sol.rel_gap,
-                    "T_star_method": sol.method, "lower_bound": bound,
+                    "T_star_method": sol.method, "lower_bound": bound, "statistic": stat, "T_star_Bern": t_bern,
+                    "floor_ratio": floor,
                     "ratio": mean / bound if int(r["capped"]) == 0 and finite else math.nan,
                     "ratio_at_least": mean / bound if finite else math.nan,
                     "ratio_proven": mean / bound_p if mult and int(r["capped"]) == 0 and finite else math.nan,
@@ -186,7 +233,8 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
 def _caption_cells(df: pd.DataFrame) -> tuple[list[str], list[str]]:
     """Caption cells where some learner stopped within the cap in every run with a delta-consistent error rate
     (the cells the goal counts), and the cells where some learner merely had every run stop."""
-    cap = df[(df["source"] == "caption_extra") & (df["algorithm"] != "-")]
+    cap = df[df["source"].isin(("caption_extra", "proven_stopping")) & df["cell"].str.startswith("contest")
+             & (df["algorithm"] != "-")]
     ok, any_stop = [], []
     for cell, g in cap.groupby("cell", sort=False):
         done = g[g["capped"] == 0]
@@ -203,7 +251,7 @@ def plot(df: pd.DataFrame) -> Figure:
     import matplotlib.pyplot as plt
 
     d = df[df["algorithm"] != "-"]
-    sources = [s for s in SOURCES if (d["source"] == s).any()]
+    sources = [s for s in SOURCES + OPTIONAL_SOURCES if (d["source"] == s).any()]
     fig, axes = plt.subplots(len(sources), 1, figsize=(13, 3.4 * len(sources)), squeeze=False)
     for ax, s in zip(axes[:, 0], sources, strict=True):
         g = d[d["source"] == s]
@@ -241,10 +289,12 @@ def assess(df: pd.DataFrame) -> Verdict:
     """Which proven delta-correct learner has ratio <= 2 (against the bound at the error rate it is proven to
     reach) on every caption cell where some learner stopped within the cap with a delta-consistent error rate."""
     ok_cells, any_stop = _caption_cells(df)
-    cap = df[(df["source"] == "caption_extra") & (df["algorithm"] != "-") & df["cell"].isin(ok_cells)]
+    cap = df[df["source"].isin(("caption_extra", "proven_stopping")) & (df["algorithm"] != "-")
+             & df["cell"].isin(ok_cells)]
     rows = []
     for lab, g in cap.groupby("algorithm", sort=False):
-        row: dict[str, Any] = {"learner": lab, "delta-correct": g["delta_correct"].iloc[0],
+        row: dict[str, Any] = {"learner": lab, "statistic": g["statistic"].iloc[0] if "statistic" in g else "",
+                               "delta-correct": g["delta_correct"].iloc[0],
                                "proven error": (f"{g['delta_proven'].iloc[0]:g}"
                                                 if g["delta_correct"].iloc[0] == "proven" else "-")}
         for c in ok_cells:
@@ -254,6 +304,9 @@ def assess(df: pd.DataFrame) -> Verdict:
             else:
                 r = a.iloc[0]
                 row[c] = f"{r['ratio']:.2f}" if r["capped"] == 0 else f">= {r['ratio_at_least']:.2f}"
+                fl = r.get("floor_ratio", math.nan)
+                if isinstance(fl, float) and math.isfinite(fl):
+                    row[c] += f" (floor {fl:.2f})"
         ratios = [g.loc[g["cell"] == c, "ratio"].iloc[0] if (g["cell"] == c).any() else math.inf for c in ok_cells]
         worst = max((x if not math.isnan(x) else math.inf) for x in ratios) if ratios else math.inf
         rp = [g.loc[g["cell"] == c, "ratio_proven"].iloc[0] if (g["cell"] == c).any() else math.inf for c in ok_cells]
@@ -266,7 +319,7 @@ def assess(df: pd.DataFrame) -> Verdict:
     passing = [r["learner"] for _, r in proven.iterrows()
                if isinstance(r["max ratio at proven error"], float) and r["max ratio at proven error"] <= RATIO_GOAL]
     some = [r["learner"] for _, r in proven.iterrows()
-            if any(isinstance(r[c], str) and not r[c].startswith((">", "-")) and float(r[c]) <= RATIO_GOAL
+            if any(isinstance(r[c], str) and not r[c].startswith((">", "-")) and float(r[c].split()[0]) <= RATIO_GOAL
                    for c in ok_cells)]
     best = table.loc[table["max ratio"].idxmin()] if len(table) else None
     best_p = proven.loc[pd.to_numeric(proven["max ratio at proven error"]).idxmin()] if len(proven) else None

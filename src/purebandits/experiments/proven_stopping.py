@@ -116,7 +116,8 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
                      if proven else math.nan)
             row = summary_row(res, cell=cell, n=n, algorithm=label, statistic=stat, threshold=thr,
                               proven=proven, T_star_Kinf=t_kinf if model == "categorical" else math.nan,
-                              T_star_Bern=t_bern, lower_bound=bound, floor_samples=floor)
+                              T_star_Bern=t_bern, lower_bound=bound, floor_samples=floor,
+                              max_pulls=settings["max_pulls"])
             capped = row["capped"] > 0
             row["ratio"] = math.nan if capped else row["pulls_mean"] / bound
             row["ratio_sem"] = math.nan if capped else row["pulls_sem"] / bound
