@@ -171,7 +171,7 @@ def test_null_stops_within_delta(cls, params):
 
 
 def test_threshold_floor_is_the_fixed_point():
-    from purebandits.experiments.proven_stopping import threshold_floor_samples
+    from purebandits.experiments.proven_glr import threshold_floor_samples
     from purebandits.glr_thresholds import gk16_threshold, kt_regret
 
     w = np.array([0.4, 0.3, 0.2, 0.1])

@@ -252,7 +252,7 @@ def test_experiment_names_a_missing_source(tmp_path):
 def test_experiment_puts_proven_stopping_beside_the_caption_learners(tmp_path):
     """proven_stopping.csv, when present, joins the contest cells with its statistic and its threshold's floor."""
     from purebandits.experiments.contests import top_m_contest
-    from purebandits.experiments.proven_stopping import threshold_floor_samples
+    from purebandits.experiments.proven_glr import threshold_floor_samples
 
     src = _small_sources(tmp_path)
     pd.DataFrame([

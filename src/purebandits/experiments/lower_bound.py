@@ -13,7 +13,7 @@ Nothing is simulated: the learners' results are read from those
 experiments' CSVs (``source_dir``) and each row's instance is rebuilt from its columns. When ``proven_stopping.csv``
 is there too, its proven GLR learners join the contest cells (and its Bernoulli cells are added), and every contest
 row says which statistic its stop uses, ``T*_Bern`` beside ``T*_Kinf``, and the floor of the best proven threshold
-for that statistic (:func:`purebandits.experiments.proven_stopping.threshold_floor_samples`).
+for that statistic (:func:`purebandits.experiments.proven_glr.threshold_floor_samples`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from purebandits.experiments import jlq17, jmnb14, proven_stopping
+from purebandits.experiments import jlq17, jmnb14, proven_glr
 from purebandits.experiments.base import Context, Experiment, Verdict
 from purebandits.experiments.contests import top_m_contest
 from purebandits.instances import Instance
@@ -85,7 +85,7 @@ _JLQ17_FAITHFUL = {
 def guarantee(source: str, label: str, version: str) -> tuple[float | None, str]:
     """The error bound (in units of delta; None if not proven) of a learner as the source experiment runs it."""
     if source == "proven_stopping":
-        proven = proven_stopping.LEARNERS.get(label, (None, None, None, None, False))[4]
+        proven = proven_glr.LEARNERS.get(label, (None, None, None, None, False))[4]
         return (1, "GLR stop with a proven threshold (docs/glr_stopping.md)") if proven else \
             (None, "practical threshold log((log t + 1)/delta): not proven")
     if source == "caption_extra":
@@ -141,13 +141,13 @@ def _cells(source: str, df: pd.DataFrame) -> list[tuple[dict[str, Any], Any, pd.
             if cell.startswith("contest "):  # "contest 512, top 50" is caption_extra's cell "contest 512, k=1"
                 c, m = cell.split(",")[0].split()[1], int(g["n"].iloc[0])
                 name = f"contest {c}, k=1" if m == CAPTION_TOP_M else f"contest {c} (top {m}), k=1"
-                out.append(({"cell": name, "n": m, "k": 1, "delta": proven_stopping.DELTA,
+                out.append(({"cell": name, "n": m, "k": 1, "delta": proven_glr.DELTA,
                              "model": "categorical {0,1/2,1}, K_inf on [0,1]"},
                             lambda c=c, m=m: top_m_contest(c, m, 1), g))
             else:
                 n = int(g["n"].iloc[0])
-                out.append(({"cell": cell, "n": n, "k": 1, "delta": proven_stopping.DELTA, "model": "Bernoulli"},
-                            lambda n=n: proven_stopping.bernoulli_instance(n), g))
+                out.append(({"cell": cell, "n": n, "k": 1, "delta": proven_glr.DELTA, "model": "Bernoulli"},
+                            lambda n=n: proven_glr.bernoulli_instance(n), g))
     elif source.startswith("jlq17"):
         for (inst, klab, n, k), g in df.groupby(["instance", "K", "N", "k"], sort=False):
             if inst not in JLQ17_INSTANCES:
@@ -196,7 +196,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
                 if mult and floor_stat is not None and finite and cell["k"] == 1 and (
                         ratings or floor_stat == "Bernoulli"):
                     t_stat = sol.T_star if floor_stat == "K_inf" else t_bern
-                    floor = proven_stopping.threshold_floor_samples(t_stat, cell["n"], cell["delta"], floor_stat,
+                    floor = proven_glr.threshold_floor_samples(t_stat, cell["n"], cell["delta"], floor_stat,
                                                                     sol.weights) / bound
                 else:
                     floor = math.nan

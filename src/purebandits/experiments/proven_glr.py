@@ -1,0 +1,56 @@
+"""What ``proven_stopping`` and ``lower_bound`` share: the proven GLR learners, the Bernoulli cells and the floor of
+a proven threshold (the samples a GLR stop needs with the optimal allocation)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import optimize
+
+from purebandits.glr_thresholds import gk16_threshold, kinf_kt_pair_threshold
+from purebandits.instances import Instance
+from purebandits.instances.rewards import Bernoulli
+
+DELTA = 0.01
+
+#: label -> (registry name, parameters, statistic, threshold name, proven?)
+LEARNERS: dict[str, tuple[str, dict[str, Any], str, str, bool]] = {
+    "Track-and-Stop, practical": ("track_and_stop", {"threshold": "practical"}, "Bernoulli", "log((log t+1)/delta)",
+                                  False),
+    "Track-and-Stop, GK16": ("track_and_stop", {"threshold": "theory"}, "Bernoulli", "gk16", True),
+    "Top-two EB-TC, GK16": ("top_two", {"threshold": "theory", "cost": "bernoulli"}, "Bernoulli", "gk16", True),
+    "Track-and-Stop, K_inf stop": ("track_and_stop", {"threshold": "theory", "stop": "kinf"}, "K_inf",
+                                   "kinf-kt-pairs", True),
+    "Track-and-Stop, K_inf weights and stop": ("track_and_stop", {"threshold": "theory", "stop": "kinf",
+                                                                  "weights": "kinf"}, "K_inf", "kinf-kt-pairs", True),
+}
+
+
+def bernoulli_instance(n: int) -> Instance:
+    """``n`` Bernoulli arms with means evenly spaced from 0.7 down to 0.2 (a unique best arm, gaps 0.5/(n-1))."""
+    return Instance(f"bernoulli-{n}", Bernoulli(np.linspace(0.7, 0.2, n)), k=1)
+
+
+def threshold_floor_samples(T_stat: float, n_arms: int, delta: float, statistic: str,
+                            weights: np.ndarray | None = None) -> float:
+    """The t with ``t = T_stat * beta(t)`` for the best proven threshold of ``statistic`` (k = 1).
+
+    Bernoulli: GK16's ``beta(t, delta)``. K_inf: every pair (best a, rival b) must pass its own
+    ``kinf_kt_pair_threshold(w_a t, w_b t)`` with the optimal proportions ``weights`` (all pairs' statistics grow
+    like ``t / T*`` there), so beta(t) is the largest of them.
+    """
+    if statistic == "Bernoulli":
+        beta = lambda t: gk16_threshold(t, n_arms, delta)  # noqa: E731
+    else:
+        if weights is None:
+            raise ValueError("the K_inf floor needs the optimal proportions (weights)")
+        w = np.asarray(weights, dtype=np.float64)
+        a = int(np.argmax(w))  # at k = 1 the best arm has the largest optimal proportion
+        rivals = np.delete(np.arange(w.size), a)
+        beta = lambda t: float(np.max(kinf_kt_pair_threshold(w[a] * t, w[rivals] * t, n_arms, delta)))  # noqa: E731
+    f = lambda t: t - T_stat * beta(t)  # noqa: E731  (increasing once t > T_stat)
+    hi = max(T_stat * 10.0, 10.0)
+    while f(hi) < 0:
+        hi *= 2.0
+    return float(optimize.brentq(f, 1.0, hi, xtol=1e-6 * hi)) if f(1.0) < 0 else 1.0
