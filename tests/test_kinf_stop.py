@@ -212,3 +212,13 @@ def test_proven_stopping_end_to_end(tmp_path):
     assert verdict["status"] in ("holds", "partly", "does not hold")
     assert "contest 512, top 8:" in verdict["summary"] and "Bernoulli, 4 arms:" in verdict["summary"]
     assert (tmp_path / "proven_stopping.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("module", ["purebandits.kinf_glr", "purebandits.algorithms._kinf_stop",
+                                    "purebandits.experiments.proven_glr"])
+def test_imports_first_in_a_fresh_interpreter(module):
+    """The K_inf modules sit between the learners and the thresholds: each imports alone (no import cycle)."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", f"import {module}"], check=True, capture_output=True, timeout=120)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from purebandits import glr_thresholds
+import purebandits.glr_thresholds as glr_thresholds
 from purebandits.lower_bound import _CategoricalModel
 
 __all__ = [
