@@ -222,3 +222,21 @@ def test_imports_first_in_a_fresh_interpreter(module):
     import sys
 
     subprocess.run([sys.executable, "-c", f"import {module}"], check=True, capture_output=True, timeout=120)
+
+
+def test_the_weakest_of_many_tied_pairs_keeps_less_of_the_statistic():
+    """One rival: the drawn statistic stays near t / T* (its noise averages out over draws); twenty rivals tied
+    with each other: the smallest of twenty noisy statistics is well below it (the gap floors do not see)."""
+    from purebandits.experiments.proven_glr import min_pair_shortfall
+    from purebandits.lower_bound import solve_characteristic_time
+
+    v = np.array([0.0, 1.0])
+    one = np.array([[0.4, 0.6], [0.5, 0.5]])
+    many = np.vstack([[0.4, 0.6]] + [[0.5, 0.5]] * 20)
+    out = []
+    for P in (one, many):
+        sol = solve_characteristic_time(Categorical(P, v), 1)
+        t = 200 * sol.T_star  # t / T* = 200: the statistic's sd, about sqrt(2 * 200) = 20, is 10 % of it
+        out.append(min_pair_shortfall(P, v, sol.weights, sol.T_star, t, draws=40, seed=1))
+    assert out[0] == pytest.approx(1.0, abs=0.08)  # 40 draws: the mean's sd is about 0.1 / sqrt(40)
+    assert out[1] < out[0] - 0.1  # the expected minimum of 20 such statistics is about 1.9 sd below the mean

@@ -54,3 +54,27 @@ def threshold_floor_samples(T_stat: float, n_arms: int, delta: float, statistic:
     while f(hi) < 0:
         hi *= 2.0
     return float(optimize.brentq(f, 1.0, hi, xtol=1e-6 * hi)) if f(1.0) < 0 else 1.0
+
+
+def min_pair_shortfall(probabilities: np.ndarray, values: np.ndarray, weights: np.ndarray, T_star: float, t: float,
+                       draws: int = 20, seed: int = 0) -> float:
+    """Mean over ``draws`` seeded samples of ``min_b Z_ab`` at the optimal allocation ``w* t``, over ``t / T*``.
+
+    Without noise every pair's K_inf GLR statistic at ``w* t`` answers equals ``t / T*`` (the allocation equalises
+    them), so a stop would come at the floor. With each arm's answers drawn (multinomial), each ``Z_ab`` fluctuates
+    around it and the stop needs the *smallest* of the ``n - 1`` to pass the threshold: this ratio (below 1) is how
+    much of the first-order statistic the weakest pair keeps, the main reason a GLR stop sits above its floor when
+    many rivals are nearly tied with the best arm (all constraints active). k = 1.
+    """
+    from purebandits.kinf_glr import kinf_pair_cost
+
+    P = np.asarray(probabilities, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    a = int(np.argmax(w))
+    rng = np.random.default_rng(seed)
+    mins = []
+    for _ in range(draws):
+        C = np.array([rng.multinomial(max(int(round(t * w[i])), 1), P[i]) for i in range(P.shape[0])], float)
+        rivals = np.delete(np.arange(P.shape[0]), a)
+        mins.append(float(kinf_pair_cost(np.repeat(C[a:a + 1], rivals.size, 0), C[rivals], values).min()))
+    return float(np.mean(mins)) / (t / T_star)
