@@ -190,7 +190,7 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
                 mult, why_g = guarantee(source, r["algorithm"], version)
                 stopped = int(r["reps"]) - int(r["capped"])
                 mean = float(r["pulls_mean"])
-                stat = (str(r["statistic"]) if source == "proven_stopping" else
+                stat = (f"{r['statistic']} GLR" if source == "proven_stopping" else
                         CAPTION_STATISTIC.get(r["algorithm"], "") if source == "caption_extra" else "")
                 floor_stat = _FLOOR_STATISTIC.get(stat)
                 if mult and floor_stat is not None and finite and cell["k"] == 1 and (

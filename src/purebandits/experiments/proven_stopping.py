@@ -99,14 +99,20 @@ def plot(df: pd.DataFrame) -> Figure:
         g = df[df["cell"] == cell]
         for _, r in g.iterrows():
             i = labels.index(r["algorithm"])
-            ax.bar(i, r["ratio"], yerr=2 * r["ratio_sem"], color=f"C{i}", alpha=1.0 if r["proven"] else 0.45,
-                   label=r["algorithm"])
+            if r["capped"] > 0:  # capped runs counted at the cap: the ratio is at least this (hatched, labelled)
+                low = r["pulls_mean"] / r["lower_bound"]
+                ax.bar(i, low, color="none", edgecolor=f"C{i}", hatch="//", label=r["algorithm"])
+                ax.text(i, low, f">= {low:.1f}\n{int(r['capped'])} of {int(r['reps'])}\ncapped", ha="center",
+                        va="bottom", fontsize=6)
+            else:
+                ax.bar(i, r["ratio"], yerr=2 * r["ratio_sem"], color=f"C{i}", alpha=1.0 if r["proven"] else 0.45,
+                       label=r["algorithm"])
             if r["proven"]:
                 ax.plot([i - 0.4, i + 0.4], [r["floor_ratio"]] * 2, color="k", lw=2)
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
         ax.set_xticks([])
         ax.set_title(cell, fontsize=9)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.15)  # room for the capped bars' labels
     axes[0][0].set_ylabel("mean samples / (T* kl(δ, 1-δ))")
     handles, names = [], []
     for ax in axes[0]:
@@ -116,7 +122,8 @@ def plot(df: pd.DataFrame) -> Figure:
                 names.append(lab)
     fig.legend(handles, names, loc="lower center", ncol=3, fontsize=7)
     fig.suptitle(f"Proven GLR stops against the lower bound at delta = {DELTA} (black tick: the floor of the best "
-                 "proven threshold for the learner's statistic; pale: not proven)", fontsize=9)
+                 "proven threshold for the learner's statistic; pale: not proven; hatched: some runs capped, ratio "
+                 "at least)", fontsize=9)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
 
