@@ -43,12 +43,32 @@ def kt_beta(t: int, n_items: int, delta: float, k: int = 1) -> float:
     return math.log(k * (n_items - k) / delta) + math.log(1 + t / 2) + 2 * math.log(2)
 
 
+def kt_pair_beta(n_a: int, n_b: int, n_items: int, delta: float, k: int = 1) -> float:
+    """log(k (K - k) / delta) plus each item's exact betting regret log(sqrt(pi) Gamma(N + 1) / Gamma(N + 1/2))."""
+    def regret(n: int) -> float:
+        return 0.5 * math.log(math.pi) + math.lgamma(n + 1) - math.lgamma(n + 0.5)
+    return math.log(k * (n_items - k) / delta) + regret(n_a) + regret(n_b)
+
+
 # ---------------------------------------------------------------------------- hand-checked cases
+def test_the_default_threshold_is_each_pairs_own():
+    """kinf-kt-pairs (the default, and the learners' K_inf stop): the pair against log(1/delta) plus its two items'
+    exact regrets, 6.857 here, below the t-form's 7.123; 16 vs 3 ones of 30 (Z = 6.980) passes it, not the t-form."""
+    counts = [[14, 16], [27, 3]]
+    cert = certify(counts, [0.0, 1.0], 0.1)
+    assert cert.threshold == "kinf-kt-pairs" and cert.holds
+    row = cert.rivals[0]
+    assert row.beta == pytest.approx(kt_pair_beta(30, 30, 2, 0.1), rel=1e-12) == pytest.approx(6.857, abs=1e-3)
+    assert row.beta < kt_beta(60, 2, 0.1)
+    assert row.z == pytest.approx(bernoulli_z(16, 30, 3, 30), rel=1e-7) and row.z > row.beta
+    assert not certify(counts, [0.0, 1.0], 0.1, threshold="kinf-kt").holds
+
+
 @pytest.mark.parametrize("ones_a, ones_b, holds", [(19, 5, True), (16, 3, False)])
 def test_two_items_just_above_and_below_beta(ones_a, ones_b, holds):
     """30 answers each on {0, 1}: 19 vs 5 ones gives Z = 7.149 > beta = 7.123; 16 vs 3 gives Z = 6.980 < beta."""
     counts = [[30 - ones_a, ones_a], [30 - ones_b, ones_b]]
-    cert = certify(counts, [0.0, 1.0], 0.1)
+    cert = certify(counts, [0.0, 1.0], 0.1, threshold="kinf-kt")
     z, beta = bernoulli_z(ones_a, 30, ones_b, 30), kt_beta(60, 2, 0.1)
     assert abs(z - beta) < 0.15 and (z > beta) == holds  # the case is as close as described
     assert cert.beta == pytest.approx(beta, rel=1e-12)
@@ -85,7 +105,7 @@ def test_recommendation_not_the_empirical_best_does_not_hold():
 
 def test_top_k_pairs_and_an_item_without_answers():
     counts = [[0, 0, 90], [0, 10, 80], [90, 0, 0], [0, 0, 0]]
-    cert = certify(counts, RATINGS, 0.05, k=2, items=["a", "b", "c", "silent"])
+    cert = certify(counts, RATINGS, 0.05, k=2, items=["a", "b", "c", "silent"], threshold="kinf-kt")
     assert cert.recommendation == (0, 1) and cert.n_rivals == 4 and not cert.holds
     assert cert.beta == pytest.approx(kt_beta(270, 4, 0.05, k=2))
     assert {r.rival_name for r in cert.rivals[:2]} == {"silent"} and cert.rivals[0].z == 0.0
@@ -262,10 +282,10 @@ def test_api_needs_the_owner_token_and_uses_the_asked_delta(tmp_path, contest):
     assert {"holds", "recommendation", "recommendation_names", "recommendation_items", "t", "delta", "k",
             "threshold", "beta", "statistic", "z_min", "rivals", "n_rivals", "reasons", "explanation",
             "delta_source", "pooled", "experiment_id"} <= set(body)
-    assert body["statistic"] == "K_inf GLR" and body["threshold"] == "kinf-kt" and body["k"] == 1
+    assert body["statistic"] == "K_inf GLR" and body["threshold"] == "kinf-kt-pairs" and body["k"] == 1
     assert len(body["rivals"]) == 1 and body["n_rivals"] == 3 and body["rivals"][0]["rival_name"] == "-minus"
     assert set(body["rivals"][0]) == {"item", "item_name", "rival", "rival_name", "mean_item", "mean_rival",
-                                      "n_item", "n_rival", "z", "margin", "defeated"}
+                                      "n_item", "n_rival", "z", "beta", "margin", "defeated"}
     assert body["recommendation_items"] == [{"arm": body["recommendation"][0], "id": "best", "text": "caption best"}]
 
     # KL-RandLUCB errs at most 2 delta: it runs with delta 0.01 when 0.02 is asked; the certificate uses 0.02
@@ -276,5 +296,5 @@ def test_api_needs_the_owner_token_and_uses_the_asked_delta(tmp_path, contest):
     answer(client, eid2, {"i0": ["funny"], "i1": ["unfunny"], "i2": ["unfunny"]})
     body = client.get(f"/api/experiments/{eid2}/certificate", headers=auth2).json()
     assert body["delta"] == 0.02 and "KLRandLUCB" in body["delta_source"]
-    assert body["beta"] == pytest.approx(kt_beta(body["t"], 3, 0.02))
+    assert body["beta"] == pytest.approx(kt_pair_beta(1, 1, 3, 0.02))  # one answer per item
     assert client.get(f"/api/experiments/{eid2}/certificate", headers=auth).status_code in (401, 403)

@@ -3,8 +3,9 @@
 :func:`certify` takes per-item label counts (how often each item got each reward value) and recomputes, for every
 pair (a recommended item a, a rival b outside the recommendation), the K_inf GLR statistic ``Z_ab`` of
 :mod:`purebandits.kinf_glr`, and compares it with a threshold ``beta(t, delta)`` proven for that statistic
-(default :func:`purebandits.glr_thresholds.kinf_kt_threshold`). The certificate *holds* when the recommendation is
-the empirical top k and every rival is defeated (``min Z_ab > beta``).
+(default ``"kinf-kt-pairs"``: each pair against its own :func:`purebandits.glr_thresholds.kinf_kt_pair_threshold`,
+the sharpest proven one, and the one the learners' ``stop="kinf"`` uses, so a learner's stop certifies). The
+certificate *holds* when the recommendation is the empirical top k and every rival is defeated (``Z_ab > beta_ab``).
 
 Why this is a certificate: the thresholds are time-uniform, valid whatever the sampling rule and at any stopping
 time, for any rewards in [0, 1]. A wrong recommendation that passes needs a pair (a, b) with true means
@@ -33,14 +34,18 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from purebandits.bounds import kl_bernoulli
-from purebandits.glr_thresholds import THRESHOLDS
+from purebandits.glr_thresholds import THRESHOLDS, kinf_kt_pair_threshold
 from purebandits.kinf_glr import empirical_top, kinf_pair_cost, kinf_pair_upper
 
 __all__ = ["Certificate", "RivalRow", "certify", "KINF_THRESHOLDS", "STATISTIC"]
 
 STATISTIC = "K_inf GLR"
-#: the thresholds of :data:`purebandits.glr_thresholds.THRESHOLDS` proven for the K_inf GLR statistic
-KINF_THRESHOLDS = tuple(name for name, (_fn, proven) in THRESHOLDS.items() if proven.startswith(STATISTIC))
+#: each pair against its own threshold (:func:`purebandits.glr_thresholds.kinf_kt_pair_threshold`)
+PAIR_THRESHOLD = "kinf-kt-pairs"
+#: the thresholds proven for the K_inf GLR statistic: the per-pair one and those of
+#: :data:`purebandits.glr_thresholds.THRESHOLDS`
+KINF_THRESHOLDS = (PAIR_THRESHOLD, *(name for name, (_fn, proven) in THRESHOLDS.items()
+                                     if proven.startswith(STATISTIC)))
 #: relative slack under which a bound is too close to beta to decide a pair: the exact Z decides it
 _BOUND_SLACK = 1e-9
 
@@ -49,7 +54,8 @@ _BOUND_SLACK = 1e-9
 class RivalRow:
     """One pair of the certificate: recommended item a against rival b.
 
-    ``z`` is ``Z_ab`` (None where only its bounds were needed to decide ``defeated``), ``margin = z - beta``;
+    ``z`` is ``Z_ab`` (None where only its bounds were needed to decide ``defeated``), ``beta`` the pair's threshold,
+    ``margin = z - beta``;
     ``mean_*`` is None for an item without answers (it cannot be defeated).
     """
 
@@ -62,6 +68,7 @@ class RivalRow:
     n_item: int
     n_rival: int
     z: float | None
+    beta: float
     margin: float | None
     defeated: bool
 
@@ -69,16 +76,18 @@ class RivalRow:
         """The row as JSON-ready values."""
         return {"item": self.item, "item_name": self.item_name, "rival": self.rival, "rival_name": self.rival_name,
                 "mean_item": self.mean_item, "mean_rival": self.mean_rival, "n_item": self.n_item,
-                "n_rival": self.n_rival, "z": self.z, "margin": self.margin, "defeated": self.defeated}
+                "n_rival": self.n_rival, "z": self.z, "beta": self.beta, "margin": self.margin,
+                "defeated": self.defeated}
 
 
 @dataclass(frozen=True)
 class Certificate:
     """Whether ``recommendation`` holds at error probability ``delta``, with the evidence.
 
-    ``rivals`` are all ``k (K - k)`` pairs, the weakest first (smallest Z; those with ``z`` None come after the
-    exactly computed ones, in order of an upper bound of their Z). ``z_min`` is the statistic
-    ``Z = min Z_ab``, ``reasons`` why it does not hold (empty when it holds).
+    ``rivals`` are all ``k (K - k)`` pairs, the weakest first (smallest margin ``Z_ab - beta_ab``; those with ``z``
+    None come after the exactly computed ones, in order of an upper bound of their margin). ``z_min`` and ``beta`` are
+    the weakest pair's statistic and threshold (with one threshold for every pair, ``z_min = min Z_ab``);
+    ``reasons`` why it does not hold (empty when it holds).
     """
 
     recommendation: tuple[int, ...]
@@ -170,7 +179,7 @@ def _bernoulli_lower(ma: np.ndarray, na: np.ndarray, mb: np.ndarray, nb: np.ndar
     return out
 
 
-def _pair_statistics(C: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray, beta: float,
+def _pair_statistics(C: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray, beta: np.ndarray,
                      exact_rivals: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(Z_ab where computed else nan, defeated ``Z_ab > beta`` exactly, order key (Z or its upper bound)) per pair.
 
@@ -185,12 +194,13 @@ def _pair_statistics(C: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray,
     means = (C @ v) / np.maximum(N, 1.0)
     upper, _ = kinf_pair_upper(C[a], C[b], v)
     lower = _bernoulli_lower(means[a], N[a], means[b], N[b])
-    # the w smallest Z lie among the pairs whose lower bound is at most the w-th smallest upper bound
+    # the w smallest margins Z - beta lie among the pairs whose lower margin is at most the w-th smallest upper one
     w = max(int(exact_rivals), 1)
-    cut = np.partition(upper, w - 1)[w - 1]
-    todo = lower <= cut * (1.0 + _BOUND_SLACK) + _BOUND_SLACK
+    slack = _BOUND_SLACK * (1.0 + np.abs(beta))
+    cut = np.partition(upper - beta, w - 1)[w - 1]
+    todo = lower - beta <= cut + slack
     # and a pair whose bounds straddle beta needs its Z to be decided
-    todo |= (lower <= beta * (1.0 + _BOUND_SLACK) + _BOUND_SLACK) & (upper > beta * (1.0 - _BOUND_SLACK))
+    todo |= (lower <= beta + slack) & (upper > beta - slack)
     idx = np.flatnonzero(todo)
     z[idx] = kinf_pair_cost(C[a[idx]], C[b[idx]], v)
     defeated = np.where(np.isnan(z), lower > beta, z > beta)
@@ -204,7 +214,7 @@ def _fmt_items(idx: Sequence[int], names: list[str], limit: int = 5) -> str:
 
 
 def certify(label_counts: ArrayLike, values: ArrayLike, delta: float, *, k: int = 1,
-            recommendation: Sequence[int | str] | None = None, threshold: str = "kinf-kt",
+            recommendation: Sequence[int | str] | None = None, threshold: str = PAIR_THRESHOLD,
             items: Sequence[str] | None = None, exact_rivals: int | None = None) -> Certificate:
     """Check that ``recommendation`` (default: the empirical top k) is the top k at error probability ``delta``.
 
@@ -213,7 +223,8 @@ def certify(label_counts: ArrayLike, values: ArrayLike, delta: float, *, k: int 
     ``recommendation`` by item indices or, with ``items`` (one name per item), names. ``threshold``: one of
     :data:`KINF_THRESHOLDS`. ``exact_rivals``: compute Z exactly for this many weakest rivals (all if None); the
     verdict is exact either way. The certificate holds iff every item has answers, the recommendation is the
-    empirical top k and every ``Z_ab > beta(t, delta)`` (see the module docstring for the guarantee).
+    empirical top k and every ``Z_ab > beta_ab`` (see the module docstring for the guarantee); ``beta_ab`` is the
+    pair's own threshold with ``"kinf-kt-pairs"``, else ``beta(t, delta)`` for every pair.
 
     Bad input (negative or fractional counts, values outside [0, 1], delta outside (0, 1), k outside
     [1, n_items), an unknown threshold or item, no answers at all) raises ValueError.
@@ -231,22 +242,24 @@ def certify(label_counts: ArrayLike, values: ArrayLike, delta: float, *, k: int 
     means = np.where(answered, (C @ v) / np.where(answered, N, 1.0), np.nan)
     top = empirical_top(np.where(answered, means, -np.inf), k)
     rec = top if recommendation is None else _resolve(recommendation, names, k)
-    beta = float(THRESHOLDS[threshold][0](t, n_items, float(delta), k))
-
     rest = np.setdiff1d(np.arange(n_items), rec)
     a, b = np.repeat(rec, rest.size), np.tile(rest, rec.size)
+    if threshold == PAIR_THRESHOLD:
+        beta = np.asarray(kinf_kt_pair_threshold(N[a], N[b], n_items, float(delta), k), dtype=np.float64)
+    else:
+        beta = np.full(a.size, float(THRESHOLDS[threshold][0](t, n_items, float(delta), k)))
     z, defeated, key = _pair_statistics(C, v, a, b, beta, exact_rivals)
-    order = np.lexsort((b, a, key, np.isnan(z)))  # exact rows first, weakest first
+    order = np.lexsort((b, a, key - beta, np.isnan(z)))  # exact rows first, weakest (smallest margin) first
 
     def mean_of(i: int) -> float | None:
         return float(means[i]) if answered[i] else None
 
     rows = tuple(RivalRow(item=int(a[i]), rival=int(b[i]), item_name=names[a[i]], rival_name=names[b[i]],
                           mean_item=mean_of(a[i]), mean_rival=mean_of(b[i]), n_item=int(N[a[i]]), n_rival=int(N[b[i]]),
-                          z=None if np.isnan(z[i]) else float(z[i]),
-                          margin=None if np.isnan(z[i]) else float(z[i] - beta), defeated=bool(defeated[i]))
+                          z=None if np.isnan(z[i]) else float(z[i]), beta=float(beta[i]),
+                          margin=None if np.isnan(z[i]) else float(z[i] - beta[i]), defeated=bool(defeated[i]))
                  for i in order)
-    z_min = float(np.nanmin(z))
+    z_min = rows[0].z if rows[0].z is not None else float(np.nanmin(z))  # the weakest pair's Z
 
     reasons = []
     silent = np.flatnonzero(~answered)
@@ -261,12 +274,13 @@ def certify(label_counts: ArrayLike, values: ArrayLike, delta: float, *, k: int 
     if n_def < a.size:
         weakest = rows[0]
         reasons.append(f"{a.size - n_def} of {a.size} rivals are not defeated: the weakest, {weakest.rival_name!r} "
-                       f"against {weakest.item_name!r}, has Z = {z_min:.3f} <= beta = {beta:.3f}")
+                       f"against {weakest.item_name!r}, has Z = {weakest.z if weakest.z is not None else z_min:.3f} "
+                       f"<= beta = {weakest.beta:.3f}")
     holds = not reasons
     cert = Certificate(
         recommendation=tuple(int(i) for i in rec), recommendation_names=tuple(names[i] for i in rec),
         empirical_top=tuple(int(i) for i in top), t=t, n_items=n_items, delta=float(delta), k=k,
-        threshold=threshold, beta=beta, statistic=STATISTIC, z_min=z_min, rivals=rows, n_defeated=n_def,
+        threshold=threshold, beta=rows[0].beta, statistic=STATISTIC, z_min=z_min, rivals=rows, n_defeated=n_def,
         holds=holds, reasons=tuple(reasons), explanation="")
     return _with_explanation(cert)
 

@@ -61,8 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-items", type=int, metavar="N",
                         help="the experiment's number of items, counting those nobody answered (default: the "
                              "largest arm in the export + 1)")
-    parser.add_argument("--threshold", default="kinf-kt", metavar="NAME",
-                        help="a threshold proven for the K_inf GLR statistic: kinf-kt (default) or kinf-portfolio")
+    parser.add_argument("--threshold", default="kinf-kt-pairs", metavar="NAME",
+                        help="a threshold proven for the K_inf GLR statistic: kinf-kt-pairs (default: each pair its "
+                             "own, the one the learners' K_inf stop uses), kinf-kt or kinf-portfolio")
     parser.add_argument("--json", action="store_true", help="print the certificate as JSON, every rival included")
 
 
@@ -141,9 +142,9 @@ def format_certificate(cert: Certificate, source: str, shown: int = SHOWN_RIVALS
                     for i, name in zip(cert.recommendation, cert.recommendation_names, strict=True))
     lines.append(f"  recommendation: {rec}")
     lines.append(f"  {cert.t:,} answers on {cert.n_items:,} items; k = {cert.k}; delta = {cert.delta:g}")
-    lines.append(f"  threshold {cert.threshold}: beta = {cert.beta:.3f} (proven for the {cert.statistic} statistic "
-                 "on rewards in [0, 1], any sampling rule, any stopping time)")
-    lines.append(f"  Z = min over rivals of Z_ab = {cert.z_min:.3f}; rivals defeated (Z_ab > beta): "
+    lines.append(f"  threshold {cert.threshold}: beta = {cert.beta:.3f} for the weakest rival (proven for the "
+                 f"{cert.statistic} statistic on rewards in [0, 1], any sampling rule, any stopping time)")
+    lines.append(f"  weakest rival: Z_ab = {cert.z_min:.3f}; rivals defeated (Z_ab > beta_ab): "
                  f"{cert.n_defeated:,} of {cert.n_rivals:,}")
     lines.append("  weakest rivals:")
     head = ("item" if cert.k > 1 else "", "rival", "mean", "answers", "Z_ab", "Z_ab - beta", "defeated")
