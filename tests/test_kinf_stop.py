@@ -240,3 +240,25 @@ def test_the_weakest_of_many_tied_pairs_keeps_less_of_the_statistic():
         out.append(min_pair_shortfall(P, v, sol.weights, sol.T_star, t, draws=40, seed=1))
     assert out[0] == pytest.approx(1.0, abs=0.08)  # 40 draws: the mean's sd is about 0.1 / sqrt(40)
     assert out[1] < out[0] - 0.1  # the expected minimum of 20 such statistics is about 1.9 sd below the mean
+
+
+@pytest.mark.parametrize("lrn", [
+    TrackAndStop(0.05, threshold="theory", stop="kinf", weights="kinf"),
+    TopTwo(0.05, threshold="theory", stop="kinf", cost="bernoulli"),
+], ids=["tas-kinf-weights", "top-two"])
+def test_restricted_asks_pick_allowed_arms_and_still_stop_right(lrn):
+    """Each ask allows a random half of the arms (a participant's unseen captions): every pick is allowed, and the
+    K_inf stop, valid whatever the sampling, still ends on the best arm."""
+    inst = Categorical([[0.1, 0.2, 0.7], [0.5, 0.3, 0.2], [0.6, 0.3, 0.1], [0.7, 0.2, 0.1], [0.6, 0.2, 0.2],
+                        [0.5, 0.4, 0.1]])
+    stream = inst.stream(2)
+    rng = np.random.default_rng(8)
+    a = lrn.clone().start(6, seed=3)
+    while not a.done_ and a.t_ < 50_000:
+        mask = rng.random(6) < 0.5
+        if not mask.any():
+            continue
+        arm = a.ask(1, allowed=mask)[0]
+        assert mask[arm]
+        a.tell(arm, float(stream.draw(arm)))
+    assert a.done_ and a.final_ == [0]
