@@ -245,3 +245,38 @@ def test_error_guarantee_in_the_owners_terms() -> None:
     assert not contest.proven and "never stops" in contest.note
     with pytest.raises(ValueError, match="needs a Learner"):
         error_guarantee(None)
+
+
+def test_the_kinf_stop_is_forecast_from_its_own_model():
+    """stop="kinf": the plug-in t' = T*_Kinf(F_hat) beta(t') with each pair's threshold at w* t', minus t; F_hat the
+    add-1/2 estimates. Checked against the floor computed independently (proven_glr.threshold_floor_samples)."""
+    from purebandits.algorithms.track_and_stop import TrackAndStop
+    from purebandits.experiments.proven_glr import threshold_floor_samples
+    from purebandits.forecast import _shift_categorical, forecast_or_reason
+    from purebandits.instances.rewards import Categorical
+    from purebandits.kinf_glr import label_counts_from_moments
+    from purebandits.lower_bound import solve_characteristic_time
+
+    inst = Categorical([[0.2, 0.2, 0.6], [0.5, 0.3, 0.2], [0.6, 0.3, 0.1], [0.7, 0.2, 0.1]])
+    lrn = TrackAndStop(0.01, threshold="theory", stop="kinf").start(4, seed=1)
+    stream = inst.stream(1)
+    for _ in range(60):
+        arm = lrn.ask(1)[0]
+        lrn.tell(arm, float(stream.draw(arm)))
+    f = forecast_or_reason(lrn)
+    assert not isinstance(f, str) and f.low <= f.mid <= f.high and "K_inf" in f.method
+    v = np.array([0.0, 0.5, 1.0])
+    C = label_counts_from_moments(lrn.counts_, lrn.sums_, lrn.sumsq_, v) + 0.5
+    sol = solve_characteristic_time(Categorical(C, v), 1, rtol=1e-3)
+    hand = threshold_floor_samples(sol.T_star, 4, 0.01, "K_inf", sol.weights) - 60
+    assert abs(f.mid - hand) <= 1.0 + 1e-6 * hand  # whole answers by bisection against a continuous root
+    # the range's distributions: each mean moved to its target where the extreme ratings allow it
+    P = C / C.sum(axis=1, keepdims=True)
+    target = P @ v + np.array([0.05, -0.05, 0.0, -0.02])
+    assert np.allclose(_shift_categorical(P, v, target) @ v, target)
+    assert np.allclose(_shift_categorical(P, v, target).sum(axis=1), 1.0)
+
+    many = TrackAndStop(0.01, stop="kinf").start(300, seed=0)
+    for arm in range(300):
+        many.tell(many.ask(1)[0], 0.5 if arm % 2 else 1.0)
+    assert "linear program" in forecast_or_reason(many)

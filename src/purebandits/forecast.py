@@ -14,6 +14,8 @@ estimates are right** (the means the learner has measured are the true ones):
   item has (items already clear count 0). Range: the same with every mean moved one standard error
   (:func:`_standard_errors`) away from ``b`` (low) or towards it (high; by at most half the distance,
   since a mean within one standard error of ``b`` would ask for unboundedly many answers).
+* **The K_inf GLR stop** (``stop="kinf"``, up to :data:`KINF_FORECAST_MAX_ITEMS` items): the same plug-in with
+  T*_Kinf of the items' rating distributions and the threshold the stop uses (:func:`_kinf_forecast`).
 * **GLR stops** (:class:`~purebandits.algorithms.top_two.TopTwo`,
   :class:`~purebandits.algorithms.track_and_stop.TrackAndStop`: the statistic ``Z(t)`` against the
   threshold ``beta(t, delta)``). An allocation that matches the optimal proportions makes ``Z(t)``
@@ -342,18 +344,20 @@ def _glr_model(learner: Learner, means: np.ndarray) -> object:
     return Bernoulli(np.clip(means, _BERNOULLI_CLIP, 1.0 - _BERNOULLI_CLIP))
 
 
-def _glr_stop_time(t_star: float, n_arms: int, delta: float, threshold: str) -> float:
+def _glr_stop_time(t_star: float, n_arms: int, delta: float, threshold: str | Callable[[float], float]) -> float:
     """The smallest ``t' >= 1`` with ``t' >= T* beta(t', delta)`` (the plug-in stopping time), inf if T* is.
 
+    ``threshold`` names a :func:`~purebandits.bounds.glr_threshold` or is ``beta(t)`` itself.
     ``t - T* beta(t)`` is negative at 1 (beta > 0) and increasing once ``beta'(t) < 1/T*``, which holds from
-    ``t = T*`` on for both thresholds (beta' <= 1/t); bisection over whole answers between T* and a doubling
+    ``t = T*`` on for these thresholds (beta' <= 1/t); bisection over whole answers between T* and a doubling
     upper end.
     """
     if not math.isfinite(t_star):
         return math.inf
+    beta = threshold if callable(threshold) else (lambda t: float(glr_threshold(t, n_arms, delta, threshold)))
 
     def short(t: float) -> bool:
-        return t < t_star * float(glr_threshold(t, n_arms, delta, threshold))
+        return t < t_star * float(beta(t))
 
     lo = max(math.floor(t_star), 1)
     if not short(lo):
@@ -375,9 +379,8 @@ def _glr_stop_time(t_star: float, n_arms: int, delta: float, threshold: str) -> 
 def _glr_forecast(learner: Learner) -> Forecast | str:
     from purebandits.lower_bound import characteristic_time
 
-    if getattr(learner, "stop", "glr") != "glr":
-        return (f"no forecast for the {learner.stop} statistic (the plug-in needs that model's T*, a linear "
-                "program per draw on thousands of items; only the GLR of the means is forecast)")
+    if getattr(learner, "stop", "glr") == "kinf":
+        return _kinf_forecast(learner)
     threshold = str(getattr(learner, "threshold", ""))
     delta = float(learner.delta)
     n, t = learner.n_arms_, learner.n_pulls
@@ -407,6 +410,76 @@ def _glr_forecast(learner: Learner) -> Forecast | str:
               f"Garivier and Kaufmann 2016) minus the {t} answers so far; range: every mean moved one standard error "
               "away from (low) or towards (high, by at most half its distance) the midpoint between the two best "
               f"means; {_ASSUMPTION}")
+    return _ordered(low, mid, high, method)
+
+
+#: the K_inf forecast solves T*_Kinf's linear program three times: up to this many items (0.14 s each at 200)
+KINF_FORECAST_MAX_ITEMS = 200
+
+
+def _shift_categorical(P: np.ndarray, v: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Each row of ``P`` with its mean moved to ``target`` (as far as it can go) by moving mass between the lowest
+    and the highest value: the smallest change of the distribution that moves its mean."""
+    P = P.copy()
+    span = float(v[-1] - v[0])
+    move = (target - P @ v) / span
+    up = np.clip(move, 0.0, P[:, 0])
+    down = np.clip(-move, 0.0, P[:, -1])
+    P[:, 0] += down - up
+    P[:, -1] += up - down
+    return P
+
+
+def _kinf_forecast(learner: Learner) -> Forecast | str:
+    """The plug-in stopping time of the K_inf GLR stop (``stop="kinf"``): ``t' = T*_Kinf(F_hat) beta(t')`` with, for
+    the proven threshold, the largest pair threshold at the optimal proportions ``w* t'`` (every pair's statistic
+    grows like ``t / T*`` there), minus t. ``F_hat`` are the add-1/2 (Krichevsky-Trofimov) estimates of each item's
+    rating distribution; the range moves every mean one standard error as for the other rules, by moving mass
+    between the lowest and highest rating."""
+    from purebandits.glr_thresholds import kinf_kt_pair_threshold
+    from purebandits.instances.rewards import Categorical
+    from purebandits.kinf_glr import label_counts_from_moments
+    from purebandits.lower_bound import solve_characteristic_time
+
+    n, t, delta = learner.n_arms_, learner.n_pulls, float(learner.delta)
+    if n > KINF_FORECAST_MAX_ITEMS:
+        return (f"no forecast for the K_inf statistic on {n} items: its T* is a linear program, solved here up to "
+                f"{KINF_FORECAST_MAX_ITEMS} items")
+    v = np.asarray(learner.support, dtype=np.float64)
+    C = label_counts_from_moments(learner.counts_, learner.sums_, learner.sumsq_, v) + 0.5
+    P = C / C.sum(axis=1, keepdims=True)
+    theory = learner.threshold == "theory"
+
+    def remaining(Q: np.ndarray) -> float:
+        sol = solve_characteristic_time(Categorical(Q, v), 1, rtol=1e-3)
+        if not math.isfinite(sol.T_star):
+            return math.inf
+        w = sol.weights
+        a = int(np.argmax(Q @ v))
+        rivals = np.delete(np.arange(n), a)
+        if theory:
+            def beta(s: float) -> float:
+                return float(np.max(kinf_kt_pair_threshold(w[a] * s, w[rivals] * s, n, delta)))
+        else:
+            def beta(s: float) -> float:
+                return float(glr_threshold(s, n, delta, "practical"))
+        return _glr_stop_time(sol.T_star, n, delta, beta) - t
+
+    means = P @ v
+    mid = remaining(P)
+    if not math.isfinite(mid):
+        return "the two best estimates are equal: if they stayed so, no number of answers would decide"
+    best = np.zeros(n, dtype=np.bool_)
+    topk_fill(means, 1, best)
+    boundary = 0.5 * (float(means[best][0]) + float(means[~best].max()))
+    low_means, high_means = _shifted_means(learner, means, best, boundary)
+    low, high = remaining(_shift_categorical(P, v, low_means)), remaining(_shift_categorical(P, v, high_means))
+    thr = ("each pair's proven Krichevsky-Trofimov threshold at the optimal proportions" if theory
+           else "the practical threshold log((log t + 1)/delta)")
+    method = (f"the plug-in stopping time t' = T*_Kinf x beta(t') of the K_inf GLR stop ({thr}; T* of the items' "
+              f"rating distributions, add-1/2 estimates) minus the {t} answers so far; range: every mean moved one "
+              "standard error away from (low) or towards (high, by at most half its distance) the midpoint between "
+              f"the two best means; {_ASSUMPTION}")
     return _ordered(low, mid, high, method)
 
 
