@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from scipy import optimize, special, stats
 
 from purebandits.bounds import glr_pair_cost
-from purebandits.glr_thresholds import kinf_kt_threshold, kinf_portfolio_threshold, kt_regret
+from purebandits.glr_thresholds import kinf_kt_pair_threshold, kinf_kt_threshold, kinf_portfolio_threshold, kt_regret
 from purebandits.kinf_glr import (
     empirical_top,
     kinf_glr_statistic,
@@ -357,6 +357,22 @@ def test_validity_at_equal_means(name, p, v, seed):
 def test_validity_at_equal_means_kt(name, p, v, seed):
     """The sharper kinf_kt_threshold passes the same ever-stop check (at most delta's binomial quantile)."""
     ever, rec0, rec1, _ = null_stop_counts(np.array(p), v, seed=seed, beta_fn=kinf_kt_threshold)
+    assert ever <= _limit(), (name, ever, _limit())
+    assert ever == rec0 + rec1
+
+
+def _round_robin_pair_threshold(t, n, delta, k=1):
+    """kinf_kt_pair_threshold under null_stop_counts' round-robin: arm 0 has ceil(t/2) answers, arm 1 floor(t/2)."""
+    return kinf_kt_pair_threshold(math.ceil(t / 2), t // 2, n, delta, k)
+
+
+@pytest.mark.parametrize("name,p,v,seed", [
+    ("categorical (0.3, 0.3, 0.4) on {0, 1/2, 1}", [0.3, 0.3, 0.4], V3, 3831),
+    ("Bernoulli(0.5) on {0, 1}", [0.5, 0.5], V2, 3833),
+])
+def test_validity_at_equal_means_per_pair(name, p, v, seed):
+    """Each pair against its own threshold (the learners' and the certificate's default) passes the check too."""
+    ever, rec0, rec1, _ = null_stop_counts(np.array(p), v, seed=seed, beta_fn=_round_robin_pair_threshold)
     assert ever <= _limit(), (name, ever, _limit())
     assert ever == rec0 + rec1
 
