@@ -339,40 +339,25 @@ def test_skipping_is_exact():
     assert skip[3] < R * (T - 1) / 3
 
 
-@pytest.mark.parametrize("name,p,v,seed", [
-    ("categorical (0.3, 0.3, 0.4) on {0, 1/2, 1}", [0.3, 0.3, 0.4], V3, 3811),
-    ("categorical (0.1, 0.8, 0.1) on {0, 1/2, 1}", [0.1, 0.8, 0.1], V3, 3812),
-    ("Bernoulli(0.5) on {0, 1}", [0.5, 0.5], V2, 3813),
-])
-def test_validity_at_equal_means(name, p, v, seed):
-    ever, rec0, rec1, _ = null_stop_counts(np.array(p), v, seed=seed)
-    assert ever <= _limit(), (name, ever, _limit())
-    assert ever == rec0 + rec1
-
-
-@pytest.mark.parametrize("name,p,v,seed", [
-    ("categorical (0.3, 0.3, 0.4) on {0, 1/2, 1}", [0.3, 0.3, 0.4], V3, 3821),
-    ("Bernoulli(0.5) on {0, 1}", [0.5, 0.5], V2, 3823),
-])
-def test_validity_at_equal_means_kt(name, p, v, seed):
-    """The sharper kinf_kt_threshold passes the same ever-stop check (at most delta's binomial quantile)."""
-    ever, rec0, rec1, _ = null_stop_counts(np.array(p), v, seed=seed, beta_fn=kinf_kt_threshold)
-    assert ever <= _limit(), (name, ever, _limit())
-    assert ever == rec0 + rec1
-
-
 def _round_robin_pair_threshold(t, n, delta, k=1):
     """kinf_kt_pair_threshold under null_stop_counts' round-robin: arm 0 has ceil(t/2) answers, arm 1 floor(t/2)."""
     return kinf_kt_pair_threshold(math.ceil(t / 2), t // 2, n, delta, k)
 
 
-@pytest.mark.parametrize("name,p,v,seed", [
-    ("categorical (0.3, 0.3, 0.4) on {0, 1/2, 1}", [0.3, 0.3, 0.4], V3, 3831),
-    ("Bernoulli(0.5) on {0, 1}", [0.5, 0.5], V2, 3833),
-])
-def test_validity_at_equal_means_per_pair(name, p, v, seed):
-    """Each pair against its own threshold (the learners' and the certificate's default) passes the check too."""
-    ever, rec0, rec1, _ = null_stop_counts(np.array(p), v, seed=seed, beta_fn=_round_robin_pair_threshold)
+CAT, CAT2, BERN = ("categorical (0.3, 0.3, 0.4) on {0, 1/2, 1}", [0.3, 0.3, 0.4], V3), \
+    ("categorical (0.1, 0.8, 0.1) on {0, 1/2, 1}", [0.1, 0.8, 0.1], V3), ("Bernoulli(0.5) on {0, 1}", [0.5, 0.5], V2)
+
+
+@pytest.mark.parametrize("case,seed,beta_fn", [
+    (CAT, 3811, kinf_portfolio_threshold), (CAT2, 3812, kinf_portfolio_threshold),
+    (BERN, 3813, kinf_portfolio_threshold),
+    (CAT, 3821, kinf_kt_threshold), (BERN, 3823, kinf_kt_threshold),  # the sharper KT threshold
+    (CAT, 3831, _round_robin_pair_threshold), (BERN, 3833, _round_robin_pair_threshold),  # each pair its own
+], ids=lambda x: getattr(x, "__name__", None) if callable(x) else None)
+def test_validity_at_equal_means(case, seed, beta_fn):
+    """Every proven K_inf threshold passes the ever-stop check (at most delta's binomial quantile)."""
+    name, p, v = case
+    ever, rec0, rec1, _ = null_stop_counts(np.array(p), v, seed=seed, beta_fn=beta_fn)
     assert ever <= _limit(), (name, ever, _limit())
     assert ever == rec0 + rec1
 

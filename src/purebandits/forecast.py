@@ -397,14 +397,10 @@ def _glr_forecast(learner: Learner) -> Forecast | str:
     def remaining(mu: np.ndarray) -> float:
         return _glr_stop_time(characteristic_time(_glr_model(learner, mu)), n, delta, threshold) - t
 
-    mid = remaining(means)
-    if not math.isfinite(mid):
-        return "the two best estimates are equal: if they stayed so, no number of answers would decide"
-    best = np.zeros(n, dtype=np.bool_)
-    topk_fill(means, 1, best)
-    boundary = 0.5 * (float(means[best][0]) + float(means[~best].max()))
-    low_means, high_means = _shifted_means(learner, means, best, boundary)
-    low, high = remaining(low_means), remaining(high_means)
+    ends = _plug_in_range(learner, means, remaining)
+    if isinstance(ends, str):
+        return ends
+    low, mid, high = ends
     method = (f"the plug-in stopping time t' = T*(means) x beta(t', delta) (GLR statistic against its {threshold} "
               f"threshold; T* of {'Gaussian' if getattr(learner, 'cost', '') == 'gaussian' else 'Bernoulli'} arms, "
               f"Garivier and Kaufmann 2016) minus the {t} answers so far; range: every mean moved one standard error "
@@ -465,15 +461,10 @@ def _kinf_forecast(learner: Learner) -> Forecast | str:
                 return float(glr_threshold(s, n, delta, "practical"))
         return _glr_stop_time(sol.T_star, n, delta, beta) - t
 
-    means = P @ v
-    mid = remaining(P)
-    if not math.isfinite(mid):
-        return "the two best estimates are equal: if they stayed so, no number of answers would decide"
-    best = np.zeros(n, dtype=np.bool_)
-    topk_fill(means, 1, best)
-    boundary = 0.5 * (float(means[best][0]) + float(means[~best].max()))
-    low_means, high_means = _shifted_means(learner, means, best, boundary)
-    low, high = remaining(_shift_categorical(P, v, low_means)), remaining(_shift_categorical(P, v, high_means))
+    ends = _plug_in_range(learner, P @ v, lambda m: remaining(_shift_categorical(P, v, m)))
+    if isinstance(ends, str):
+        return ends
+    low, mid, high = ends
     thr = ("each pair's proven Krichevsky-Trofimov threshold at the optimal proportions" if theory
            else "the practical threshold log((log t + 1)/delta)")
     method = (f"the plug-in stopping time t' = T*_Kinf x beta(t') of the K_inf GLR stop ({thr}; T* of the items' "
@@ -481,6 +472,20 @@ def _kinf_forecast(learner: Learner) -> Forecast | str:
               "standard error away from (low) or towards (high, by at most half its distance) the midpoint between "
               f"the two best means; {_ASSUMPTION}")
     return _ordered(low, mid, high, method)
+
+
+def _plug_in_range(learner: Learner, means: np.ndarray,
+                   remaining: Callable[[np.ndarray], float]) -> tuple[float, float, float] | str:
+    """(low, mid, high) answers still needed by a plug-in at ``means`` and at the range's two ends (means moved
+    one standard error from the midpoint between the two best, :func:`_shifted_means`), or why there is none."""
+    mid = remaining(means)
+    if not math.isfinite(mid):
+        return "the two best estimates are equal: if they stayed so, no number of answers would decide"
+    best = np.zeros(means.size, dtype=np.bool_)
+    topk_fill(means, 1, best)
+    boundary = 0.5 * (float(means[best][0]) + float(means[~best].max()))
+    low_means, high_means = _shifted_means(learner, means, best, boundary)
+    return remaining(low_means), mid, remaining(high_means)
 
 
 # ------------------------------------------------------------------------------------------- helpers
