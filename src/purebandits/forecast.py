@@ -432,7 +432,7 @@ def _kinf_forecast(learner: Learner) -> Forecast | str:
     grows like ``t / T*`` there), minus t. ``F_hat`` are the add-1/2 (Krichevsky-Trofimov) estimates of each item's
     rating distribution; the range moves every mean one standard error as for the other rules, by moving mass
     between the lowest and highest rating."""
-    from purebandits.glr_thresholds import kinf_kt_pair_threshold
+    from purebandits.glr_thresholds import kinf_kt_allocation_threshold
     from purebandits.instances.rewards import Categorical
     from purebandits.kinf_glr import label_counts_from_moments
     from purebandits.lower_bound import solve_characteristic_time
@@ -450,12 +450,10 @@ def _kinf_forecast(learner: Learner) -> Forecast | str:
         sol = solve_characteristic_time(Categorical(Q, v), 1, rtol=1e-3)
         if not math.isfinite(sol.T_star):
             return math.inf
-        w = sol.weights
         a = int(np.argmax(Q @ v))
-        rivals = np.delete(np.arange(n), a)
         if theory:
             def beta(s: float) -> float:
-                return float(np.max(kinf_kt_pair_threshold(w[a] * s, w[rivals] * s, n, delta)))
+                return kinf_kt_allocation_threshold(s, sol.weights, a, n, delta)
         else:
             def beta(s: float) -> float:
                 return float(glr_threshold(s, n, delta, "practical"))

@@ -52,6 +52,7 @@ __all__ = [
     "kinf_kt_threshold",
     "kt_regret",
     "kinf_kt_pair_threshold",
+    "kinf_kt_allocation_threshold",
     "THRESHOLDS",
 ]
 
@@ -322,6 +323,15 @@ def kinf_kt_pair_threshold(n_a: ArrayLike, n_b: ArrayLike, n_arms: int, delta: f
         raise ValueError("answer counts must be >= 0")
     out = math.log(pair_count(n_arms, k) / float(delta)) + kt_regret(na) + kt_regret(nb)
     return float(out) if np.ndim(out) == 0 else out
+
+
+def kinf_kt_allocation_threshold(t: float, weights: ArrayLike, best: int, n_arms: int, delta: float) -> float:
+    """The largest :func:`kinf_kt_pair_threshold` over the pairs (``best``, rival) when the t answers follow the
+    proportions ``weights``: what every pair must pass for a K_inf GLR stop at that allocation (k = 1). Used for
+    plug-in stopping times (the fixed point ``t = T* beta(t)``)."""
+    w = np.asarray(weights, dtype=np.float64)
+    rivals = np.delete(np.arange(w.size), best)
+    return float(np.max(kinf_kt_pair_threshold(w[best] * t, w[rivals] * t, n_arms, delta)))
 
 
 #: name -> (threshold, the statistic and family it is proven for)

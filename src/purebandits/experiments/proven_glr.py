@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
-from purebandits.glr_thresholds import gk16_threshold, kinf_kt_pair_threshold
+from purebandits.glr_thresholds import gk16_threshold, kinf_kt_allocation_threshold
 from purebandits.instances import Instance
 from purebandits.instances.rewards import Bernoulli
 
@@ -45,10 +45,8 @@ def threshold_floor_samples(T_stat: float, n_arms: int, delta: float, statistic:
     else:
         if weights is None:
             raise ValueError("the K_inf floor needs the optimal proportions (weights)")
-        w = np.asarray(weights, dtype=np.float64)
-        a = int(np.argmax(w))  # at k = 1 the best arm has the largest optimal proportion
-        rivals = np.delete(np.arange(w.size), a)
-        beta = lambda t: float(np.max(kinf_kt_pair_threshold(w[a] * t, w[rivals] * t, n_arms, delta)))  # noqa: E731
+        a = int(np.argmax(weights))  # at k = 1 the best arm has the largest optimal proportion
+        beta = lambda t: kinf_kt_allocation_threshold(t, weights, a, n_arms, delta)  # noqa: E731
     f = lambda t: t - T_stat * beta(t)  # noqa: E731  (increasing once t > T_stat)
     hi = max(T_stat * 10.0, 10.0)
     while f(hi) < 0:
