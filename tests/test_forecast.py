@@ -276,7 +276,30 @@ def test_the_kinf_stop_is_forecast_from_its_own_model():
     assert np.allclose(_shift_categorical(P, v, target) @ v, target)
     assert np.allclose(_shift_categorical(P, v, target).sum(axis=1), 1.0)
 
+    # beyond 200 items (or k > 1) the upper estimate with T*_Bern >= T*_Kinf and the t-form threshold, which is at
+    # least every pair's: never below the exact forecast where both exist
+    from purebandits.forecast import _kinf_bernoulli_forecast
+
+    upper = _kinf_bernoulli_forecast(lrn)
+    assert not isinstance(upper, str) and "upper estimate" in upper.method and upper.mid >= f.mid
     many = TrackAndStop(0.01, stop="kinf").start(300, seed=0)
-    for arm in range(300):
-        many.tell(many.ask(1)[0], 0.5 if arm % 2 else 1.0)
-    assert "linear program" in forecast_or_reason(many)
+    for _ in range(300):
+        arm = many.ask(1)[0]
+        many.tell(arm, 1.0 if arm == 0 else (0.5 if arm % 2 else 0.0))  # one best item
+    assert "upper estimate" in forecast_or_reason(many).method
+
+
+def test_kl_rand_lucb_with_the_kinf_stop_gets_the_kinf_forecast():
+    from purebandits.algorithms.lucb import KLRandLUCB
+    from purebandits.forecast import forecast_or_reason
+    from purebandits.instances.rewards import Categorical
+
+    inst = Categorical([[0.2, 0.2, 0.6], [0.5, 0.3, 0.2], [0.6, 0.3, 0.1], [0.7, 0.2, 0.1]])
+    for k, word in ((1, "T*_Kinf"), (2, "upper estimate")):
+        lrn = KLRandLUCB(k, delta=0.01, stop="kinf").start(4, seed=1)
+        stream = inst.stream(1)
+        for _ in range(60):
+            arm = lrn.ask(1)[0]
+            lrn.tell(arm, float(stream.draw(arm)))
+        f = forecast_or_reason(lrn)
+        assert not isinstance(f, str) and word in f.method and f.low <= f.mid <= f.high

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from purebandits.algorithms.lucb import KLRandLUCB, LilKLUCB
 from purebandits.algorithms.top_two import TopTwo
 from purebandits.algorithms.track_and_stop import TrackAndStop
 from purebandits.instances.rewards import Categorical
@@ -101,7 +102,7 @@ def test_label_counts_from_moments():
         label_counts_from_moments([1], [1.0], [1.0], [1.0, 0.0])
 
 
-@pytest.mark.parametrize("cls", [TrackAndStop, TopTwo])
+@pytest.mark.parametrize("cls", [TrackAndStop, TopTwo, KLRandLUCB, LilKLUCB])
 def test_parameters_and_rewards_are_checked(cls):
     with pytest.raises(ValueError, match="stop"):
         cls(stop="lucb").start(3)
@@ -125,7 +126,9 @@ def _clear_instance():
     TrackAndStop(0.05, threshold="theory", stop="kinf"),
     TrackAndStop(0.05, threshold="theory", stop="kinf", weights="kinf"),
     TopTwo(0.05, threshold="theory", stop="kinf", cost="bernoulli"),
-], ids=["tas", "tas-kinf-weights", "top-two"])
+    KLRandLUCB(delta=0.05, stop="kinf", form="simplified"),
+    LilKLUCB(delta=0.05, stop="kinf"),
+], ids=["tas", "tas-kinf-weights", "top-two", "kl-rand-lucb", "lil-kl-ucb"])
 def test_stops_on_the_best_arm_on_the_reference_driver(lrn):
     res = simulate(lrn, _clear_instance(), reps=6, seed=3, max_pulls=20_000)
     assert res.driver == "reference"
@@ -142,14 +145,16 @@ def test_the_kinf_statistic_stops_sooner_on_ratings():
     assert kinf.pulls.mean() < bern.pulls.mean()
 
 
-def test_save_and_load_mid_run_continue_the_same():
+@pytest.mark.parametrize("lrn", [TrackAndStop(0.05, threshold="theory", stop="kinf", weights="kinf"),
+                                 KLRandLUCB(2, delta=0.05, stop="kinf")], ids=["tas-kinf-weights", "kl-rand-lucb-k2"])
+def test_save_and_load_mid_run_continue_the_same(lrn):
     inst = _clear_instance()
-    a = TrackAndStop(0.05, threshold="theory", stop="kinf", weights="kinf").start(4, seed=7)
+    a = lrn.clone().start(4, seed=7)
     stream = inst.stream(11)
     for _ in range(60):
         arm = a.ask(1)[0]
         a.tell(arm, float(stream.draw(arm)))
-    b = TrackAndStop(0.05, threshold="theory", stop="kinf", weights="kinf").load_state_dict(a.state_dict())
+    b = lrn.clone().load_state_dict(a.state_dict())
     while not a.done_:
         arm = a.ask(1)[0]
         assert b.ask(1)[0] == arm
@@ -160,13 +165,15 @@ def test_save_and_load_mid_run_continue_the_same():
     assert a._kstop.checks < 0.5 * a.t_ * (4 - 1)  # the skipping bounds far fewer pairs than one per answer each
 
 
-@pytest.mark.parametrize("cls,params", [(TrackAndStop, {}), (TopTwo, {"cost": "bernoulli"})])
-def test_null_stops_within_delta(cls, params):
+@pytest.mark.parametrize("make", [lambda d: TrackAndStop(d, threshold="theory", stop="kinf"),
+                                  lambda d: TopTwo(d, threshold="theory", stop="kinf", cost="bernoulli"),
+                                  lambda d: KLRandLUCB(delta=d, stop="kinf")], ids=["tas", "top-two", "kl-rand-lucb"])
+def test_null_stops_within_delta(make):
     """Two arms with the same ratings distribution: every stop is wrong; proven threshold, delta = 0.1, runs
     capped at 1,000 answers; at most the 0.999-quantile of Binomial(R, delta) of the R runs may stop."""
     R, delta = 150, 0.1
     inst = Categorical([[0.3, 0.3, 0.4], [0.3, 0.3, 0.4]])
-    res = simulate(cls(delta, threshold="theory", stop="kinf", **params), inst, reps=R, seed=5, max_pulls=1000)
+    res = simulate(make(delta), inst, reps=R, seed=5, max_pulls=1000)
     assert int(res.stopped.sum()) <= int(stats.binom.ppf(0.999, R, delta))
 
 
@@ -245,7 +252,8 @@ def test_the_weakest_of_many_tied_pairs_keeps_less_of_the_statistic():
 @pytest.mark.parametrize("lrn", [
     TrackAndStop(0.05, threshold="theory", stop="kinf", weights="kinf"),
     TopTwo(0.05, threshold="theory", stop="kinf", cost="bernoulli"),
-], ids=["tas-kinf-weights", "top-two"])
+    KLRandLUCB(delta=0.05, stop="kinf", form="simplified"),
+], ids=["tas-kinf-weights", "top-two", "kl-rand-lucb"])
 def test_restricted_asks_pick_allowed_arms_and_still_stop_right(lrn):
     """Each ask allows a random half of the arms (a participant's unseen captions): every pick is allowed, and the
     K_inf stop, valid whatever the sampling, still ends on the best arm."""
@@ -262,3 +270,84 @@ def test_restricted_asks_pick_allowed_arms_and_still_stop_right(lrn):
         assert mask[arm]
         a.tell(arm, float(stream.draw(arm)))
     assert a.done_ and a.final_ == [0]
+
+
+@pytest.mark.parametrize("k,seed", [(1, 12), (2, 13)])
+def test_kl_rand_lucb_stops_where_the_full_statistic_or_the_bounds_first_pass(k, seed):
+    """KL-RandLUCB with stop="kinf" on its own trajectory is done exactly at the first answer where every
+    (top, outside) pair's exact Z passes its own proven threshold at 0.9 delta, or where the bounds' test passes
+    (bounds at 0.05 delta: a twin with stop="bounds" and that delta asks the same arms). The skipping, the pair
+    bound in compiled code, the exact-pair room and the entered/left pair rule change no decision."""
+    from purebandits.glr_thresholds import kinf_kt_pair_threshold
+    from purebandits.kinf_glr import empirical_top, kinf_pair_cost
+
+    P = np.array([[0.2, 0.2, 0.6], [0.3, 0.2, 0.5], [0.5, 0.3, 0.2], [0.6, 0.3, 0.1], [0.45, 0.2, 0.35]])
+    n, delta = P.shape[0], 0.05
+    lrn = KLRandLUCB(k, delta=delta, stop="kinf", form="simplified").start(n, seed=seed)
+    twin = KLRandLUCB(k, delta=0.05 * delta, form="simplified").start(n, seed=seed)
+    rng = np.random.default_rng(seed)
+    C = np.zeros((n, 3))
+    first = None
+    while not lrn.done_:
+        a = lrn.ask(1)[0]
+        assert twin.ask(1)[0] == a  # the same sampling rule and bounds
+        lab = int(rng.choice(3, p=P[a]))
+        C[a, lab] += 1
+        lrn.tell(a, float(V3[lab]))
+        twin.tell(a, float(V3[lab]))
+        if first is None and C.sum(axis=1).min() > 0:
+            top = empirical_top(C @ V3 / C.sum(axis=1), k)
+            rest = np.setdiff1d(np.arange(n), top)
+            ia, ib = np.repeat(top, rest.size), np.tile(rest, top.size)
+            z = kinf_pair_cost(C[ia], C[ib], V3)
+            if np.all(z > kinf_kt_pair_threshold(C[ia].sum(axis=1), C[ib].sum(axis=1), n, 0.9 * delta, k)):
+                first = (lrn.t_, [int(i) for i in top])
+        if first is None and twin.done_:
+            first = (twin.t_, twin.final_)
+        assert lrn.done_ == (first is not None), lrn.t_
+    assert (lrn.t_, lrn.final_) == first
+    assert lrn._kstop.checks < 0.5 * lrn.t_  # far fewer pair bounds than one per answer
+
+
+def test_kl_rand_lucb_bounds_stop_ends_a_run_the_glr_cannot():
+    """A rival that is no longer sampled has a pair statistic that saturates near ``N_b K_inf(F_b, mu_a)`` while the
+    pair's threshold grows like (1/2) log of the best arm's answers, so the K_inf test alone may never stop (in a
+    simulation of contest 558's top 50, a run of the bounds-led rule passed 3 million answers with its best arm at
+    427,000 and a rival at 77, Z 17.3 against 18.3). Here the state is written directly: the best arm with 10^12
+    answers, the rival with 4,000 (ratings on {0, 1}, means 0.5 and 0.45). The bounds' test, the second stop of
+    stop="kinf", ends it on the best arm."""
+    C = np.array([[5e11, 0.0, 5e11], [2200.0, 0.0, 1800.0]])
+    lrn = KLRandLUCB(delta=0.05, stop="kinf", form="simplified").start(2, seed=0)
+    lrn.counts_[:] = C.sum(axis=1).astype(np.int64)
+    lrn.sums_[:] = C @ V3
+    lrn.sumsq_[:] = C @ V3 ** 2
+    lrn.t_ = int(C.sum())
+    lrn._restore()
+    _, z, beta = lrn._kinf_stop().statistic(lrn.t_)
+    assert z < beta  # the K_inf test cannot stop ...
+    lo, hi = lrn.intervals()
+    assert lo[0] >= hi[1]  # ... the bounds' can
+    arm = lrn.ask(1, allowed=np.array([True, False]))[0]
+    lrn.tell(arm, 1.0)
+    assert lrn.done_ and lrn.final_ == [0]
+
+
+def test_kl_rand_lucb_kinf_stop_comes_before_its_bounds_stop():
+    """The same sampling rule and answers (common seeds) up to the first stop: the K_inf GLR stop (error <= delta)
+    comes before the lil-KL bounds' stop (error <= 2 delta) on ratings. The bounds pay a union over arms and
+    times per arm and the Bernoulli KL; the GLR pays log(K - 1) once plus two (1/2) log N regrets and uses the
+    ratings' K_inf, which exceeds the Bernoulli KL of the means (kinf_glr's module docstring)."""
+    inst = _clear_instance()
+    kinf = simulate(KLRandLUCB(delta=0.01, stop="kinf"), inst, reps=8, seed=4, max_pulls=200_000)
+    bounds = simulate(KLRandLUCB(delta=0.01), inst, reps=8, seed=4, max_pulls=200_000, driver="reference")
+    assert kinf.stopped.all() and bounds.stopped.all() and kinf.correct.all()
+    assert np.all(kinf.pulls < bounds.pulls)
+
+
+def test_kl_rand_lucb_kinf_error_factor():
+    from purebandits.error_guarantee import error_guarantee
+
+    g = error_guarantee(KLRandLUCB(delta=0.05, stop="kinf"))
+    assert g.proven and g.error_per_delta == 1.0 and g.error_probability == 0.05
+    assert "K_inf" in g.note
+    assert error_guarantee(KLRandLUCB(delta=0.025)).error_probability == 0.05

@@ -201,6 +201,12 @@ class Learner:
     #: divides an owner's target error probability by it
     error_per_delta: ClassVar[float] = 1.0
 
+    @classmethod
+    def error_factor(cls, params: dict[str, Any]) -> float:
+        """``error_per_delta`` of this class run with ``params`` (a learner whose parameters choose another stopping
+        rule overrides it: KL-RandLUCB's ``stop="kinf"`` is proven to err at most delta, not 2 delta)."""
+        return float(cls.error_per_delta)
+
     # ------------------------------------------------------------------ parameters
     @classmethod
     def _param_names(cls) -> list[str]:

@@ -3,7 +3,8 @@
 An experiment's owner asks for an error probability ("wrong with probability at most 0.05"). A
 learner's parameter ``delta`` is not always that number: lil-KLUCB's proof (Tanczos, Nowak,
 Mankoff 2017, Thm 1) bounds the error by ``2 delta``, so the service runs it with
-``delta = 0.05 / 2`` (:attr:`purebandits.base.Learner.error_per_delta`). And some learners promise
+``delta = 0.05 / 2`` (:meth:`purebandits.base.Learner.error_factor`; with ``stop="kinf"`` its stop is the
+K_inf GLR test, proven for an error of at most delta). And some learners promise
 nothing: heuristic presets drop the proof's constants, the practical GLR threshold is not proven,
 fixed-budget learners stop after a number of answers whatever the evidence, and the contest
 systems never stop. :func:`error_guarantee` says which case a learner is in, from its class and
@@ -36,7 +37,7 @@ class ErrorGuarantee:
         The learner's own parameter ``delta`` (None if it has none or it is switched off).
     error_per_delta : float
         The learner's proven error is at most ``error_per_delta * delta`` (1 for most; 2 for lil-KLUCB and
-        KL-RandLUCB).
+        KL-RandLUCB with their bounds' stop).
     proven : bool
         True when a published proof bounds the error of this learner, with these parameters, by
         ``error_probability``.
@@ -61,6 +62,9 @@ class ErrorGuarantee:
 def _source(learner: Learner) -> str:
     """Where the proof of the learner's stop is: the GLR learners' proven thresholds have their own source;
     otherwise the paper the learner follows, without the equation details in parentheses."""
+    if getattr(learner, "stop", None) == "kinf" and getattr(learner, "threshold", "theory") == "theory":
+        return "its K_inf GLR statistic against the Krichevsky-Trofimov threshold, proven whatever the sampling; " \
+               "docs/glr_stopping.md"
     if getattr(learner, "threshold", None) == "theory":
         if getattr(learner, "stop", "glr") == "kinf":
             return "its K_inf GLR statistic against the Krichevsky-Trofimov threshold, proven whatever the sampling; " \
@@ -121,7 +125,7 @@ def error_guarantee(learner: Learner) -> ErrorGuarantee:
     if not isinstance(learner, Learner):
         raise ValueError(f"error_guarantee needs a Learner, got {type(learner).__name__}")
     cls = type(learner)
-    factor = float(cls.error_per_delta)
+    factor = float(cls.error_factor(learner.get_params()))
     raw = getattr(learner, "delta", None)
     delta = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else None
     asked = None if delta is None else delta * factor

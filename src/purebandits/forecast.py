@@ -129,6 +129,8 @@ def forecast_or_reason(learner: Learner) -> Forecast | str:
         return (f"{unanswered} of {learner.n_arms_} items have no answer yet: the rule is measured once every "
                 "item has one")
     if isinstance(learner, _LUCBFamily):
+        if getattr(learner, "stop", "bounds") == "kinf":
+            return _kinf_forecast(learner)
         return _interval_forecast(learner)
     if isinstance(learner, TopTwo | TrackAndStop):
         return _glr_forecast(learner)
@@ -426,6 +428,37 @@ def _shift_categorical(P: np.ndarray, v: np.ndarray, target: np.ndarray) -> np.n
     return P
 
 
+def _kinf_bernoulli_forecast(learner: Learner) -> Forecast | str:
+    """An upper estimate for the K_inf GLR stop where its T* (a linear program) is out of reach (over
+    :data:`KINF_FORECAST_MAX_ITEMS` items, or k > 1): ``T*_Bern`` of the means, which is at least ``T*_Kinf`` (the
+    K_inf statistic is at least the Bernoulli one of the means, :mod:`purebandits.kinf_glr`), with the largest
+    threshold any pair can have at t' (:func:`~purebandits.glr_thresholds.kinf_kt_threshold`), minus t."""
+    from purebandits.glr_thresholds import kinf_kt_threshold
+    from purebandits.instances.rewards import Bernoulli
+    from purebandits.lower_bound import characteristic_time
+
+    n, t, delta, k = learner.n_arms_, learner.n_pulls, float(learner.delta), int(learner.k_)
+    theory = getattr(learner, "threshold", "theory") == "theory"
+
+    def beta(s: float) -> float:
+        return kinf_kt_threshold(s, n, delta, k) if theory else float(glr_threshold(s, n, delta, "practical"))
+
+    def remaining(mu: np.ndarray) -> float:
+        t_star = characteristic_time(Bernoulli(np.clip(mu, _BERNOULLI_CLIP, 1.0 - _BERNOULLI_CLIP)), k)
+        return _glr_stop_time(t_star, n, delta, beta) - t
+
+    ends = _plug_in_range(learner, learner.means(), remaining, k)
+    if isinstance(ends, str):
+        return ends
+    low, mid, high = ends
+    method = (f"an upper estimate: the plug-in stopping time t' = T*_Bern x beta(t') of the Bernoulli model of the "
+              f"means (at least T* of the ratings' own K_inf model, which the stop uses; its T* is solved exactly up "
+              f"to {KINF_FORECAST_MAX_ITEMS} items at k = 1), with the largest pair threshold at t', minus the {t} "
+              "answers so far; range: every mean moved one standard error away from (low) or towards (high, by at "
+              f"most half its distance) the midpoint at the top-{k} boundary; {_ASSUMPTION}")
+    return _ordered(low, mid, high, method)
+
+
 def _kinf_forecast(learner: Learner) -> Forecast | str:
     """The plug-in stopping time of the K_inf GLR stop (``stop="kinf"``): ``t' = T*_Kinf(F_hat) beta(t')`` with, for
     the proven threshold, the largest pair threshold at the optimal proportions ``w* t'`` (every pair's statistic
@@ -438,9 +471,9 @@ def _kinf_forecast(learner: Learner) -> Forecast | str:
     from purebandits.lower_bound import solve_characteristic_time
 
     n, t, delta = learner.n_arms_, learner.n_pulls, float(learner.delta)
-    if n > KINF_FORECAST_MAX_ITEMS:
-        return (f"no forecast for the K_inf statistic on {n} items: its T* is a linear program, solved here up to "
-                f"{KINF_FORECAST_MAX_ITEMS} items")
+    k = int(learner.k_)
+    if n > KINF_FORECAST_MAX_ITEMS or k > 1:
+        return _kinf_bernoulli_forecast(learner)
     v = np.asarray(learner.support, dtype=np.float64)
     C = label_counts_from_moments(learner.counts_, learner.sums_, learner.sumsq_, v) + 0.5
     P = C / C.sum(axis=1, keepdims=True)
@@ -472,16 +505,17 @@ def _kinf_forecast(learner: Learner) -> Forecast | str:
     return _ordered(low, mid, high, method)
 
 
-def _plug_in_range(learner: Learner, means: np.ndarray,
-                   remaining: Callable[[np.ndarray], float]) -> tuple[float, float, float] | str:
+def _plug_in_range(learner: Learner, means: np.ndarray, remaining: Callable[[np.ndarray], float],
+                   k: int = 1) -> tuple[float, float, float] | str:
     """(low, mid, high) answers still needed by a plug-in at ``means`` and at the range's two ends (means moved
-    one standard error from the midpoint between the two best, :func:`_shifted_means`), or why there is none."""
+    one standard error from the midpoint between the k-th and (k+1)-th best, :func:`_shifted_means`), or why there is
+    none."""
     mid = remaining(means)
     if not math.isfinite(mid):
-        return "the two best estimates are equal: if they stayed so, no number of answers would decide"
+        return "the estimates at the top-k boundary are equal: if they stayed so, no number of answers would decide"
     best = np.zeros(means.size, dtype=np.bool_)
-    topk_fill(means, 1, best)
-    boundary = 0.5 * (float(means[best][0]) + float(means[~best].max()))
+    topk_fill(means, k, best)
+    boundary = 0.5 * (float(means[best].min()) + float(means[~best].max()))
     low_means, high_means = _shifted_means(learner, means, best, boundary)
     return remaining(low_means), mid, remaining(high_means)
 

@@ -1,4 +1,4 @@
-"""The K_inf GLR stop for learners whose sampling rule has its own statistic (Track-and-Stop, top-two).
+"""The K_inf GLR stop for learners that keep their sampling rule (Track-and-Stop, top-two, lil-KLUCB, KL-RandLUCB).
 
 A learner with ``stop="kinf"`` keeps its sampling rule and replaces its stopping statistic by the GLR of the
 rewards' own model: every distribution on the known ``support`` (ratings: {0, 1/2, 1}),
@@ -65,10 +65,14 @@ class KinfStopMixin:
         ks = self._kstop
         if ks is None or ks.counts is not self.counts_ or ks.sums is not self.sums_:
             thr = "kinf-kt-pairs" if self.threshold == "theory" else _practical
-            ks = KinfGLRStop(self.counts_, self.sums_, self.sumsq_, self.support, self.delta,
-                             k=1, threshold=thr)
+            ks = KinfGLRStop(self.counts_, self.sums_, self.sumsq_, self.support, self._kinf_delta(),
+                             k=int(getattr(self, "k_", 1)), threshold=thr)
             self._kstop = ks
         return ks
+
+    def _kinf_delta(self) -> float:
+        """The error probability the K_inf test runs at (all of ``delta`` unless the learner keeps a second stop)."""
+        return float(self.delta)
 
     def _kinf_check_reward(self, reward: float) -> None:
         r = float(reward)
@@ -86,8 +90,11 @@ class KinfStopMixin:
             z, thr = 0.0, self._kinf_stop().beta(max(float(self.t_), 1.0))
         else:
             _, z, thr = self._kinf_stop().statistic(float(self.t_))
-        beta = ("log((K-1)/delta) + the two items' betting regrets (proven)" if self.threshold == "theory"
+        k = int(getattr(self, "k_", 1))
+        pairs = "(K-1)" if k == 1 else "(k (K-k))"
+        beta = (f"log({pairs}/delta) + the two items' betting regrets (proven)" if self.threshold == "theory"
                 else "log((log t + 1)/delta) (not proven)")
+        what = "the leading item is best" if k == 1 else f"the leading {k} items are the top {k}"
         return statistic_progress(z if math.isfinite(z) else 0.0, thr, z > thr, (
-            f"stops when the evidence that the leading item is best (the GLR statistic of the ratings' own model, "
-            f"K_inf) exceeds {beta}, delta = {self.delta:g} ({who})"))
+            f"stops when the evidence that {what} (the GLR statistic of the ratings' own model, "
+            f"K_inf) exceeds {beta}, delta = {self._kinf_delta():g} ({who})"))

@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from purebandits.algorithms._kinf_stop import RATINGS, KinfStopMixin, check_support
 from purebandits.algorithms._lucb_incremental import (
     inc_ask,
     inc_ask_allowed,
@@ -99,7 +101,7 @@ def _bp(**values: float) -> np.ndarray:
     return bp
 
 
-class _LUCBFamily(Learner):
+class _LUCBFamily(KinfStopMixin, Learner):
     """Shared machinery of the LUCB family (see the module docstring).
 
     Subclasses set ``_rule`` (pair or random), ``_strict`` (stop comparison) and implement
@@ -150,6 +152,7 @@ class _LUCBFamily(Learner):
     tags = {"top_k": True}
     _rule = RULE_PAIR
     _strict = True
+    _kinf = False  # stop="kinf" (set from the parameters at start)
 
     # ------------------------------------------------------------------ parameters
     def _validate(self) -> None:
@@ -171,6 +174,8 @@ class _LUCBFamily(Learner):
         self._inc = None  # the incremental workspace: a cache of the state, rebuilt on first use
         self._rinc = None  # the same for the round-dependent bounds (LUCB1, KL-LUCB)
         self._round_ws = round_asktell_supported(self._code, self._bparams, self.k_, self.n_arms_)
+        self._kinf = getattr(self, "stop", "bounds") == "kinf"  # the K_inf GLR stop (_KinfStopMixin)
+        self._kstop = None
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()
@@ -197,6 +202,7 @@ class _LUCBFamily(Learner):
     def _restore(self) -> None:
         self._inc = None  # code that writes the state arrays directly calls this to drop the workspace
         self._rinc = None
+        self._kstop = None  # the K_inf stop's cache of the state (KinfStopMixin): rebuilt from the arrays
 
     def _start(self) -> None:
         self.queued_ = -1
@@ -467,6 +473,9 @@ class _LUCBFamily(Learner):
         compiled call records it and runs the stop test; anything else goes through
         :meth:`Learner.tell` (which validates, converts, and keeps the workspace in step).
         """
+        if self._kinf:  # the K_inf stop: the checked path keeps the workspace in step (_on_tell)
+            self._kinf_check_reward(reward)
+            return Learner.tell(self, arm, reward)
         inc = self._inc
         if inc is None:
             rinc = self._rinc
@@ -523,6 +532,10 @@ class _LUCBFamily(Learner):
         return self._select(self.counts_)
 
     def _check_stop(self) -> None:
+        if self._kinf:  # the K_inf GLR test first; the bounds' test below is the second stop (KINF_BOUNDS_SHARE)
+            self._kinf_check_stop()
+            if self.done_:
+                return
         if self._round_ws:
             rinc = self._rinc_state()
             if rinc is not None:
@@ -560,6 +573,8 @@ class _LUCBFamily(Learner):
         (answered pulls, round index ``rounds_ + 1``); before every arm has an answer the rule
         is not tested and nothing is separated.
         """
+        if self._kinf:
+            return self._kinf_progress(f"{type(self).__name__}'s sampling")
         of = self.n_arms_ - self.k_
         desc = self._stop_description()
         inc = self._inc_state()
@@ -610,6 +625,9 @@ class _LUCBFamily(Learner):
     # ------------------------------------------------------------------ compiled driver
     def run_compiled(self, stream: RewardStream, max_pulls: int) -> None:
         """Sequential run with the family's compiled kernel (same state as ask(1)/tell)."""
+        if self._kinf:
+            raise NotImplementedError(f"{type(self).__name__} with stop='kinf' has no compiled kernel (the ask/tell "
+                                      "loop runs it)")
         if self.done_:
             return
         if self.pending_.any():
@@ -954,25 +972,53 @@ def _lil_kl_split(delta: float, n: int, k: int) -> tuple[float, float]:
     return delta / (n - k), delta / k
 
 
+#: with ``stop="kinf"``, the share of delta kept by the lil-KL bounds' own test, which also stops the learner: the
+#: K_inf GLR test needs every rival sampled enough, and a sampling rule driven by the bounds can leave a rival whose
+#: bound is already clear of the best with too few answers for the GLR (its pair statistic saturates while the
+#: threshold grows with the best arm's answers), where the bounds' test still ends the run
+KINF_BOUNDS_SHARE = 0.1
+
+
 class _LilKLBase(_LUCBFamily):
     """Shared setup of the lil-KLUCB bounds (TNM17 Theorem 2)."""
 
     #: TNM17 Thm 1: the top arms' lower bounds and the others' upper bounds each fail with
     #: probability at most delta, so the error is at most 2 delta
     error_per_delta = 2.0
+    #: the K_inf stop's threshold (``stop="kinf"``): the proven per-pair one (KinfStopMixin reads it)
+    threshold = "theory"
+
+    @classmethod
+    def error_factor(cls, params: dict[str, Any]) -> float:
+        """2 with the bounds' stop (TNM17 Thm 1); 1 with ``stop="kinf"``: its K_inf test at 0.9 delta (proven whatever
+        the sampling, docs/glr_stopping.md) or the bounds' test at 0.1 delta, whichever passes first."""
+        return 1.0 if params.get("stop") == "kinf" else float(cls.error_per_delta)
+
+    def _bounds_delta(self) -> float:
+        """The bounds' delta: all of it with their own stop; with ``stop="kinf"`` the bounds' test is the second stop
+        and gets :data:`KINF_BOUNDS_SHARE` of the error (its two families of bounds fail with probability at most
+        ``2 x delta x share / 2``)."""
+        if getattr(self, "stop", "bounds") == "kinf":
+            return float(self.delta) * KINF_BOUNDS_SHARE / 2.0
+        return float(self.delta)
+
+    def _kinf_delta(self) -> float:
+        return float(self.delta) * (1.0 - KINF_BOUNDS_SHARE)
 
     def _validate_lil_kl(self) -> None:
         check_param("N", self.N, low=1, integer=True)
         if self.N & (self.N - 1):
             raise ValueError(f"N must be a power of two (TNM17 Thm 2: N = 2^l), got {self.N}")
         check_param("form", self.form, allowed=("simplified", "exact"))
+        check_param("stop", self.stop, allowed=("bounds", "kinf"))
+        check_support(self.support)
 
     def _bound_label(self) -> str:
         bound = getattr(self, "bound", "kl")
         return "lil-KL bounds, TNM17 Thm 2" if bound == "kl" else f"{bound.upper()} bounds, TNM17 Sec. 5"
 
     def _lil_kl_bp(self, code: int) -> np.ndarray:
-        w_top, w_bot = _lil_kl_split(float(self.delta), self.n_arms_, self.k)
+        w_top, w_bot = _lil_kl_split(self._bounds_delta(), self.n_arms_, self.k)
         sigma = float(getattr(self, "sigma", 0.5))
         return _bp(w_top=w_top, w_bot=w_bot, sigma=sigma, N=self.N, kappa_top=lil_kl_kappa(self.N, w_top),
                    kappa_bot=lil_kl_kappa(self.N, w_bot), c_N=lil_kl_c(self.N), n=self.n_arms_)
@@ -1021,6 +1067,20 @@ class LilKLUCB(_LilKLBase):
         The power of two of TNM17 Thm 2 (kappa(N, w) from :func:`purebandits.bounds.lil_kl_kappa`).
     sigma : float, default=0.5
         Sub-Gaussian scale for "sg1"/"sg2".
+    stop : {"bounds", "kinf"}, default="bounds"
+        ``"bounds"``: the LUCB stop on the KL bounds above (error <= 2 delta). ``"kinf"``: keep this
+        sampling rule and stop when either of two tests passes, error <= delta in all (a union bound):
+        the GLR statistic of the ratings' own model (every distribution on ``support``, K_inf) against each
+        pair's proven Krichevsky-Trofimov threshold at ``0.9 delta`` (:class:`purebandits.kinf_glr.KinfGLRStop`,
+        docs/glr_stopping.md; proven whatever the sampling, at k = 1 and k > 1 by a union over the k (n - k)
+        pairs), or the bounds' own test with the bounds at ``0.05 delta`` (error <= 0.1 delta,
+        :data:`KINF_BOUNDS_SHARE`). The second test ends the rare run where the sampling, led by the bounds,
+        leaves a rival clear of the best by its bound but with too few answers for the GLR statistic. The
+        K_inf test is decided exactly after every answer at amortised O(1) cost plus a compiled O(n) pass
+        for the empirical top k.
+    support : sequence of 2 or 3 floats, default=(0, 0.5, 1)
+        The values the rewards take (the caption ratings), for ``stop="kinf"``; another reward is a
+        ``ValueError`` with that stop.
 
     Notes
     -----
@@ -1040,13 +1100,15 @@ class LilKLUCB(_LilKLBase):
     paper = "Tanczos, Nowak, Mankoff, NIPS 2017 (lil-KLUCB, Sec. 2 rule, Thm 2 bounds eqs. (2)-(3), L'/U')"
 
     def __init__(self, k: int = 1, *, delta: float = 0.1, bound: str = "kl", form: str = "exact", N: int = 8,
-                 sigma: float = 0.5) -> None:
+                 sigma: float = 0.5, stop: str = "bounds", support: tuple[float, ...] = RATINGS) -> None:
         self.k = k
         self.delta = delta
         self.bound = bound
         self.form = form
         self.N = N
         self.sigma = sigma
+        self.stop = stop
+        self.support = support
 
     def _validate(self) -> None:
         super()._validate()
@@ -1054,7 +1116,7 @@ class LilKLUCB(_LilKLBase):
         self._validate_lil_kl()
         check_param("sigma", self.sigma, low=0.0, low_open=True)
         if self.bound == "sg2":
-            w_top, w_bot = _lil_kl_split(float(self.delta), self.n_arms_, self.k)
+            w_top, w_bot = _lil_kl_split(self._bounds_delta(), self.n_arms_, self.k)
             if max(w_top, w_bot) >= 1.0 / math.e:
                 raise ValueError(f"delta/min(k, n-k) must be < 1/e for bound='sg2' (KCG16 Thm 8), got delta="
                                  f"{self.delta}")
@@ -1096,6 +1158,20 @@ class KLRandLUCB(_LilKLBase):
         (see :class:`LilKLUCB`'s ``form``).
     N : int, default=8
         TNM17 Thm 2's power of two.
+    stop : {"bounds", "kinf"}, default="bounds"
+        ``"bounds"``: the LUCB stop on the KL bounds above (error <= 2 delta). ``"kinf"``: keep this
+        sampling rule and stop when either of two tests passes, error <= delta in all (a union bound):
+        the GLR statistic of the ratings' own model (every distribution on ``support``, K_inf) against each
+        pair's proven Krichevsky-Trofimov threshold at ``0.9 delta`` (:class:`purebandits.kinf_glr.KinfGLRStop`,
+        docs/glr_stopping.md; proven whatever the sampling, at k = 1 and k > 1 by a union over the k (n - k)
+        pairs), or the bounds' own test with the bounds at ``0.05 delta`` (error <= 0.1 delta,
+        :data:`KINF_BOUNDS_SHARE`). The second test ends the rare run where the sampling, led by the bounds,
+        leaves a rival clear of the best by its bound but with too few answers for the GLR statistic. The
+        K_inf test is decided exactly after every answer at amortised O(1) cost plus a compiled O(n) pass
+        for the empirical top k.
+    support : sequence of 2 or 3 floats, default=(0, 0.5, 1)
+        The values the rewards take (the caption ratings), for ``stop="kinf"``; another reward is a
+        ``ValueError`` with that stop.
 
     References
     ----------
@@ -1109,11 +1185,14 @@ class KLRandLUCB(_LilKLBase):
     _rule = RULE_RANDOM
     _strict = False
 
-    def __init__(self, k: int = 1, *, delta: float = 0.1, form: str = "exact", N: int = 8) -> None:
+    def __init__(self, k: int = 1, *, delta: float = 0.1, form: str = "exact", N: int = 8, stop: str = "bounds",
+                 support: tuple[float, ...] = RATINGS) -> None:
         self.k = k
         self.delta = delta
         self.form = form
         self.N = N
+        self.stop = stop
+        self.support = support
 
     def _validate(self) -> None:
         super()._validate()

@@ -227,6 +227,7 @@ class TopTwo(KinfStopMixin, Learner):
 
     def _restore(self) -> None:
         self._inc = None  # code that writes the state arrays directly calls this to drop the workspace
+        self._kstop = None  # the K_inf stop's cache of the state (KinfStopMixin): rebuilt from the arrays
 
     def _reference_ask_one(self) -> int:
         """The O(n) rule, :func:`top_two_pick` (the incremental path must agree with it)."""

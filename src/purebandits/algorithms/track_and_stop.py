@@ -524,6 +524,7 @@ class TrackAndStop(KinfStopMixin, Learner):
         self._w = np.empty(self.n_arms_)
         self._ws = workspace(self.n_arms_)  # w* workspace (:func:`_weights_ws`): same picks, less work
         self._glr_hint = -1  # the GLR statistic's last minimiser (glr_stop_s: the same stops as glr_statistic_s)
+        self._kstop = None  # the K_inf stop's cache of the state (KinfStopMixin): rebuilt from the arrays
 
     def _start(self) -> None:
         if self.weights == "kinf":  # state (saved and loaded), so a loaded learner tracks the same weights

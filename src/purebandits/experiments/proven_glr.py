@@ -24,6 +24,8 @@ LEARNERS: dict[str, tuple[str, dict[str, Any], str, str, bool]] = {
                                    "kinf-kt-pairs", True),
     "Track-and-Stop, K_inf weights and stop": ("track_and_stop", {"threshold": "theory", "stop": "kinf",
                                                                   "weights": "kinf"}, "K_inf", "kinf-kt-pairs", True),
+    "KL-RandLUCB, K_inf stop": ("kl_rand_lucb", {"stop": "kinf", "form": "simplified"}, "K_inf", "kinf-kt-pairs",
+                                True),
 }
 
 

@@ -596,7 +596,7 @@ def _validate_learner(i: int, entry: dict[str, Any], shortcuts: dict[str, Any], 
         if not 0 < target < 1:
             raise BadRequest(f"delta must be in (0, 1): it is the target error probability, got {target!r}")
         # the shortcut is the error probability; learners proven to err at most 2 delta get delta / 2
-        shortcuts["delta"] = shortcuts["delta"] / cls.error_per_delta
+        shortcuts["delta"] = shortcuts["delta"] / cls.error_factor(params)
     for key, value in shortcuts.items():
         if key not in accepted:
             continue  # e.g. budget for a fixed-confidence learner, delta for uniform sampling
