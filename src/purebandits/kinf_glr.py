@@ -399,10 +399,12 @@ class KinfGLRStop:
     :func:`kinf_pair_upper` bounds ``Z_ab <= U_ab`` and ``s`` more answers raise it by at most ``s c_ab``, and
     beta never falls (with t, or per pair with the pair's answers), so while that pair stays a (top, outside) pair no
     stop is possible before the pair has had ``floor((beta - U_ab)/c_ab)`` more answers (answers to other arms do
-    not change ``Z_ab``). The pair kept is the weakest one found (after a change of the top set: an arm that entered
-    against one that left, at k = 1 the new best against the old one); only when its bound no longer rules a stop out are all ``k (n - k)`` pairs bounded,
-    and the exact Z is computed only where every bound exceeds beta. The same stops as computing Z after every
-    answer (``tests/test_kinf_stop.py``, at k = 1 and 2 and with per-pair thresholds).
+    not change ``Z_ab``). When the bound is too loose for that, the pair's exact Z, the objective at its minimising
+    level x, serves the same way (it too grows by at most ``c(x)`` per answer). The pair kept is the one that rules a
+    stop out longest; after a change of the top set, an arm that entered against one that left (at k = 1 the new best
+    against the old one). Only when it no longer rules a stop out are all ``k (n - k)`` pairs bounded, and the exact
+    Z is computed only where every bound exceeds beta. The same stops as computing Z after every answer
+    (``tests/test_kinf_stop.py``, at k = 1 and 2, with per-pair thresholds, and inside KL-RandLUCB).
 
     ``threshold`` is ``"kinf-kt-pairs"`` (each pair against its own
     :func:`~purebandits.glr_thresholds.kinf_kt_pair_threshold`, the sharpest threshold proven for this statistic),
