@@ -43,7 +43,8 @@ from purebandits.registry import get_learner_class, make_learner
 from purebandits.service.errors import BadRequest
 
 __all__ = [
-    "DEFAULT_LABELS", "DEFAULT_ALGORITHM", "DEFAULT_PARAMS", "DEFAULT_DELTA", "REPEAT_POLICIES", "MAX_ITEMS",
+    "DEFAULT_LABELS", "DEFAULT_ALGORITHM", "DEFAULT_PARAMS", "default_params", "DEFAULT_DELTA", "REPEAT_POLICIES",
+    "MAX_ITEMS",
     "MAX_PARTICIPANT_ID", "MAX_ITEM_TEXT", "MAX_LABELS", "MAX_ABS_REWARD", "MAX_SHARE", "MAX_URL",
     "ExperimentSpec", "LearnerSpec", "validate_spec", "parse_items_csv", "has_control", "check_text",
     "check_participant_id", "check_image_url", "check_webhook_url", "one_line", "read_items_csv", "ItemsFile",
@@ -56,14 +57,15 @@ DEFAULT_LABELS = [
     {"name": "somewhat funny", "reward": 0.5},
     {"name": "funny", "reward": 1.0},
 ]
-#: the learner of a new experiment when the spec names none: KL-RandLUCB, delta-correct and the
-#: fewest answers to stop on the bundled contests (docs/default_learner.md, "Default learner" in
+#: the learner of a new experiment when the spec names none: KL-RandLUCB with the K_inf stop, delta-correct and
+#: the fewest answers to stop on the bundled contests (docs/default_learner.md, "Default learner" in
 #: docs/service.md)
 DEFAULT_ALGORITHM = "kl_rand_lucb"
-#: the KL bound's L'/U' form, not the library's default eqs. (2)-(3): on 4,000 captions the exact form costs
-#: 6-8x the CPU per answer (53-62 against 327-512 answers per CPU second, docs/default_learner.md) for
-#: 14-19% fewer answers; pinned, so that the stored parameters say what the learner ran with
-DEFAULT_PARAMS: dict[str, Any] = {"form": "simplified"}
+#: its parameters for the caption contest's labels (:func:`default_params` for others): the stop is the GLR test of
+#: the ratings' own model (K_inf) against proven per-pair thresholds, with the KL bounds' test as second stop; the
+#: bounds steer the sampling, in their L'/U' form (eqs. (2)-(3) cost 6-8x the CPU per answer on 4,000 captions,
+#: docs/default_learner.md); pinned, so that the stored parameters say what the learner ran with
+DEFAULT_PARAMS: dict[str, Any] = {"form": "simplified", "stop": "kinf"}
 #: the error probability a learner that takes ``delta`` targets when the spec gives none
 DEFAULT_DELTA = 0.05
 #: "never": an item at most once per participant while unseen items remain; "not_consecutive":
@@ -573,6 +575,26 @@ def _validate_image(raw: Any) -> tuple[str, bytes] | None:
     return ctype, data
 
 
+def default_params(labels: list[dict[str, Any]]) -> dict[str, Any]:
+    """The default learner's parameters for an experiment with these labels.
+
+    The K_inf stop counts each rating value, so it needs the label rewards to take 2 or 3 values in [0, 1] (its
+    ``support``: the caption contest's 0, 1/2, 1 by default, else the rewards themselves); with other rewards the
+    default keeps the KL bounds' own stop (which takes any rewards in [0, 1]).
+    """
+    rewards = sorted({float(lab["reward"]) for lab in labels})
+    params = dict(DEFAULT_PARAMS)
+    if not (2 <= len(rewards) <= 3 and all(0.0 <= r <= 1.0 for r in rewards)):
+        del params["stop"]
+    elif tuple(rewards) != tuple(DEFAULT_LABEL_REWARDS):
+        params["support"] = rewards
+    return params
+
+
+#: the default labels' rewards: the K_inf stop's default support
+DEFAULT_LABEL_REWARDS = tuple(lab["reward"] for lab in DEFAULT_LABELS)
+
+
 def _validate_learner(i: int, entry: dict[str, Any], shortcuts: dict[str, Any], seed: int,
                       labels: list[dict[str, Any]]) -> tuple[LearnerSpec, Learner]:
     where = f"algorithms[{i}]"
@@ -584,7 +606,7 @@ def _validate_learner(i: int, entry: dict[str, Any], shortcuts: dict[str, Any], 
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
     params = entry.get("params")
-    params = dict(DEFAULT_PARAMS if algorithm == DEFAULT_ALGORITHM and params is None else params or {})
+    params = dict(default_params(labels) if algorithm == DEFAULT_ALGORITHM and params is None else params or {})
     if not isinstance(params, dict):
         raise BadRequest(f"{where}: 'params' must be an object")
     accepted = cls._param_names()
@@ -624,6 +646,13 @@ def _validate_learner(i: int, entry: dict[str, Any], shortcuts: dict[str, Any], 
         raise BadRequest(str(exc)) from None
     if cls.tags.get("bounded_rewards") and any(not 0.0 <= lab["reward"] <= 1.0 for lab in labels):
         raise BadRequest(f"{algorithm} needs rewards in [0, 1]; label rewards are {[lab['reward'] for lab in labels]}")
+    support = getattr(learner, "support", None)
+    if getattr(learner, "stop", None) == "kinf" and support is not None:
+        off = [lab["reward"] for lab in labels if float(lab["reward"]) not in {float(v) for v in support}]
+        if off:
+            raise BadRequest(f"{where}: stop='kinf' counts each rating value and takes rewards on its support "
+                             f"{list(support)}; the label rewards {off} are not on it (set params.support to the "
+                             "2 or 3 reward values, in [0, 1])")
     return LearnerSpec(label=label, algorithm=algorithm, params=params, share=float(share), seed=int(lseed)), learner
 
 
