@@ -288,13 +288,13 @@ def test_api_needs_the_owner_token_and_uses_the_asked_delta(tmp_path, contest):
                                       "n_item", "n_rival", "z", "beta", "margin", "defeated"}
     assert body["recommendation_items"] == [{"arm": body["recommendation"][0], "id": "best", "text": "caption best"}]
 
-    # KL-RandLUCB errs at most 2 delta: it runs with delta 0.01 when 0.02 is asked; the certificate uses 0.02
+    # lil-KLUCB errs at most 2 delta: it runs with delta 0.01 when 0.02 is asked; the certificate uses 0.02
     items = [{"id": f"i{j}", "text": f"item {j}"} for j in range(3)]
-    eid2, auth2 = create(client, items, algorithm="kl_rand_lucb", delta=0.02)
+    eid2, auth2 = create(client, items, algorithm="lil_kl_ucb", delta=0.02)
     assert client.get(f"/api/experiments/{eid2}", headers=auth2).json()["params"]["delta"] == 0.01
     assert client.get(f"/api/experiments/{eid2}/certificate", headers=auth2).status_code == 409  # no answers yet
     answer(client, eid2, {"i0": ["funny"], "i1": ["unfunny"], "i2": ["unfunny"]})
     body = client.get(f"/api/experiments/{eid2}/certificate", headers=auth2).json()
-    assert body["delta"] == 0.02 and "KLRandLUCB" in body["delta_source"]
+    assert body["delta"] == 0.02 and "LilKLUCB" in body["delta_source"]
     assert body["beta"] == pytest.approx(kt_pair_beta(1, 1, 3, 0.02))  # one answer per item
     assert client.get(f"/api/experiments/{eid2}/certificate", headers=auth).status_code in (401, 403)

@@ -63,10 +63,10 @@ def test_cli_says_when_the_top_10_is_right(capsys):
 
 # ----------------------------------------------------------------------------- the reproduction's learners
 def test_learners_target_the_service_error_and_the_editors_top_ten():
-    for label, (name, _, _, _) in cb.LEARNERS.items():
+    for label, (name, params, _, _) in cb.LEARNERS.items():
         lrn = cb.learner(label, 10)
         cls = get_learner_class(name)
-        assert lrn.delta * cls.error_per_delta == pytest.approx(cb.TARGET_ERROR), label
+        assert lrn.delta * cls.error_factor(params) == pytest.approx(cb.TARGET_ERROR), label
         assert getattr(lrn, "k", 1) == (10 if cls.tags.get("top_k") else 1), label
     assert cb.learner(cb.SERVICE_DEFAULT, 10).delta == 0.05  # the K_inf stop: error <= delta
     assert cb.learner("lil-KLUCB", 10).delta == 0.025  # the bounds' own stop: error <= 2 delta
