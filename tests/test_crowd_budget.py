@@ -68,8 +68,7 @@ def test_learners_target_the_service_error_and_the_editors_top_ten():
         cls = get_learner_class(name)
         assert lrn.delta * cls.error_factor(params) == pytest.approx(cb.TARGET_ERROR), label
         assert getattr(lrn, "k", 1) == (10 if cls.tags.get("top_k") else 1), label
-    assert cb.learner(cb.SERVICE_DEFAULT, 10).delta == 0.05  # the K_inf stop: error <= delta
-    assert cb.learner("lil-KLUCB", 10).delta == 0.025  # the bounds' own stop: error <= 2 delta
+    assert cb.learner(cb.SERVICE_DEFAULT, 10).delta == 0.025  # the bounds' own stop: error <= 2 delta
 
 
 def test_the_service_default_is_the_one_measured():

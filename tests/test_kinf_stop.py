@@ -272,16 +272,18 @@ def test_restricted_asks_pick_allowed_arms_and_still_stop_right(lrn):
     assert a.done_ and a.final_ == [0]
 
 
-@pytest.mark.parametrize("k,seed", [(1, 12), (2, 13)])
-def test_kl_rand_lucb_stops_where_the_full_statistic_or_the_bounds_first_pass(k, seed):
+@pytest.mark.parametrize("k,seed", [(1, 12), (2, 13), (1, 14)])
+def test_kl_rand_lucb_stops_where_every_pair_first_passes_one_test(k, seed):
     """KL-RandLUCB with stop="kinf" on its own trajectory is done exactly at the first answer where every
-    (top, outside) pair's exact Z passes its own proven threshold at 0.9 delta, or where the bounds' test passes
-    (bounds at 0.05 delta: a twin with stop="bounds" and that delta asks the same arms). The skipping, the pair
-    bound in compiled code, the exact-pair room and the entered/left pair rule change no decision."""
+    (top, outside) pair passes one of its two tests: the exact Z above its proven threshold at 0.9 delta, or the
+    top arm's lower bound above the other's upper bound (the bounds at 0.05 delta: a twin with stop="bounds" and
+    that delta asks the same arms and has the same intervals). The skipping, the pair bound in compiled code, the
+    exact-pair room, the entered/left pair rule and the settled pairs change no decision."""
     from purebandits.glr_thresholds import kinf_kt_pair_threshold
     from purebandits.kinf_glr import empirical_top, kinf_pair_cost
 
-    P = np.array([[0.2, 0.2, 0.6], [0.3, 0.2, 0.5], [0.5, 0.3, 0.2], [0.6, 0.3, 0.1], [0.45, 0.2, 0.35]])
+    P = np.array([[0.2, 0.2, 0.6], [0.3, 0.2, 0.5], [0.5, 0.3, 0.2], [0.6, 0.3, 0.1], [0.45, 0.2, 0.35],
+                  [0.9, 0.1, 0.0], [0.8, 0.15, 0.05]])
     n, delta = P.shape[0], 0.05
     lrn = KLRandLUCB(k, delta=delta, stop="kinf", form="simplified").start(n, seed=seed)
     twin = KLRandLUCB(k, delta=0.05 * delta, form="simplified").start(n, seed=seed)
@@ -300,34 +302,40 @@ def test_kl_rand_lucb_stops_where_the_full_statistic_or_the_bounds_first_pass(k,
             rest = np.setdiff1d(np.arange(n), top)
             ia, ib = np.repeat(top, rest.size), np.tile(rest, top.size)
             z = kinf_pair_cost(C[ia], C[ib], V3)
-            if np.all(z > kinf_kt_pair_threshold(C[ia].sum(axis=1), C[ib].sum(axis=1), n, 0.9 * delta, k)):
+            glr = z > kinf_kt_pair_threshold(C[ia].sum(axis=1), C[ib].sum(axis=1), n, 0.9 * delta, k)
+            lcb, ucb = twin.intervals()
+            bounds = lcb[ia] >= ucb[ib]
+            if np.all(glr | bounds):
                 first = (lrn.t_, [int(i) for i in top])
-        if first is None and twin.done_:
-            first = (twin.t_, twin.final_)
         assert lrn.done_ == (first is not None), lrn.t_
     assert (lrn.t_, lrn.final_) == first
-    assert lrn._kstop.checks < 0.5 * lrn.t_  # far fewer pair bounds than one per answer
+    assert lrn._kstop.checks < 0.5 * lrn.t_ * (n - k)  # far fewer pair bounds than all pairs at every answer
 
 
-def test_kl_rand_lucb_bounds_stop_ends_a_run_the_glr_cannot():
+def test_kl_rand_lucb_settles_each_pair_by_either_test():
     """A rival that is no longer sampled has a pair statistic that saturates near ``N_b K_inf(F_b, mu_a)`` while the
-    pair's threshold grows like (1/2) log of the best arm's answers, so the K_inf test alone may never stop (in a
-    simulation of contest 558's top 50, a run of the bounds-led rule passed 3 million answers with its best arm at
-    427,000 and a rival at 77, Z 17.3 against 18.3). Here the state is written directly: the best arm with 10^12
-    answers, the rival with 4,000 (ratings on {0, 1}, means 0.5 and 0.45). The bounds' test, the second stop of
-    stop="kinf", ends it on the best arm."""
-    C = np.array([[5e11, 0.0, 5e11], [2200.0, 0.0, 1800.0]])
-    lrn = KLRandLUCB(delta=0.05, stop="kinf", form="simplified").start(2, seed=0)
+    pair's threshold grows like (1/2) log of the best arm's answers, so the K_inf test alone may never settle it (in
+    a simulation of contest 558's top 50, a run passed 3 million answers with its best arm at 427,000 and a rival at
+    77, Z 17.3 against 18.3). Written-in state: the best arm with 10^12 answers (ratings 0 and 1, mean 0.5); rival 1
+    with 4,000 (mean 0.45, on {0, 1}: only the bounds settle it); rival 2 with 200 ratings of 0 and 1/2 (mean 0.4,
+    little spread: only the K_inf test settles it). Neither test settles both, so neither alone stops; pair by pair
+    they do, on the best arm."""
+    C = np.array([[5e11, 0.0, 5e11], [2200.0, 0.0, 1800.0], [40.0, 160.0, 0.0]])
+    lrn = KLRandLUCB(delta=0.05, stop="kinf", form="simplified").start(3, seed=0)
     lrn.counts_[:] = C.sum(axis=1).astype(np.int64)
     lrn.sums_[:] = C @ V3
     lrn.sumsq_[:] = C @ V3 ** 2
     lrn.t_ = int(C.sum())
     lrn._restore()
-    _, z, beta = lrn._kinf_stop().statistic(lrn.t_)
-    assert z < beta  # the K_inf test cannot stop ...
+    from purebandits.glr_thresholds import kinf_kt_pair_threshold
+    from purebandits.kinf_glr import kinf_pair_cost
+
+    z = kinf_pair_cost(C[[0, 0]], C[[1, 2]], V3)
+    beta = kinf_kt_pair_threshold(C[0].sum(), C[1:].sum(axis=1), 3, 0.9 * 0.05)
     lo, hi = lrn.intervals()
-    assert lo[0] >= hi[1]  # ... the bounds' can
-    arm = lrn.ask(1, allowed=np.array([True, False]))[0]
+    assert z[0] < beta[0] and lo[0] >= hi[1]  # rival 1: the bounds only
+    assert z[1] > beta[1] and lo[0] < hi[2]  # rival 2: the K_inf test only
+    arm = lrn.ask(1, allowed=np.array([True, False, False]))[0]
     lrn.tell(arm, 1.0)
     assert lrn.done_ and lrn.final_ == [0]
 

@@ -412,8 +412,10 @@ class KinfGLRStop:
     """
 
     def __init__(self, counts: np.ndarray, sums: np.ndarray, sumsq: np.ndarray, values: ArrayLike, delta: float,
-                 k: int = 1, threshold: str | Callable[..., float] = "kinf-kt-pairs") -> None:
+                 k: int = 1, threshold: str | Callable[..., float] = "kinf-kt-pairs",
+                 settled: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> None:
         self.counts, self.sums, self.sumsq = counts, sums, sumsq
+        self.settled = settled
         self.values = np.asarray(values, dtype=np.float64)
         label_counts_from_moments(counts, sums, sumsq, self.values)  # validates the support
         self.pairwise = threshold == "kinf-kt-pairs"
@@ -429,6 +431,7 @@ class KinfGLRStop:
         self._pair: tuple[int, int] | None = None  # the weakest (top, outside) pair found
         self._next = 0  # no stop is possible before the pair has this many answers, while it stays (top, outside)
         self._members: set[int] | tuple[int, ...] = ()  # the top set at the last check
+        self._pair_sum = -1  # the kept pair's answers when ``settled`` was last asked about it
         self._answered = False  # every arm has an answer (counts never fall while these arrays are the state)
         self._log_pairs = math.log(glr_thresholds.pair_count(self.n, self.k) / self.delta)
         self.checks = 0  # pair bounds computed (for tests and measurements)
@@ -487,15 +490,28 @@ class KinfGLRStop:
             members = set(top.tolist())
         pair = self._pair
         valid = pair is not None and pair[0] in members and pair[1] not in members
-        if valid and self.counts[pair[0]] + self.counts[pair[1]] < self._next:  # type: ignore[index]
-            self._members = members
-            return None
-        if not valid and pair is not None:  # the top set changed: an arm that entered against one that left
+        if valid:
+            a, b = pair  # type: ignore[misc]
+            s = int(self.counts[a] + self.counts[b])
+            if s < self._next:
+                # still rules a stop out, unless the other test has settled the pair since (it can change only
+                # with the pair's answers, or with the top set, which is the same here)
+                if self.settled is None or s == self._pair_sum:
+                    self._members = members
+                    return None
+                self._pair_sum = s
+                if not self.settled(np.array([a]), np.array([b]))[0]:
+                    self._members = members
+                    return None
+                valid = False
+        elif pair is not None:  # the top set changed: an arm that entered against one that left
             entered = [i for i in members if i not in self._members]
             left = [i for i in self._members if i not in members]
             if entered and left:
                 pair, valid = (min(entered), min(left)), True
         self._members = members
+        if valid and self.settled is not None and self.settled(np.array([pair[0]]), np.array([pair[1]]))[0]:
+            valid = False  # settled by the other test: it rules nothing out
         if valid:
             a, b = pair  # type: ignore[misc]
             self.checks += 1
@@ -506,6 +522,7 @@ class KinfGLRStop:
                 room = math.floor((beta - upper) / c) if c > 0 else math.inf
                 if math.isfinite(room):
                     self._pair, self._next = (a, b), int(self.counts[a] + self.counts[b] + max(room, 1.0))
+                    self._pair_sum = int(self.counts[a] + self.counts[b])
                     return None
             elif math.isfinite(x):
                 # the bound is too loose to rule a stop out: the pair's exact Z may still do it (near the stop,
@@ -516,10 +533,16 @@ class KinfGLRStop:
                 room2 = self._room(z + 1e-9 * np.maximum(z, 1.0), m, self._betas(np.array([a]), np.array([b]), t))
                 if room2[0] > 0:
                     self._pair, self._next = (a, b), int(self.counts[a] + self.counts[b] + room2[0])
+                    self._pair_sum = int(self.counts[a] + self.counts[b])
                     return None
         C = label_counts_from_moments(self.counts, self.sums, self.sumsq, self.values)
         rest = np.setdiff1d(np.arange(self.n), top)
         a_all, b_all = np.repeat(top, rest.size), np.tile(rest, top.size)
+        if self.settled is not None:  # only the pairs the other test has not settled need Z > beta
+            keep = ~np.asarray(self.settled(a_all, b_all), dtype=bool)
+            a_all, b_all = a_all[keep], b_all[keep]
+            if a_all.size == 0:
+                return [int(j) for j in top]
         beta = self._betas(a_all, b_all, t)
         self.checks += a_all.size
         upper, x = kinf_pair_upper(C[a_all], C[b_all], self.values)
@@ -528,15 +551,24 @@ class KinfGLRStop:
         if room[i] > 0:
             a, b = int(a_all[i]), int(b_all[i])
             self._pair, self._next = (a, b), int(self.counts[a] + self.counts[b] + room[i])
+            self._pair_sum = int(self.counts[a] + self.counts[b])
             return None
-        z, m = _pair_cost_level(C[a_all], C[b_all], self.values)
-        if np.all(z > beta):
-            return [int(j) for j in top]
-        room = self._room(z + 1e-9 * np.maximum(z, 1.0), m, beta)  # the pair whose exact Z rules a stop out longest
-        i = int(np.argmax(room))
-        a, b = int(a_all[i]), int(b_all[i])
-        self._pair, self._next = (a, b), int(self.counts[a] + self.counts[b] + max(room[i], 1.0))
-        return None
+        # every bound exceeds beta: solve the exact Z in blocks, the pairs with the smallest bound (most likely
+        # below beta) first, until one rules a stop out (near the stop of a contest's thousands of pairs, a
+        # handful of solves instead of all)
+        order = np.argsort(upper - beta, kind="stable")
+        for lo in range(0, order.size, 32):
+            blk = order[lo:lo + 32]
+            z, m = _pair_cost_level(C[a_all[blk]], C[b_all[blk]], self.values)
+            if np.all(z > beta[blk]):
+                continue
+            room = self._room(z + 1e-9 * np.maximum(z, 1.0), m, beta[blk])  # the block's longest-ruling pair
+            i = int(np.argmax(room))
+            a, b = int(a_all[blk[i]]), int(b_all[blk[i]])
+            self._pair, self._next = (a, b), int(self.counts[a] + self.counts[b] + max(room[i], 1.0))
+            self._pair_sum = int(self.counts[a] + self.counts[b])
+            return None
+        return [int(j) for j in top]
 
     def statistic(self, t: float) -> tuple[list[int], float, float]:
         """(empirical top k, Z_ab, beta_ab) of the pair closest to stopping the rule (smallest ``Z_ab - beta_ab``; with
@@ -549,6 +581,10 @@ class KinfGLRStop:
         top = self._top()
         rest = np.setdiff1d(np.arange(self.n), top)
         a, b = np.repeat(top, rest.size), np.tile(rest, top.size)
+        if self.settled is not None:  # the pairs the other test has not settled, if any are left
+            keep = ~np.asarray(self.settled(a, b), dtype=bool)
+            if keep.any():
+                a, b = a[keep], b[keep]
         beta = self._betas(a, b, t)
         upper, _ = kinf_pair_upper(C[a], C[b], self.values)
         order = np.argsort(upper - beta, kind="stable")

@@ -55,10 +55,10 @@ def test_default_learner_reports_asked_error_and_forecast(tmp_path) -> None:
     with _app(tmp_path / "f.db", clock) as c:
         eid, auth = _create(c, delta=0.05)
         st = c.get(f"/api/experiments/{eid}/results", headers=auth).json()["stopping"]
-        # KL-RandLUCB with the K_inf stop: asked 0.05, runs with delta = 0.05 (its two tests share it)
+        # KL-RandLUCB: asked 0.05, runs with delta = 0.025 because its proof bounds the error by 2 delta
         assert (st["error_probability"], st["learner_delta"], st["error_per_delta"], st["proven"]) == \
-            (0.05, 0.05, 1.0, True)
-        assert "K_inf" in st["delta_note"]
+            (0.05, 0.025, 2.0, True)
+        assert "0.025" in st["delta_note"] and "2 x delta" in st["delta_note"]
         assert st["forecast"] is None and "no answers yet" in st["forecast_reason"]
 
         rng = np.random.default_rng(1)
@@ -80,7 +80,7 @@ def test_default_learner_reports_asked_error_and_forecast(tmp_path) -> None:
 
         info = c.get(f"/api/experiments/{eid}", headers=auth).json()
         err = info["algorithms"][0]["error"]
-        assert (err["error_probability"], err["learner_delta"], err["proven"]) == (0.05, 0.05, True)
+        assert (err["error_probability"], err["learner_delta"], err["proven"]) == (0.05, 0.025, True)
 
 
 def test_unproven_and_budget_learners_say_why(tmp_path) -> None:

@@ -383,26 +383,21 @@ def test_caches_are_bounded_and_a_miss_reloads_from_the_database(sqlite_url):
 
 
 def test_default_learner_and_delta_is_the_target_error_probability(sqlite_url):
-    """New experiments default to KL-RandLUCB with the K_inf stop (error <= delta); ``delta`` is the error probability
-    the owner asks for, so a learner proven to err at most 2 delta (the lil-KLUCB bounds' own stop) gets delta / 2."""
+    """New experiments default to KL-RandLUCB; ``delta`` is the error probability the owner asks for, so a learner
+    proven to err at most 2 delta (the lil-KLUCB bounds) gets delta / 2, and one proven for delta (the K_inf stop)
+    gets delta."""
     from purebandits.registry import get_learner_class
     from purebandits.service.validation import DEFAULT_ALGORITHM, DEFAULT_DELTA
 
     study = open_study(sqlite_url)
-    assert get_learner_class(DEFAULT_ALGORITHM).error_factor({"stop": "kinf"}) == 1.0
+    assert get_learner_class(DEFAULT_ALGORITHM).error_per_delta == 2.0
     eid, _ = study.create_experiment({"items": items(4)})
     (ls,) = study.meta(eid).learners
     # the KL bound's form is pinned in the stored parameters (the library default may change; a replay must not)
-    assert ls.algorithm == DEFAULT_ALGORITHM and ls.params == {"form": "simplified", "stop": "kinf",
-                                                                "delta": DEFAULT_DELTA}
-    # other labels: the K_inf stop's support is their rewards (2 or 3 values in [0, 1]); else the bounds' own stop
-    eid, _ = study.create_experiment({"items": items(4), "labels": [{"name": "no", "reward": 0},
-                                                                    {"name": "yes", "reward": 1}]})
-    assert study.meta(eid).learners[0].params == {"form": "simplified", "stop": "kinf", "support": [0.0, 1.0],
-                                                  "delta": DEFAULT_DELTA}
+    assert ls.algorithm == DEFAULT_ALGORITHM and ls.params == {"form": "exact", "delta": DEFAULT_DELTA / 2}
+    eid, _ = study.create_experiment({"items": items(4), "algorithm": "kl_rand_lucb", "params": {"stop": "kinf"}})
+    assert study.meta(eid).learners[0].params == {"stop": "kinf", "delta": DEFAULT_DELTA}
     five = [{"name": f"s{i}", "reward": i / 4} for i in range(5)]
-    eid, _ = study.create_experiment({"items": items(4), "labels": five})
-    assert study.meta(eid).learners[0].params == {"form": "simplified", "delta": DEFAULT_DELTA / 2}
     with pytest.raises(BadRequest, match="not on it"):
         study.create_experiment({"items": items(4), "labels": five, "algorithm": "kl_rand_lucb",
                                  "params": {"stop": "kinf"}})
@@ -410,8 +405,7 @@ def test_default_learner_and_delta_is_the_target_error_probability(sqlite_url):
         {"algorithm": "lil_ucb"}, {"algorithm": "kl_rand_lucb"}, {"algorithm": "lil_kl_ucb"},
         {"algorithm": "random_sampling", "label": "Uniform"}]})
     got = {ls.label: ls.params.get("delta") for ls in study.meta(eid).learners}
-    # kl_rand_lucb named without params takes the default's (the K_inf stop: error <= delta)
-    assert got == {"LilUCB": 0.1, "KLRandLUCB": 0.1, "LilKLUCB": 0.05, "Uniform": 0.1}
+    assert got == {"LilUCB": 0.1, "KLRandLUCB": 0.05, "LilKLUCB": 0.05, "Uniform": 0.1}
     # a learner's own parameter is taken as it is; contradicting the shortcut is refused
     eid, _ = study.create_experiment({"items": items(4), "algorithm": "kl_rand_lucb", "params": {"delta": 0.3}})
     assert study.meta(eid).learners[0].params == {"delta": 0.3}
@@ -431,7 +425,8 @@ def test_upgrade_pins_the_kl_bound_form_existing_experiments_ran_with(tmp_path):
     url = f"sqlite:///{tmp_path / 'kl.sqlite'}"
     study = open_study(url)
     eid, _ = study.create_experiment({"items": items(12), "algorithms": [
-        {"algorithm": "kl_rand_lucb", "label": "rand"}, {"algorithm": "lil_kl_ucb", "label": "kl",
+        {"algorithm": "kl_rand_lucb", "label": "rand", "params": {"form": "simplified"}},
+        {"algorithm": "lil_kl_ucb", "label": "kl",
                                                           "params": {"form": "simplified"}}]})
     for _ in range(60):
         pid = study.new_participant()

@@ -66,9 +66,14 @@ class KinfStopMixin:
         if ks is None or ks.counts is not self.counts_ or ks.sums is not self.sums_:
             thr = "kinf-kt-pairs" if self.threshold == "theory" else _practical
             ks = KinfGLRStop(self.counts_, self.sums_, self.sumsq_, self.support, self._kinf_delta(),
-                             k=int(getattr(self, "k_", 1)), threshold=thr)
+                             k=int(getattr(self, "k_", 1)), threshold=thr, settled=self._kinf_settled())
             self._kstop = ks
         return ks
+
+    def _kinf_settled(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
+        """Another valid test that settles pairs (a in the top k, b outside) one by one, or None (the learner's own
+        intervals, for the LUCB family; a pair it settles needs no Z > beta)."""
+        return None
 
     def _kinf_delta(self) -> float:
         """The error probability the K_inf test runs at (all of ``delta`` unless the learner keeps a second stop)."""

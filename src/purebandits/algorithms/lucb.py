@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -1004,6 +1005,27 @@ class _LilKLBase(_LUCBFamily):
 
     def _kinf_delta(self) -> float:
         return float(self.delta) * (1.0 - KINF_BOUNDS_SHARE)
+
+    def _kinf_settled(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        return self._bounds_settle
+
+    def _bounds_settle(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Pairs (a in the empirical top k, b outside) that the bounds' test settles: ``a``'s lower bound passes
+        :func:`stop_test` against ``b``'s upper bound (the bounds of the stop test: answered pulls, the top
+        arms' confidence for a, the others' for b). A wrong pair passes only if a bound fails (probability at most
+        2 x the bounds' delta = ``KINF_BOUNDS_SHARE`` delta), so with the K_inf test on the other pairs the error
+        is at most delta. One pair: two scalar bounds; more: the O(n) :meth:`intervals`."""
+        if a.size == 1:
+            ia, ib = int(a[0]), int(b[0])
+            tterm = family_time_term(self._code, self._bparams, float(self.rounds_ + 1))
+            lo = family_bound_s(self._code, self._bparams, float(self.sums_[ia] / self.counts_[ia]),
+                                float(self.counts_[ia]), True, tterm, 1)[0]
+            hi = family_bound_s(self._code, self._bparams, float(self.sums_[ib] / self.counts_[ib]),
+                                float(self.counts_[ib]), False, tterm, 2)[1]
+            return np.array([bool(stop_test(lo, hi, self._eps, self._strict))])
+        lcb, ucb = self.intervals()
+        gap = ucb[b] - lcb[a]
+        return gap < self._eps if self._strict else gap <= self._eps
 
     def _validate_lil_kl(self) -> None:
         check_param("N", self.N, low=1, integer=True)

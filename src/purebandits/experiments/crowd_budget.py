@@ -18,8 +18,8 @@ Choices (stated in docs/REPRODUCTION.md with the results):
   (lil'UCB, Successive Elimination, top-two) at k = 1 (their rule identifies one arm). The ranking
   measured is the same for all: the recommendation first, then the empirical means.
 - **delta.** Every learner with a delta targets the service's default error 0.05: it gets
-  ``0.05 / error_factor`` (lil-KLUCB 0.025; KL-RandLUCB with the K_inf stop 0.05). For the contest
-  systems delta only sets the intervals or, for NEXT, the index's log term.
+  ``0.05 / error_factor`` (the KL learners 0.025). For the contest systems delta only sets the
+  intervals or, for NEXT, the index's log term.
 - **Crowds.** ``default``: ``sessions=25,concurrency=32,batch=1`` (the simulator's default crowd);
   ``tired+careless``: the same with ``fatigue=1`` (P(unfunny) 0.638 -> 0.718 from the first to the fifth
   caption of a session, NEXT's contest 540) and 10 % careless raters (uniform labels).
@@ -63,7 +63,7 @@ REFERENCE_2024, UNIFORM = "2024 UCB", "uniform"
 
 #: label -> (registry name, parameters, has a proven delta-correct stop, contest system)
 LEARNERS: dict[str, tuple[str, dict[str, Any], bool, bool]] = {
-    SERVICE_DEFAULT: ("kl_rand_lucb", {"form": "simplified", "stop": "kinf"}, True, False),
+    SERVICE_DEFAULT: ("kl_rand_lucb", {"form": "exact"}, True, False),
     "lil-KLUCB": ("lil_kl_ucb", {}, True, False),
     "lil'RandLUCB": ("lil_rand_lucb", {"preset": "faithful"}, True, False),
     "LUCB++": ("lucb_plus_plus", {"preset": "faithful"}, True, False),

@@ -15,8 +15,7 @@ learner is from its own floor (its sampling rule's share of the gap).
 
 Cells: contests 512 and 558 (top 50 captions by mean, k = 1, delta = 0.01, as ``caption_extra``), and two
 Bernoulli instances of 10 and 20 arms with means evenly spaced from 0.7 to 0.2 (delta = 0.01). On Bernoulli arms
-the K_inf statistic *is* the Bernoulli one; of the K_inf learners only the service's default runs there
-(``kinf_on_bernoulli``, with support (0, 1)), for the goal's "the service's default" on Bernoulli arms.
+the K_inf statistic *is* the Bernoulli one, so only the Bernoulli-GLR learners run there.
 
 Seeds: cell c uses ``ctx.seed + 500000 + 100 c`` for every learner (common random numbers).
 """
@@ -62,21 +61,20 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
         inst = build()
         n = inst.n_arms
         t_bern = characteristic_time(Bernoulli(inst.means), 1)
-        sol = solve_characteristic_time(inst, 1)  # the arms' own model: T*_Kinf on the contests, T*_Bern here
-        t_kinf = sol.T_star
+        sol = solve_characteristic_time(inst, 1) if model == "categorical" else None
+        t_kinf = sol.T_star if sol is not None else t_bern
         bound = sample_lower_bound(t_kinf, DELTA)
         for label, (name, params, stat, thr, proven) in LEARNERS.items():
-            if label not in settings["learners"] or (model == "bernoulli" and stat == "K_inf"
-                                                     and label not in settings["kinf_on_bernoulli"]):
-                continue
             if model == "bernoulli" and stat == "K_inf":
-                # on {0, 1} the K_inf statistic is the Bernoulli one; the per-pair threshold is still its own
-                params = {**params, "support": (0.0, 1.0)}
+                continue  # on {0, 1} the K_inf statistic is the Bernoulli one
+            if label not in settings["learners"]:
+                continue
             reps = settings["reps"] if stat == "Bernoulli" else settings["reps_kinf"]
             res = ctx.simulate(make_learner(name, delta=DELTA, **params), inst, reps,
                                seed=ctx.seed + 500000 + 100 * ci, max_pulls=settings["max_pulls"])
             t_stat = t_kinf if stat == "K_inf" else t_bern
-            floor = threshold_floor_samples(t_stat, n, DELTA, stat, sol.weights) if proven else math.nan
+            floor = (threshold_floor_samples(t_stat, n, DELTA, stat, sol.weights if sol is not None else None)
+                     if proven else math.nan)
             row = summary_row(res, cell=cell, n=n, algorithm=label, statistic=stat, threshold=thr,
                               proven=proven, T_star_Kinf=t_kinf if model == "categorical" else math.nan,
                               T_star_Bern=t_bern, lower_bound=bound, floor_samples=floor,
@@ -130,10 +128,6 @@ def plot(df: pd.DataFrame) -> Figure:
     return fig
 
 
-#: the service's default learner (service/validation.py: kl_rand_lucb with stop="kinf"); on the Bernoulli cells it
-#: runs with support (0, 1), the only K_inf learner there by default (``kinf_on_bernoulli``)
-SERVICE_DEFAULT = "KL-RandLUCB, K_inf stop"
-
 #: the goals (ours, from the issue): the best proven learner's ratio, per cell
 GOALS = {"contest 512": 5.0, "contest 558": 6.0, "Bernoulli": 5.0}
 
@@ -171,8 +165,6 @@ def assess(df: pd.DataFrame) -> Verdict:
         passed = best is not None and best["ratio"] <= _goal(str(cell))
         ok += passed
         keeps = _weakest_pair_keeps(str(cell), g, best) if best is not None else math.nan
-        dflt = g[g["algorithm"] == SERVICE_DEFAULT]
-        dflt_ratio = float(dflt["ratio"].iloc[0]) if len(dflt) else math.nan
         rows.append({"cell": cell, "goal": _goal(str(cell)),
                      "best proven learner": best["algorithm"] if best is not None else "-",
                      "ratio": round(float(best["ratio"]), 2) if best is not None else math.nan,
@@ -183,9 +175,7 @@ def assess(df: pd.DataFrame) -> Verdict:
                      "floor, Bernoulli GLR": round(floors.get("Bernoulli", math.nan), 2),
                      "floor, K_inf GLR": round(floors.get("K_inf", math.nan), 2),
                      "weakest pair keeps": round(keeps, 2),
-                     "goal met": bool(passed),
-                     "service default": round(dflt_ratio, 2),
-                     "default meets goal": bool(dflt_ratio <= _goal(str(cell)))})
+                     "goal met": bool(passed)})
     table = pd.DataFrame(rows)
     status = "holds" if ok == len(rows) else ("partly" if ok else "does not hold")
     summary = (f"Goal (ours): a proven delta-correct learner at most {GOALS['contest 512']:g} (contest 512), "
@@ -194,9 +184,6 @@ def assess(df: pd.DataFrame) -> Verdict:
                + " ".join(f"{r['cell']}: {r['best proven learner']} {r['ratio']} (+- {r['2 sem']}, {r['runs']} "
                           f"runs), {r['over its floor']} times its threshold's floor {r['its floor']};"
                           for _, r in table.iterrows())
-               + f" The service's default ({SERVICE_DEFAULT}, kl_rand_lucb with stop='kinf'): "
-               + ", ".join(f"{r['cell']} {r['service default']}" for _, r in table.iterrows())
-               + f" (goal met on {int(table['default meets goal'].sum())} of {len(table)})."
                + " The floor is what the threshold alone costs with the optimal allocation (where every pair's "
                "statistic is t / T*); with the answers drawn, the weakest of the n - 1 pairs keeps only the share "
                "'weakest pair keeps' of it at the floor's t (20 seeded draws), which is why a stop sits well above its "
@@ -215,9 +202,9 @@ EXPERIMENT = Experiment(
            "(512) times T*_Kinf kl(delta, 1 - delta)."),
     scales={
         "quick": {"contests": ["512"], "top_m": 8, "bernoulli": [4], "reps": 4, "reps_kinf": 2,
-                  "max_pulls": 200_000, "learners": list(LEARNERS), "kinf_on_bernoulli": [SERVICE_DEFAULT]},
+                  "max_pulls": 200_000, "learners": list(LEARNERS)},
         "paper": {"contests": ["512", "558"], "top_m": 50, "bernoulli": [10, 20], "reps": 100, "reps_kinf": 20,
-                  "max_pulls": 20_000_000, "learners": list(LEARNERS), "kinf_on_bernoulli": [SERVICE_DEFAULT]},
+                  "max_pulls": 20_000_000, "learners": list(LEARNERS)},
     },
     compute=compute,
     plot=plot,
