@@ -533,10 +533,9 @@ class _LUCBFamily(KinfStopMixin, Learner):
         return self._select(self.counts_)
 
     def _check_stop(self) -> None:
-        if self._kinf:  # the K_inf GLR test first; the bounds' test below is the second stop (KINF_BOUNDS_SHARE)
+        if self._kinf:  # every pair settled by the K_inf test or the bounds (_bounds_settle): covers the bounds' stop
             self._kinf_check_stop()
-            if self.done_:
-                return
+            return
         if self._round_ws:
             rinc = self._rinc_state()
             if rinc is not None:
@@ -973,10 +972,10 @@ def _lil_kl_split(delta: float, n: int, k: int) -> tuple[float, float]:
     return delta / (n - k), delta / k
 
 
-#: with ``stop="kinf"``, the share of delta kept by the lil-KL bounds' own test, which also stops the learner: the
-#: K_inf GLR test needs every rival sampled enough, and a sampling rule driven by the bounds can leave a rival whose
-#: bound is already clear of the best with too few answers for the GLR (its pair statistic saturates while the
-#: threshold grows with the best arm's answers), where the bounds' test still ends the run
+#: with ``stop="kinf"``, the share of delta kept by the lil-KL bounds, which settle a pair when the K_inf test does not:
+#: that test needs every rival sampled enough, and a sampling rule driven by the bounds can leave a rival whose
+#: bound is already clear of the best with too few answers for it (its pair statistic saturates while the threshold
+#: grows with the best arm's answers)
 KINF_BOUNDS_SHARE = 0.1
 
 
@@ -991,14 +990,14 @@ class _LilKLBase(_LUCBFamily):
 
     @classmethod
     def error_factor(cls, params: dict[str, Any]) -> float:
-        """2 with the bounds' stop (TNM17 Thm 1); 1 with ``stop="kinf"``: its K_inf test at 0.9 delta (proven whatever
-        the sampling, docs/glr_stopping.md) or the bounds' test at 0.1 delta, whichever passes first."""
+        """2 with the bounds' stop (TNM17 Thm 1); 1 with ``stop="kinf"``: each pair settled by the K_inf test at
+        0.9 delta (proven whatever the sampling, docs/glr_stopping.md) or by the bounds at 0.1 delta."""
         return 1.0 if params.get("stop") == "kinf" else float(cls.error_per_delta)
 
     def _bounds_delta(self) -> float:
-        """The bounds' delta: all of it with their own stop; with ``stop="kinf"`` the bounds' test is the second stop
-        and gets :data:`KINF_BOUNDS_SHARE` of the error (its two families of bounds fail with probability at most
-        ``2 x delta x share / 2``)."""
+        """The bounds' delta: all of it with their own stop; with ``stop="kinf"`` the bounds settle the pairs the K_inf
+        test does not and get :data:`KINF_BOUNDS_SHARE` of the error (their two families fail with probability at
+        most ``2 x delta x share / 2``)."""
         if getattr(self, "stop", "bounds") == "kinf":
             return float(self.delta) * KINF_BOUNDS_SHARE / 2.0
         return float(self.delta)
@@ -1091,15 +1090,16 @@ class LilKLUCB(_LilKLBase):
         Sub-Gaussian scale for "sg1"/"sg2".
     stop : {"bounds", "kinf"}, default="bounds"
         ``"bounds"``: the LUCB stop on the KL bounds above (error <= 2 delta). ``"kinf"``: keep this
-        sampling rule and stop when either of two tests passes, error <= delta in all (a union bound):
-        the GLR statistic of the ratings' own model (every distribution on ``support``, K_inf) against each
-        pair's proven Krichevsky-Trofimov threshold at ``0.9 delta`` (:class:`purebandits.kinf_glr.KinfGLRStop`,
-        docs/glr_stopping.md; proven whatever the sampling, at k = 1 and k > 1 by a union over the k (n - k)
-        pairs), or the bounds' own test with the bounds at ``0.05 delta`` (error <= 0.1 delta,
-        :data:`KINF_BOUNDS_SHARE`). The second test ends the rare run where the sampling, led by the bounds,
-        leaves a rival clear of the best by its bound but with too few answers for the GLR statistic. The
-        K_inf test is decided exactly after every answer at amortised O(1) cost plus a compiled O(n) pass
-        for the empirical top k.
+        sampling rule and stop when every pair (a in the top k, b outside) is settled by one of two tests,
+        error <= delta in all (a union bound): the GLR statistic of the ratings' own model (every
+        distribution on ``support``, K_inf) against the pair's proven Krichevsky-Trofimov threshold at
+        ``0.9 delta`` (:class:`purebandits.kinf_glr.KinfGLRStop`, docs/glr_stopping.md; proven whatever the
+        sampling, at k = 1 and k > 1 by a union over the k (n - k) pairs), or a's lower bound above b's
+        upper bound with the bounds at ``0.05 delta`` (error <= 0.1 delta, :data:`KINF_BOUNDS_SHARE`). The
+        bounds settle the rivals that the sampling, led by them, leaves with too few answers for the GLR
+        statistic. Decided exactly after every answer at amortised O(1) cost plus a compiled O(n) pass for
+        the empirical top k. Fewer answers than the bounds' stop on a few dozen items, more on thousands
+        (docs/glr_stopping.md).
     support : sequence of 2 or 3 floats, default=(0, 0.5, 1)
         The values the rewards take (the caption ratings), for ``stop="kinf"``; another reward is a
         ``ValueError`` with that stop.
@@ -1182,15 +1182,16 @@ class KLRandLUCB(_LilKLBase):
         TNM17 Thm 2's power of two.
     stop : {"bounds", "kinf"}, default="bounds"
         ``"bounds"``: the LUCB stop on the KL bounds above (error <= 2 delta). ``"kinf"``: keep this
-        sampling rule and stop when either of two tests passes, error <= delta in all (a union bound):
-        the GLR statistic of the ratings' own model (every distribution on ``support``, K_inf) against each
-        pair's proven Krichevsky-Trofimov threshold at ``0.9 delta`` (:class:`purebandits.kinf_glr.KinfGLRStop`,
-        docs/glr_stopping.md; proven whatever the sampling, at k = 1 and k > 1 by a union over the k (n - k)
-        pairs), or the bounds' own test with the bounds at ``0.05 delta`` (error <= 0.1 delta,
-        :data:`KINF_BOUNDS_SHARE`). The second test ends the rare run where the sampling, led by the bounds,
-        leaves a rival clear of the best by its bound but with too few answers for the GLR statistic. The
-        K_inf test is decided exactly after every answer at amortised O(1) cost plus a compiled O(n) pass
-        for the empirical top k.
+        sampling rule and stop when every pair (a in the top k, b outside) is settled by one of two tests,
+        error <= delta in all (a union bound): the GLR statistic of the ratings' own model (every
+        distribution on ``support``, K_inf) against the pair's proven Krichevsky-Trofimov threshold at
+        ``0.9 delta`` (:class:`purebandits.kinf_glr.KinfGLRStop`, docs/glr_stopping.md; proven whatever the
+        sampling, at k = 1 and k > 1 by a union over the k (n - k) pairs), or a's lower bound above b's
+        upper bound with the bounds at ``0.05 delta`` (error <= 0.1 delta, :data:`KINF_BOUNDS_SHARE`). The
+        bounds settle the rivals that the sampling, led by them, leaves with too few answers for the GLR
+        statistic. Decided exactly after every answer at amortised O(1) cost plus a compiled O(n) pass for
+        the empirical top k. Fewer answers than the bounds' stop on a few dozen items, more on thousands
+        (docs/glr_stopping.md).
     support : sequence of 2 or 3 floats, default=(0, 0.5, 1)
         The values the rewards take (the caption ratings), for ``stop="kinf"``; another reward is a
         ``ValueError`` with that stop.
