@@ -1089,20 +1089,10 @@ class LilKLUCB(_LilKLBase):
     sigma : float, default=0.5
         Sub-Gaussian scale for "sg1"/"sg2".
     stop : {"bounds", "kinf"}, default="bounds"
-        ``"bounds"``: the LUCB stop on the KL bounds above (error <= 2 delta). ``"kinf"``: keep this
-        sampling rule and stop when every pair (a in the top k, b outside) is settled by one of two tests,
-        error <= delta in all (a union bound): the GLR statistic of the ratings' own model (every
-        distribution on ``support``, K_inf) against the pair's proven Krichevsky-Trofimov threshold at
-        ``0.9 delta`` (:class:`purebandits.kinf_glr.KinfGLRStop`, docs/glr_stopping.md; proven whatever the
-        sampling, at k = 1 and k > 1 by a union over the k (n - k) pairs), or a's lower bound above b's
-        upper bound with the bounds at ``0.05 delta`` (error <= 0.1 delta, :data:`KINF_BOUNDS_SHARE`). The
-        bounds settle the rivals that the sampling, led by them, leaves with too few answers for the GLR
-        statistic. Decided exactly after every answer at amortised O(1) cost plus a compiled O(n) pass for
-        the empirical top k. Fewer answers than the bounds' stop on a few dozen items, more on thousands
-        (docs/glr_stopping.md).
+        ``"bounds"``: the LUCB stop on the KL bounds above (error <= 2 delta); ``"kinf"``: each pair settled
+        by the K_inf GLR test or by the bounds, error <= delta (see :class:`KLRandLUCB`'s ``stop``).
     support : sequence of 2 or 3 floats, default=(0, 0.5, 1)
-        The values the rewards take (the caption ratings), for ``stop="kinf"``; another reward is a
-        ``ValueError`` with that stop.
+        The values the rewards take, for ``stop="kinf"`` (see :class:`KLRandLUCB`).
 
     Notes
     -----
