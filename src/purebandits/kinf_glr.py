@@ -128,8 +128,6 @@ def _labels_s(n: float, s: float, q: float, v: np.ndarray, out: np.ndarray) -> N
     form of :func:`label_counts_from_moments`' Vandermonde solve, rounded."""
     m = v.shape[0]
     for j in range(m):
-        num = n if m == 2 else q
-        den = 1.0
         if m == 2:
             o = v[1 - j]
             num = s - o * n
@@ -419,6 +417,11 @@ class KinfGLRStop:
     Z is computed only where every bound exceeds beta. The same stops as computing Z after every answer
     (``tests/test_kinf_stop.py``, at k = 1 and 2, with per-pair thresholds, and inside KL-RandLUCB).
 
+    ``settled`` is an optional second test, ``(a, b) -> bool array``: a pair it settles needs no ``Z > beta`` (the
+    rule stops when every pair passes one of the two; the error is at most the sum of the two tests'). It is asked
+    about the kept pair only when that pair's answers change, so it must depend on nothing else while the top set
+    stays (KL-RandLUCB's bounds, whose round-free bounds depend on the arm's own answers only).
+
     ``threshold`` is ``"kinf-kt-pairs"`` (each pair against its own
     :func:`~purebandits.glr_thresholds.kinf_kt_pair_threshold`, the sharpest threshold proven for this statistic),
     a name of :data:`purebandits.glr_thresholds.THRESHOLDS` or a callable ``(t, n_arms, delta, k) -> beta``.
@@ -441,7 +444,7 @@ class KinfGLRStop:
         self.beta_fn = threshold
         self.delta, self.k = float(delta), int(k)
         self.n = int(counts.shape[0])
-        self._pair: tuple[int, int] | None = None  # the weakest (top, outside) pair found
+        self._pair: tuple[int, int] | None = None  # the (top, outside) pair that rules a stop out
         self._next = 0  # no stop is possible before the pair has this many answers, while it stays (top, outside)
         self._members: set[int] | tuple[int, ...] = ()  # the top set at the last check
         self._pair_sum = -1  # the kept pair's answers when ``settled`` was last asked about it
