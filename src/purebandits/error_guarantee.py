@@ -63,12 +63,9 @@ def _source(learner: Learner) -> str:
     """Where the proof of the learner's stop is: the GLR learners' proven thresholds have their own source;
     otherwise the paper the learner follows, without the equation details in parentheses."""
     if getattr(learner, "stop", None) == "kinf" and getattr(learner, "threshold", "theory") == "theory":
-        return "its K_inf GLR statistic against the Krichevsky-Trofimov threshold, proven whatever the sampling; " \
-               "docs/glr_stopping.md"
+        return "its K_inf GLR statistic against the Krichevsky-Trofimov threshold, proven whatever the sampling, and " \
+               "for the KL learners their bounds on the pairs it does not settle; docs/glr_stopping.md"
     if getattr(learner, "threshold", None) == "theory":
-        if getattr(learner, "stop", "glr") == "kinf":
-            return "its K_inf GLR statistic against the Krichevsky-Trofimov threshold, proven whatever the sampling; " \
-                   "docs/glr_stopping.md"
         return "GK16's threshold log(2 t (n-1)/delta), Garivier and Kaufmann 2016, Thm 10"
     paper = type(learner).paper or type(learner).__name__
     return "its paper: " + paper.split(" (", 1)[0]

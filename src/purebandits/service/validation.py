@@ -43,8 +43,7 @@ from purebandits.registry import get_learner_class, make_learner
 from purebandits.service.errors import BadRequest
 
 __all__ = [
-    "DEFAULT_LABELS", "DEFAULT_ALGORITHM", "DEFAULT_PARAMS", "DEFAULT_DELTA", "REPEAT_POLICIES",
-    "MAX_ITEMS",
+    "DEFAULT_LABELS", "DEFAULT_ALGORITHM", "DEFAULT_PARAMS", "DEFAULT_DELTA", "REPEAT_POLICIES", "MAX_ITEMS",
     "MAX_PARTICIPANT_ID", "MAX_ITEM_TEXT", "MAX_LABELS", "MAX_ABS_REWARD", "MAX_SHARE", "MAX_URL",
     "ExperimentSpec", "LearnerSpec", "validate_spec", "parse_items_csv", "has_control", "check_text",
     "check_participant_id", "check_image_url", "check_webhook_url", "one_line", "read_items_csv", "ItemsFile",
@@ -62,9 +61,8 @@ DEFAULT_LABELS = [
 DEFAULT_ALGORITHM = "kl_rand_lucb"
 #: TNM17's bounds in their exact form, eqs. (2)-(3), the form the reproduction tables measure: 14-19 % fewer answers
 #: than L'/U' on contests 512 and 558 for 1.1-1.25x the CPU per answer on the O(log n) ask/tell path
-#: (docs/default_learner.md);
-#: pinned, so that the stored parameters say what the learner ran with (experiments created before keep their
-#: stored "simplified")
+#: (docs/default_learner.md); pinned, so that the stored parameters say what the learner ran with (experiments
+#: created before keep their stored "simplified")
 DEFAULT_PARAMS: dict[str, Any] = {"form": "exact"}
 #: the error probability a learner that takes ``delta`` targets when the spec gives none
 DEFAULT_DELTA = 0.05
