@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from purebandits.base import Learner
+from purebandits.service.crowd_settings import CrowdSettings
 from purebandits.service.errors import (
     NotFound,
 )
@@ -60,6 +61,7 @@ class ExperimentMeta:
     code_secret: str
     has_image: bool
     items: list[dict[str, Any]] = field(default_factory=list)
+    crowd: CrowdSettings = field(default_factory=CrowdSettings)
 
     @property
     def rewards(self) -> dict[str, float]:

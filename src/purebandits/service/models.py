@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 __all__ = ["metadata", "experiments", "learners", "items", "images", "participants", "queries", "events", "history",
-           "snapshots", "checkpoints"]
+           "snapshots", "checkpoints", "gold_queries", "platform_sessions", "exclusions"]
 
 metadata = sa.MetaData(
     naming_convention={
@@ -55,6 +55,8 @@ experiments = sa.Table(
     sa.Column("webhook_status", sa.Integer, nullable=True),  # the HTTP status it got, or NULL
     sa.Column("webhook_error", sa.String(300), nullable=True),
     sa.Column("webhook_secret", sa.String(64), nullable=True),  # keys the calls' signatures (HMAC); shown once
+    # the crowd's settings (CrowdSettings.to_json: skip, completion URL, gold items and their positions)
+    sa.Column("crowd", sa.JSON, nullable=True),
     sa.Index("ix_experiments_origin_created", "origin", "created_ms"),
 )
 
@@ -184,4 +186,45 @@ checkpoints = sa.Table(
     sa.Column("sha256", sa.String(64), nullable=False),
     sa.Column("created_ms", sa.BigInteger, nullable=False),
     sa.Column("claim_ms", sa.BigInteger, nullable=True),
+)
+
+
+# A gold item (known answer, CrowdSettings.gold) shown to a participant at one of the experiment's gold positions;
+# never told to a learner. ``id`` starts with "g" (never a learner query's UUID), ``gold`` is the gold item's index.
+gold_queries = sa.Table(
+    "gold_queries",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("participant_id", sa.String(36), sa.ForeignKey("participants.id"), nullable=False),
+    sa.Column("gold", sa.Integer, nullable=False),
+    sa.Column("position", sa.Integer, nullable=False),  # the participant's session position it was shown at
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("answered_ms", sa.BigInteger, nullable=True),
+    sa.Column("label", sa.String(100), nullable=True),
+    sa.UniqueConstraint("experiment_id", "participant_id", "position", name="uq_gold_queries_position"),
+)
+
+# How a participant came from a crowd platform: Prolific's STUDY_ID and SESSION_ID, or MTurk's hitId and
+# assignmentId, per experiment (a worker may come back in another session).
+platform_sessions = sa.Table(
+    "platform_sessions",
+    metadata,
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("participant_id", sa.String(36), sa.ForeignKey("participants.id"), primary_key=True),
+    sa.Column("session", sa.String(100), primary_key=True),  # SESSION_ID / assignmentId
+    sa.Column("platform", sa.String(16), nullable=False),  # prolific / mturk
+    sa.Column("study", sa.String(100), nullable=True),  # STUDY_ID / hitId
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+)
+
+# The participants an owner excluded (the current state; each change is also an ``exclude`` / ``include``
+# event in every learner's log, which is what replay reads).
+exclusions = sa.Table(
+    "exclusions",
+    metadata,
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("participant_id", sa.String(36), primary_key=True),
+    sa.Column("changed_ms", sa.BigInteger, nullable=False),
+    sa.Column("reason", sa.String(200), nullable=True),
 )

@@ -26,11 +26,14 @@ from purebandits.service.experiment_meta import hash_token, new_token, origin_ha
 from purebandits.service.models import (
     checkpoints,
     events,
+    exclusions,
     experiments,
+    gold_queries,
     history,
     images,
     items,
     learners,
+    platform_sessions,
     queries,
     snapshots,
 )
@@ -67,7 +70,7 @@ class OwnerOperations:
                 name=s.name, k=s.k, n_arms=len(s.items), labels=s.labels, status="active",
                 owner_token_hash=hash_token(token), query_expiry_seconds=s.query_expiry_seconds, created_ms=now,
                 instructions=s.instructions, repeats=s.repeats, answers_per_participant=s.answers_per_participant,
-                code_secret=secrets.token_hex(32),
+                code_secret=secrets.token_hex(32), crowd=s.crowd.to_json(),
             ).returning(experiments.c.id)).scalar_one()
             conn.execute(learners.insert(), [
                 {"experiment_id": eid, "idx": i, "label": ls.label, "algorithm": ls.algorithm, "params": ls.params,
@@ -172,7 +175,8 @@ class OwnerOperations:
             conn = self._lock_every_learner(held, eid, len(meta.learners))
             conn.execute(sa.select(experiments.c.id).where(experiments.c.id == eid).with_for_update())
             # children first: the same on every backend, whatever its foreign-key enforcement
-            for table in (events, queries, snapshots, checkpoints, history, images, items, learners):
+            for table in (events, queries, gold_queries, platform_sessions, exclusions, snapshots, checkpoints, history,
+                          images, items, learners):
                 conn.execute(table.delete().where(table.c.experiment_id == eid))
             conn.execute(experiments.delete().where(experiments.c.id == eid))
         self._forget(eid)

@@ -40,6 +40,7 @@ import numpy as np
 
 from purebandits.base import Learner
 from purebandits.registry import get_learner_class, make_learner
+from purebandits.service.crowd_settings import CrowdSettings, parse_crowd_settings
 from purebandits.service.errors import BadRequest
 
 __all__ = [
@@ -133,6 +134,8 @@ class ExperimentSpec:
     image: tuple[str, bytes] | None
     repeats: str
     answers_per_participant: int | None
+    #: skip button, completion URL, gold items (:mod:`purebandits.service.crowd_settings`)
+    crowd: CrowdSettings = field(default_factory=CrowdSettings)
     #: the file lines of the items file's rows left out for a blank text (``skip_blank``)
     skipped_blank_lines: list[int] = field(default_factory=list)
 
@@ -671,7 +674,9 @@ def _validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
     takes them; ``delta`` is the target error probability, default :data:`DEFAULT_DELTA`, and
     a learner proven to err at most ``error_per_delta * delta`` gets it divided by that),
     ``seed``, ``query_expiry_seconds``, ``instructions``, ``image`` ({content_type, data
-    (base64)}), ``repeats`` (``never`` or ``not_consecutive``), ``answers_per_participant``.
+    (base64)}), ``repeats`` (``never`` or ``not_consecutive``), ``answers_per_participant``, and the crowd's
+    settings ``allow_skip``, ``completion_url``, ``gold`` and ``gold_positions``
+    (:func:`~purebandits.service.crowd_settings.parse_crowd_settings`).
     """
     name = spec.get("name") or "experiment"
     if not isinstance(name, str) or len(name) > MAX_NAME:
@@ -745,4 +750,5 @@ def _validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
     return ExperimentSpec(name=name, items=items, labels=labels, learners=learners, k=ks.pop(),
                           query_expiry_seconds=None if expiry is None else float(expiry),
                           instructions=instructions, image=_validate_image(spec.get("image")), repeats=repeats,
-                          answers_per_participant=per, skipped_blank_lines=skipped)
+                          answers_per_participant=per, skipped_blank_lines=skipped,
+                          crowd=parse_crowd_settings(spec, [lab["name"] for lab in labels]))
