@@ -155,7 +155,7 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
     # innermost first: the fast path serves well-formed asks / answers, BodySizeLimit wraps it
     app.add_middleware(ParticipantFastPath)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(SecurityHeaders, submit_origins=tuple(settings.mturk_submit_origins.split()))
     app.add_middleware(ExperimentLogContext)
     return app
 

@@ -103,6 +103,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "default); not_consecutive: never the same item twice in a row")
     p.add_argument("--answers-per-participant", type=int, metavar="N",
                    help="after N answers a participant is done and gets a completion code")
+    p.add_argument("--completion-url", metavar="URL",
+                   help="where the page sends a participant with a completion code (Prolific's completion URL; "
+                        "{code} becomes their code)")
+    p.add_argument("--allow-skip", action="store_true", default=None,
+                   help="show a skip (can't decide) button; skips are recorded, never told to a learner")
+    p.add_argument("--gold", metavar="CSV",
+                   help="gold items, a CSV file with columns label,text (and optionally id): known answers shown "
+                        "at --gold-positions, never told to a learner")
+    p.add_argument("--gold-positions", metavar="P,P,...",
+                   help="the session positions of the gold items (1 = a participant's first item), e.g. 5,20")
     p.add_argument("--query-expiry", type=float, metavar="SECONDS",
                    help="unanswered queries expire after this many seconds (server default)")
 
@@ -319,10 +329,32 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
     for key, value in (("instructions", args.instructions), ("k", args.k), ("delta", args.delta),
                        ("budget", args.budget), ("seed", args.seed), ("repeats", args.repeats),
                        ("answers_per_participant", args.answers_per_participant),
-                       ("query_expiry_seconds", args.query_expiry)):
+                       ("query_expiry_seconds", args.query_expiry), ("completion_url", args.completion_url),
+                       ("allow_skip", args.allow_skip)):
         if value is not None:
             spec[key] = value
+    if args.gold is not None:
+        spec["gold"] = read_gold_csv(args.gold)
+    if args.gold_positions is not None:
+        try:
+            spec["gold_positions"] = [int(p) for p in args.gold_positions.split(",") if p.strip()]
+        except ValueError:
+            raise UsageError(f"--gold-positions must be integers separated by commas, got {args.gold_positions!r}") \
+                from None
     return spec
+
+
+def read_gold_csv(path: str) -> list[dict[str, str]]:
+    """Gold items from a CSV file with a header naming ``label`` and ``text`` (and optionally ``id``)."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as exc:
+        raise UsageError(f"--gold: cannot read {path}: {exc.strerror}") from None
+    if not rows or not {"label", "text"} <= set(rows[0]):
+        raise UsageError(f"--gold: {path} needs a header with the columns label and text (and optionally id)")
+    return [{k: v for k, v in {"id": r.get("id"), "label": r["label"], "text": r["text"]}.items() if v}
+            for r in rows]
 
 
 # ---------------------------------------------------------------------------- running

@@ -14,6 +14,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from purebandits.service.crowd_settings import SKIP_LABEL
 from purebandits.service.errors import (
     BadRequest,
     Conflict,
@@ -30,6 +31,10 @@ from purebandits.service.eventlog import (
 )
 from purebandits.service.experiment_meta import ExperimentMeta, origin_hash
 from purebandits.service.models import (
+    exclusions,
+    experiments,
+    gold_queries,
+    learners,
     participants,
     queries,
 )
@@ -46,6 +51,10 @@ LAZY_EXPIRE_EVERY_MS = 1000
 MAX_ITEMS_PER_ASK = 10
 #: participant ids a process remembers as registered (others are looked up in the database)
 MAX_KNOWN_PARTICIPANTS = 100_000
+#: the learner index of a gold item's query in a batch (no learner: :meth:`CrowdOperations._gold_op`)
+GOLD = -1
+#: how long a process trusts its copy of an experiment's excluded participants (another process's change)
+EXCLUSIONS_TTL_MS = 2000
 
 
 class _Query:
@@ -71,6 +80,7 @@ class _BatchQueries:
         self.conn: Connection | None = None  # the batch's connection, set once it is locked
         self._seen: dict[str, list[_Query]] = {}
         self._by_id: dict[str, _Query] = {}
+        self.gold_ids: set[str] = set()  # the gold items' queries the batch's asks handed out
         self._pids = sorted({op[1] for op in ops if op[0] == "ask"}) if prefetch else []
         self._qids = sorted({op[2] for op in ops if op[0] in ("answer", "release")}) if prefetch else []
 
@@ -117,7 +127,7 @@ class _BatchQueries:
             q = self._by_id[qid] = _Query(qid, arm, "pending", expires_ms)
             self._seen.setdefault(pid, []).append(q)
 
-    def answered(self, qid: str, label: str, reward: float, now: int) -> None:
+    def answered(self, qid: str, label: str, reward: float | None, now: int) -> None:
         q = self._by_id.get(qid)
         if q is not None:
             q.status, q.label, q.reward, q.answered_ms = "answered", label, reward, now
@@ -136,8 +146,10 @@ def _raise_or_return(result: Any) -> Any:
 
 
 
-def _answer_response(query_id: str, label: str, reward: float) -> dict[str, Any]:
-    return {"query_id": query_id, "status": "answered", "label": label, "reward": float(reward)}
+def _answer_response(query_id: str, label: str, reward: float | None) -> dict[str, Any]:
+    """An answer's acknowledgement; a skip or a gold item's answer has no reward (nothing is told to a learner)."""
+    return {"query_id": query_id, "status": "answered", "label": label,
+            "reward": None if reward is None else float(reward)}
 
 
 
@@ -256,9 +268,11 @@ class CrowdOperations:
     def prepare_answer(self, query_id: str, pid: str, label: str) -> tuple[int, int]:
         """Check an answer before it takes the learner's lock; returns (experiment, learner index) to run it on."""
         eid, idx = self._owned(query_id, pid)
-        rewards = self.meta(eid).rewards
-        if label not in rewards:
-            raise BadRequest(f"label {label!r} is not in this experiment's label set {list(rewards)}")
+        meta = self.meta(eid)
+        rewards = meta.rewards
+        if label not in rewards and not (label == SKIP_LABEL and meta.crowd.allow_skip):
+            allowed = [*rewards, SKIP_LABEL] if meta.crowd.allow_skip else list(rewards)
+            raise BadRequest(f"label {label!r} is not in this experiment's label set {allowed}")
         return eid, idx
 
     def _owned(self, query_id: str, pid: str) -> tuple[int, int]:
@@ -273,6 +287,10 @@ class CrowdOperations:
                 raise NotFound(f"unknown query {query_id!r}")
             with self._connect(False) as conn:
                 found = self._x(conn, "sel_query_owner", query_id).first()
+                if found is None:  # a gold item's query (its id looks like any other)
+                    found = conn.execute(sa.select(gold_queries.c.experiment_id, gold_queries.c.participant_id,
+                                                   sa.literal(GOLD).label("learner"))
+                                         .where(gold_queries.c.id == query_id)).first()
             if found is None:
                 raise NotFound(f"unknown query {query_id!r}")
             owner = (int(found.experiment_id), found.participant_id, int(found.learner))
@@ -295,6 +313,18 @@ class CrowdOperations:
         Returns one entry per op: its response, or the :class:`ServiceError` it ends in (a refusal
         changes nothing, so the others go on). Any other error fails them all and commits nothing.
         """
+        if any(idx == GOLD for idx, _ in ops):  # gold items' answers: no learner, their own short transactions
+            res: dict[int, Any] = {}
+            for i, (idx, op) in enumerate(ops):
+                if idx == GOLD:
+                    try:
+                        res[i] = self._gold_op(eid, op)
+                    except ServiceError as exc:
+                        res[i] = exc
+            rest = [(i, x) for i, x in enumerate(ops) if x[0] != GOLD]
+            for (i, _), r in zip(rest, self.run_batch(eid, [x for _, x in rest]) if rest else [], strict=True):
+                res[i] = r
+            return [res[i] for i in range(len(ops))]
         meta = self.meta(eid)
         out: list[Any] = []
         now = self.clock()
@@ -326,7 +356,8 @@ class CrowdOperations:
             if op[0] == "ask":
                 if isinstance(res, dict):
                     for q in res.get("queries") or ([res] if res.get("query_id") else []):
-                        self._query_owner[q["query_id"]] = (eid, op[1], idx)
+                        qid = q["query_id"]
+                        self._query_owner[qid] = (eid, op[1], GOLD if qid in view.gold_ids else idx)
             elif not isinstance(res, ServiceError) or isinstance(res, Gone):
                 self._query_owner.pop(op[2], None)
         return out
@@ -343,12 +374,14 @@ class CrowdOperations:
         if row.status != "active":
             return {"state": row.status, "retry_after": 5.0}
         eid, idx = meta.id, tx.idx
+        if self.is_excluded(eid, pid):
+            return {"state": "excluded", "retry_after": 3600.0}
         rated: set[int] = set()
         last, n_answered, abandoned = -1, 0, 0
         live: list[Any] = []
         for q in view.seen(pid):
             last = q.arm
-            if q.status == "answered":
+            if q.status == "answered":  # a skip too: the participant has seen it
                 n_answered += 1
                 rated.add(q.arm)
             elif q.status == "pending":
@@ -358,17 +391,33 @@ class CrowdOperations:
                     abandoned += 1  # past its expiry, not swept yet
             elif q.answered_ms is None:  # cancelled by reissue or expiry, not given back (a release has its time)
                 abandoned += 1
+        crowd = meta.crowd
+        golds = self._x(conn, "sel_gold_seen", eid, pid).rows if crowd.gold else []
+        n_answered += sum(1 for g in golds if g.answered_ms is not None)  # a session's answers count gold ones
+        gold_live = [g for g in golds if g.answered_ms is None]
         quota = meta.answers_per_participant
         if quota is not None and n_answered >= quota:
-            return {"state": "complete", "completion_code": meta.completion_code(pid), "n_answered": n_answered,
-                    "retry_after": 3600.0}
+            return self._completed(meta, pid, n_answered, "complete")
         want = 1 if n is None else n
         if quota is not None:
             want = max(1, min(want, quota - n_answered))
-        out = [self._query_response(meta, q.id, q.arm, q.expires_ms, n_answered) for q in live[:want]]
+        out = [self._gold_response(meta, g.id, g.gold, now, n_answered) for g in gold_live[:want]]
+        view.gold_ids.update(q["query_id"] for q in out)
+        out += [self._query_response(meta, q.id, q.arm, q.expires_ms, n_answered) for q in live[:want - len(out)]]
         held = {q.arm for q in live}
+        gold_positions = {g.position for g in golds}
+        position = n_answered + len(live) + len(gold_live)  # the session positions taken (answered or held)
         reissued = False
         while len(out) < want:
+            gold = crowd.gold_at(position + 1) if crowd.gold else None
+            if gold is not None and position + 1 not in gold_positions:
+                gid = str(uuid.uuid4())
+                position += 1
+                self._x(conn, "ins_gold_query", gid, eid, pid, gold, position, now)
+                gold_positions.add(position)
+                view.gold_ids.add(gid)
+                out.append(self._gold_response(meta, gid, gold, now, n_answered))
+                continue
             excluded = excluded_arms(meta.repeats, meta.n_arms, rated, held, last)
             if len(excluded) >= meta.n_arms:
                 break  # every item is out to this participant already
@@ -392,10 +441,13 @@ class CrowdOperations:
             view.asked(pid, qid, arm, expires)
             held.add(arm)
             last = arm
+            position += 1
             out.append(self._query_response(meta, qid, arm, expires, n_answered))
         if not out:
             if tx.learner.done:
-                return {"state": "done", "retry_after": 5.0, "n_answered": n_answered}
+                if self._all_done(conn, meta):  # the study is complete: recruitment can close
+                    return self._completed(meta, pid, n_answered, "done")
+                return {"state": "done", "retry_after": 5.0, "n_answered": n_answered, "study_complete": False}
             return {"state": "waiting", "retry_after": 1.0, "n_answered": n_answered}
         if n is None:
             return out[0]
@@ -444,6 +496,77 @@ class CrowdOperations:
         return True
 
     @staticmethod
+    def _completed(meta: ExperimentMeta, pid: str, n_answered: int, state: str) -> dict[str, Any]:
+        """A session's end: ``"complete"`` (``answers_per_participant`` reached) or ``"done"`` with ``study_complete``
+        (every learner has stopped). The completion code (and the crowd platform's completion URL) come with it when
+        the participant reached the quota, or answered anything before the study was complete: their work is paid
+        for."""
+        out: dict[str, Any] = {"state": state, "n_answered": n_answered, "retry_after": 3600.0 if state == "complete"
+                               else 5.0}
+        if state == "done":
+            out["study_complete"] = True
+        if state == "complete" or (n_answered > 0 and meta.answers_per_participant is not None):
+            code = meta.completion_code(pid)
+            out["completion_code"] = code
+            out["completion_url"] = meta.crowd.completion_redirect(code)
+        return out
+
+    def _all_done(self, conn: Connection, meta: ExperimentMeta) -> bool:
+        """Whether every learner of the experiment has stopped (read when the participant's learner has)."""
+        if len(meta.learners) == 1:
+            return True
+        return conn.execute(sa.select(sa.func.count()).select_from(learners).where(
+            learners.c.experiment_id == meta.id, learners.c.done_ms.is_(None))).scalar_one() == 0
+
+    @staticmethod
+    def _gold_response(meta: ExperimentMeta, qid: str, gold: int, now: int, n_answered: int) -> dict[str, Any]:
+        """A gold item's query, shaped as any other (its item id is the query's: nothing tells it apart); it does not
+        expire (``expires_at`` is only the usual horizon)."""
+        return {
+            "state": "ok", "query_id": qid, "experiment_id": meta.id,
+            "item": {"id": qid, "text": meta.crowd.gold[gold]["text"], "image_url": None},
+            "labels": [lab["name"] for lab in meta.labels], "expires_at": (now + meta.expiry_s * 1000) / 1000.0,
+            "n_answered": n_answered,
+        }
+
+    def _gold_op(self, eid: int, op: tuple[str, ...]) -> dict[str, Any]:
+        """An answer to (or a release of) a gold item's query: recorded in ``gold_queries``, never told to a learner.
+        Idempotent as a learner query's answer; a release leaves it pending (it is listed again at the next ask)."""
+        qid = op[2]
+        if op[0] == "release":
+            return {"query_id": qid, "status": "released"}
+        label = op[3]
+        with self._connect(True) as conn:
+            row = conn.execute(sa.select(gold_queries.c.label, gold_queries.c.experiment_id)
+                               .where(gold_queries.c.id == qid)).one()
+            if row.label is not None:
+                if row.label != label:
+                    raise Conflict(f"query already answered with label {row.label!r}")
+                return _answer_response(qid, label, None)
+            status = conn.execute(sa.select(experiments.c.status).where(experiments.c.id == eid)).scalar_one()
+            if status == "archived":
+                raise Conflict("experiment is archived (read-only); answers are no longer accepted")
+            conn.execute(gold_queries.update().where(gold_queries.c.id == qid)
+                         .values(label=label, answered_ms=self.clock()))
+        self._query_owner.pop(qid, None)
+        return _answer_response(qid, label, None)
+
+    def is_excluded(self, eid: int, pid: str) -> bool:
+        """Whether the owner excluded participant ``pid`` from experiment ``eid`` (:meth:`exclude_participant`).
+
+        Read from ``exclusions`` at most every :data:`EXCLUSIONS_TTL_MS` per experiment and process (this
+        process's own changes at once): another process's exclusion reaches this one within that time."""
+        cache = self.__dict__.setdefault("_exclusion_cache", {})
+        now = self.clock()
+        hit = cache.get(eid)
+        if hit is None or now - hit[0] >= EXCLUSIONS_TTL_MS:
+            with self._connect(False) as conn:
+                pids = frozenset(conn.execute(sa.select(exclusions.c.participant_id)
+                                              .where(exclusions.c.experiment_id == eid)).scalars())
+            hit = cache[eid] = (now, pids)
+        return pid in hit[1]
+
+    @staticmethod
     def _query_response(meta: ExperimentMeta, qid: str, arm: int, expires_ms: int, n_answered: int) -> dict[str, Any]:
         item = meta.items[arm]
         return {
@@ -469,6 +592,11 @@ class CrowdOperations:
         if q.expires_ms <= now:
             self._expire(conn, tx, now, view)
             return Gone("query expired; ask for a new one")  # after the expiry commits
+        if label == SKIP_LABEL and label not in rewards:  # recorded, never told to the learner (a cancel to it)
+            seq = tx.append("skip", query_id, int(q.arm), label, None, now)
+            self._x(conn, "upd_answered", now, label, None, seq, query_id)
+            view.answered(query_id, label, None, now)
+            return _answer_response(query_id, label, None)
         reward = rewards[label]
         seq = tx.append("answer", query_id, int(q.arm), label, reward, now)
         self._x(conn, "upd_answered", now, label, reward, seq, query_id)

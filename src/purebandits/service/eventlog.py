@@ -36,7 +36,7 @@ from sqlalchemy.engine import Connection, Engine
 from purebandits.base import Learner
 from purebandits.registry import make_learner
 from purebandits.service.errors import ReplayError
-from purebandits.service.models import checkpoints, events, snapshots
+from purebandits.service.models import checkpoints, events, queries, snapshots
 
 __all__ = ["HotStatements", "BatchWrites", "Rows", "LogTx", "apply_event", "apply_log", "encode_passed",
            "encode_excluded", "decode_excluded", "read_snapshot", "write_snapshot", "learner_from_snapshot",
@@ -60,6 +60,11 @@ _HOT_SQL = {
     "upd_answered": "UPDATE queries SET status = 'answered', answered_ms = ?, label = ?, reward = ?, end_seq = ? "
                     "WHERE id = ?",
     "sel_participant": "SELECT id FROM participants WHERE id = ?",
+    # gold items (only in experiments that have them): a participant's, and one issued
+    "sel_gold_seen": "SELECT id, gold, position, answered_ms FROM gold_queries WHERE experiment_id = ? "
+                     "AND participant_id = ? ORDER BY position",
+    "ins_gold_query": "INSERT INTO gold_queries (id, experiment_id, participant_id, gold, position, created_ms) "
+                      "VALUES (?, ?, ?, ?, ?, ?)",
     "sel_stale": "SELECT id, arm FROM queries WHERE experiment_id = ? AND learner = ? AND status = 'pending' "
                  "AND expires_ms <= ? ORDER BY expires_ms, id",
     "sel_oldest_pending": "SELECT id, arm FROM queries WHERE experiment_id = ? AND learner = ? AND status = 'pending' "
@@ -89,7 +94,7 @@ _HOT_SQL = {
 
 #: statements that return no rows (queued without waiting in PostgreSQL's pipeline mode)
 _WRITES = frozenset({"upd_version", "upd_done", "ins_event", "ins_query", "upd_answered", "upd_expired",
-                     "upd_released"})
+                     "upd_released", "ins_gold_query"})
 
 #: the row writes a transaction buffers (:class:`BatchWrites`), in the order a flush sends them
 _BUFFERED = ("ins_event", "ins_query", "upd_answered", "upd_expired", "upd_released")
@@ -321,7 +326,7 @@ class LogTx:
         cancelled here; a ``pass`` is such an old ask that served none of its candidates."""
         if kind == "answer":
             self.learner.tell(arm, reward)
-        elif kind == "cancel":
+        elif kind in ("cancel", "skip"):  # a skip is recorded, never told: the pull is given back
             self.learner.cancel(arm)
         self.version += 1
         self.hot(self.conn, "ins_event", self.eid, self.idx, self.version, kind, query_id, arm, label, reward, now,
@@ -378,16 +383,87 @@ def apply_event(learner: Learner, kind: str, arm: int, reward: float | None, *, 
             learner.cancel(cand)
     elif kind == "answer":
         learner.tell(arm, float(reward))  # type: ignore[arg-type]
-    elif kind == "cancel":
+    elif kind in ("cancel", "skip"):
         learner.cancel(arm)
+    elif kind in EXCLUSION_KINDS:
+        raise ReplayError(f"experiment {eid}, seq {seq}: an exclusion rebuilds the learner (apply_log)")
     else:
         raise ReplayError(f"experiment {eid}, seq {seq}: unknown event kind {kind!r}")
 
 
-def apply_log(conn: Connection, eid: int, idx: int, learner: Learner, after: int, upto: int) -> int:
+#: the events that change which participants' answers the learner is told (arm -1, ``label`` = the participant)
+EXCLUSION_KINDS = ("exclude", "include")
+
+
+def excluded_participants(conn: Connection, eid: int, idx: int, upto: int) -> set[str]:
+    """The participants excluded at event ``upto`` of learner ``idx``'s log: its ``exclude`` and ``include`` events
+    up to there, in order."""
+    out: set[str] = set()
+    for kind, pid in conn.execute(
+            sa.select(events.c.kind, events.c.label)
+            .where(events.c.experiment_id == eid, events.c.learner == idx, events.c.seq <= upto,
+                   events.c.kind.in_(EXCLUSION_KINDS)).order_by(events.c.seq)):
+        (out.add if kind == "exclude" else out.discard)(pid)
+    return out
+
+
+def rebuild_without(conn: Connection, eid: int, idx: int, learner: Learner, upto: int, dropped: set[str]) -> Learner:
+    """``learner`` (fresh, with the learner's seed) fed learner ``idx``'s events ``1..upto`` as they were handed out,
+    without the answers of the participants in ``dropped``: how an owner's exclusion rebuilds a learner.
+
+    Each logged ask gives the learner the arm the log says (an ask restricted to that arm: the arms were chosen by
+    the state that had those answers); an answer of a dropped participant is applied as a cancellation (the pull
+    comes back untold); other answers, skips and cancellations as logged. Once the learner stops, the rest of the
+    log is not applied: without those answers its rule fired there, and what came after would not have been asked.
+    ReplayError when the learner cannot take a logged ask before it stops (a round-based rule whose rounds the
+    dropped answers changed)."""
+    rows = conn.execute(
+        sa.select(events.c.seq, events.c.kind, events.c.arm, events.c.reward, events.c.passed,
+                  queries.c.participant_id)
+        .select_from(events.outerjoin(queries, queries.c.id == events.c.query_id))
+        .where(events.c.experiment_id == eid, events.c.learner == idx, events.c.seq <= upto)
+        .order_by(events.c.seq)).all()
+    only = np.zeros(learner.n_arms_, dtype=np.bool_)
+    for ev in rows:
+        if learner.done:
+            break
+        kind, arm = ev.kind, int(ev.arm)
+        if kind in EXCLUSION_KINDS:
+            continue
+        if kind == "answer" and ev.participant_id in dropped:
+            kind = "cancel"
+        if kind not in ("ask", "pass"):
+            apply_event(learner, kind, arm, ev.reward, eid=eid, seq=int(ev.seq))
+            continue
+        skipped = [int(a) for a in ev.passed.split(",")] if ev.passed else []
+        for want in skipped if kind == "pass" else [*skipped, arm]:
+            only[want] = True
+            got = learner.ask(1, allowed=only)
+            only[want] = False
+            if got != [want] and not learner.done:
+                raise ReplayError(f"experiment {eid}, seq {ev.seq}: without the excluded answers the learner cannot "
+                                  f"be handed arm {want} (it waits for answers its rule needs first)")
+        for cand in skipped:
+            if learner.pending_[cand] > 0:
+                learner.cancel(cand)
+    return learner
+
+
+def replace_state(learner: Learner, rebuilt: Learner) -> None:
+    """Make ``learner`` the learner ``rebuilt`` is (same class), in place: callers hold on to ``learner``."""
+    if type(learner) is not type(rebuilt):
+        raise TypeError(f"cannot replace a {type(learner).__name__} by a {type(rebuilt).__name__}")
+    vars(learner).clear()
+    vars(learner).update(vars(rebuilt))
+
+
+def apply_log(conn: Connection, eid: int, idx: int, learner: Learner, after: int, upto: int,
+              fresh: Callable[[], Learner] | None = None) -> int:
     """Replay learner ``idx``'s events ``after < seq <= upto`` into ``learner``; ReplayError on a gap.
 
-    Returns how many events were applied (``upto - after``)."""
+    An ``exclude`` or ``include`` event rebuilds the learner from ``fresh()`` (:func:`rebuild_without`, with the
+    participants excluded then), in place, as the owner's action did. Returns how many events were applied
+    (``upto - after``)."""
     rows = conn.execute(
         sa.select(events.c.seq, events.c.kind, events.c.arm, events.c.reward, events.c.passed, events.c.excluded)
         .where(events.c.experiment_id == eid, events.c.learner == idx, events.c.seq > after, events.c.seq <= upto)
@@ -397,8 +473,14 @@ def apply_log(conn: Connection, eid: int, idx: int, learner: Learner, after: int
     for ev in rows:
         if ev.seq != expect:
             raise ReplayError(f"experiment {eid}, learner {idx}: event log has a gap at seq {expect}")
-        apply_event(learner, ev.kind, int(ev.arm), ev.reward, eid=eid, seq=int(ev.seq), passed=ev.passed,
-                    excluded=ev.excluded)
+        if ev.kind in EXCLUSION_KINDS:
+            if fresh is None:
+                raise ReplayError(f"experiment {eid}, seq {ev.seq}: an exclusion needs the learner's spec to rebuild")
+            dropped = excluded_participants(conn, eid, idx, int(ev.seq))
+            replace_state(learner, rebuild_without(conn, eid, idx, fresh(), int(ev.seq), dropped))
+        else:
+            apply_event(learner, ev.kind, int(ev.arm), ev.reward, eid=eid, seq=int(ev.seq), passed=ev.passed,
+                        excluded=ev.excluded)
         expect += 1
     if expect != upto + 1:
         raise ReplayError(f"experiment {eid}, learner {idx}: event log ends at seq {expect - 1}, version is {upto}")

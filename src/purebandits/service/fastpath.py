@@ -46,7 +46,7 @@ _ANSWER_PREFIX, _ANSWER_SUFFIX = "/api/queries/", "/answer"
 _MAX_EID_DIGITS = len(str(MAX_ID))
 #: the order of QueryOut's and ItemOut's fields, for the same key order as the response models
 _QUERY_KEYS = ("state", "query_id", "experiment_id", "item", "labels", "expires_at", "queries", "retry_after",
-               "n_answered", "completion_code")
+               "n_answered", "completion_code", "completion_url", "study_complete")
 _ITEM_KEYS = ("id", "text", "image_url")
 
 
@@ -139,7 +139,8 @@ class ParticipantFastPath:
             else:
                 result = await app.state.dispatcher.answer(query_id, fields["participant_id"], fields["label"])
                 payload = dumps({"query_id": result["query_id"], "status": result["status"],
-                                 "label": result["label"], "reward": float(result["reward"])})
+                                 "label": result["label"],
+                                 "reward": None if result["reward"] is None else float(result["reward"])})
         except Exception as exc:
             parts = error_parts(exc)
             if parts is None:

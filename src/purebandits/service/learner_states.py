@@ -8,6 +8,7 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
@@ -16,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from purebandits.base import Learner
+from purebandits.service.crowd_settings import CrowdSettings
 from purebandits.service.errors import (
     NotFound,
     ReplayError,
@@ -23,12 +25,16 @@ from purebandits.service.errors import (
     WouldBlock,
 )
 from purebandits.service.eventlog import (
+    EXCLUSION_KINDS,
     apply_event,
     apply_log,
     canonical_state,
+    excluded_participants,
     learner_from_snapshot,
     read_checkpoint,
     read_snapshot,
+    rebuild_without,
+    replace_state,
     write_checkpoint,
     write_snapshot,
 )
@@ -64,6 +70,10 @@ def _apply_forced(conn: Connection, meta: ExperimentMeta, idx: int, learner: Lea
     if len(rows) != upto - after:
         raise ReplayError(f"experiment {eid}, learner {idx}: event log has a gap after seq {after}")
     for ev in rows:
+        if ev.kind in EXCLUSION_KINDS:
+            replace_state(learner, rebuild_without(conn, eid, idx, meta.learners[idx].fresh(meta.n_arms), int(ev.seq),
+                                                   excluded_participants(conn, eid, idx, int(ev.seq))))
+            continue
         if ev.kind not in ("ask", "pass"):
             apply_event(learner, ev.kind, int(ev.arm), ev.reward, eid=eid, seq=int(ev.seq))
             continue
@@ -152,9 +162,15 @@ class LearnerStates:
             instructions=row.instructions, repeats=row.repeats, answers_per_participant=row.answers_per_participant,
             code_secret=secret, has_image=has_image,
             items=[{"arm": r.arm, "id": r.external_id, "text": r.text, "image_url": r.image_url} for r in its],
+            crowd=CrowdSettings.from_json(row.crowd),
         )
         self._meta[eid] = m
         return m
+
+    @staticmethod
+    def _fresh(meta: ExperimentMeta, idx: int) -> Callable[[], Learner]:
+        """A maker of learner ``idx``'s fresh state (its seed): what an exclusion in its log rebuilds from."""
+        return lambda: meta.learners[idx].fresh(meta.n_arms)
 
     def _cached_learner(self, meta: ExperimentMeta, idx: int, version: int) -> Learner | None:
         """The cached learner if it is at ``version`` (no database work), else None (:meth:`_sync` catches up)."""
@@ -169,7 +185,7 @@ class LearnerStates:
             return cached.learner
         if cached is not None and cached.version < version:
             try:
-                apply_log(conn, meta.id, idx, cached.learner, cached.version, version)
+                apply_log(conn, meta.id, idx, cached.learner, cached.version, version, self._fresh(meta, idx))
                 cached.version = version
                 return cached.learner
             except ReplayError:
@@ -185,7 +201,7 @@ class LearnerStates:
             learner, start = learner_from_snapshot(spec.algorithm, spec.params, snap[1]), snap[0]
         else:
             learner, start = spec.fresh(meta.n_arms), 0
-        apply_log(conn, meta.id, idx, learner, start, version)
+        apply_log(conn, meta.id, idx, learner, start, version, self._fresh(meta, idx))
         self._cache[key] = CachedLearner(version, learner)
         return learner
 
@@ -218,7 +234,7 @@ class LearnerStates:
         if ck is not None and ck.intact and ck.version <= version and version - ck.version <= self.PENDING_TAIL_MAX:
             try:
                 learner = learner_from_snapshot(spec.algorithm, spec.params, ck.state)
-                apply_log(conn, eid, idx, learner, ck.version, version)
+                apply_log(conn, eid, idx, learner, ck.version, version, self._fresh(meta, idx))
                 return learner
             except Exception as exc:  # the verification replays the whole log for it
                 log.warning("experiment %s learner %s: not served from its verified checkpoint (%s); waiting for "
@@ -244,7 +260,7 @@ class LearnerStates:
             if upto is None:
                 upto = self._version(conn, eid, learner)
             out = meta.learners[learner].fresh(meta.n_arms)
-            apply_log(conn, eid, learner, out, 0, upto)
+            apply_log(conn, eid, learner, out, 0, upto, self._fresh(meta, learner))
         return out
 
     def verify(self, eid: int, full: bool = False) -> dict[str, Any]:
@@ -301,7 +317,7 @@ class LearnerStates:
             if progress is not None and progress.stop.is_set():
                 raise _Stopped()
             with self._connect(False) as conn:
-                apply_log(conn, eid, idx, learner, at, stop)
+                apply_log(conn, eid, idx, learner, at, stop, self._fresh(self.meta(eid), idx))
             if progress is not None:
                 progress.count(stop - at)
             at = stop
@@ -411,11 +427,11 @@ class LearnerStates:
                     now_snap = read_snapshot(conn, eid, idx)
                     at = version
                     if now_snap is not None and version < now_snap[0] <= head:
-                        replayed += apply_log(conn, eid, idx, learner, at, now_snap[0])
+                        replayed += apply_log(conn, eid, idx, learner, at, now_snap[0], self._fresh(meta, idx))
                         at = now_snap[0]
                         late = canonical_state(now_snap[1]) == learner.state_json()
                         matches = _combine([matches, late])
-                    replayed += apply_log(conn, eid, idx, learner, at, head)
+                    replayed += apply_log(conn, eid, idx, learner, at, head, self._fresh(meta, idx))
                 state, now = learner.state_json(), self.clock()
                 write_checkpoint(conn, eid, idx, head, state, now, force=True)
                 current = read_snapshot(conn, eid, idx)

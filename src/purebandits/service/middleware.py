@@ -142,8 +142,13 @@ class SecurityHeaders:
     path and the 413 of :class:`BodySizeLimit`.
     """
 
-    def __init__(self, app: Any, docs_paths: tuple[str, ...] = ("/docs", "/docs/oauth2-redirect", "/redoc")) -> None:
+    def __init__(self, app: Any, docs_paths: tuple[str, ...] = ("/docs", "/docs/oauth2-redirect", "/redoc"),
+                 submit_origins: tuple[str, ...] = ()) -> None:
         self.app, self.docs_paths = app, frozenset(docs_paths)
+        # the rating page's form may post to a crowd platform's submit URL (MTurk's externalSubmit)
+        self.rate_headers = _RATE_HEADERS if not submit_origins else tuple(
+            (name, value.replace(b"form-action 'self'", b"form-action 'self' " + " ".join(submit_origins).encode())
+             if name == b"content-security-policy" else value) for name, value in _RATE_HEADERS)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -156,7 +161,7 @@ class SecurityHeaders:
         if _no_store(path):
             extra, names = _NO_STORE_HEADERS, _NO_STORE_NAMES
         elif path.startswith("/rate/"):
-            extra, names = _RATE_HEADERS, _RATE_NAMES
+            extra, names = self.rate_headers, _RATE_NAMES
         elif path.startswith("/dashboard/"):
             extra, names = _DASHBOARD_HEADERS, _PAGE_NAMES
         else:

@@ -6,6 +6,7 @@ the database; the protocol (:mod:`purebandits.service.study`) takes the locks an
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 import time
@@ -17,13 +18,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from purebandits.base import NOT_DONE_CAP, Learner
-from purebandits.service.models import events, queries
+from purebandits.service.eventlog import EXCLUSION_KINDS
+from purebandits.service.models import events, exclusions, queries
+from purebandits.service.rater_quality import QUALITY_COLUMNS
 from purebandits.service.validation import DEFAULT_LABELS
 
 __all__ = ["PUBLIC_SUMMARY_COLUMNS", "SUMMARY_COLUMNS", "summary_columns", "stopping_progress", "summary_rows",
            "label_counts", "logged_label_counts", "rank_order", "ranking_page", "RANKING_SORTS",
            "ranking_rows", "timeline", "timeline_buckets", "timeline_of", "timeline_width", "TIMELINE_WIDTHS",
-           "answers_rows", "participants_rows", "agreement", "iso_time", "learner_intervals"]
+           "answers_rows", "participants_rows", "ANSWERS_COLUMNS", "agreement", "iso_time", "learner_intervals"]
 
 #: columns of the public caption-contest summaries (nextml/caption-contest-data)
 PUBLIC_SUMMARY_COLUMNS = ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest",
@@ -50,7 +53,9 @@ def label_counts(conn: Connection, eid: int, idx: int | None, n_arms: int, label
     """Answered queries per (arm, label) of learner ``idx`` (all learners if None), counted in the database."""
     out = np.zeros((n_arms, len(labels)), dtype=np.int64)
     col = {name: j for j, name in enumerate(labels)}
-    where = [queries.c.experiment_id == eid, queries.c.status == "answered"]
+    where = [queries.c.experiment_id == eid, queries.c.status == "answered", queries.c.label.in_(labels),
+             queries.c.participant_id.not_in(sa.select(exclusions.c.participant_id)
+                                             .where(exclusions.c.experiment_id == eid))]
     if idx is not None:
         where.append(queries.c.learner == idx)
     for arm, label, c in conn.execute(
@@ -73,6 +78,10 @@ def logged_label_counts(conn: Connection, eid: int, idx: int, labels: list[str],
     out = counts.copy()
     if upto <= after:
         return out
+    if conn.execute(sa.select(events.c.seq).where(
+            events.c.experiment_id == eid, events.c.learner == idx, events.c.seq > after, events.c.seq <= upto,
+            events.c.kind.in_(EXCLUSION_KINDS)).limit(1)).first() is not None:
+        return label_counts(conn, eid, idx, counts.shape[0], labels)  # an exclusion changed what is counted
     col = {name: j for j, name in enumerate(labels)}
     for arm, label, c in conn.execute(
         sa.select(events.c.arm, events.c.label, sa.func.count())
@@ -273,10 +282,36 @@ def timeline(conn: Connection, eid: int, idx: int | None, created_ms: int, now: 
 EXPORT_BATCH = 2_000
 
 
-def answers_rows(conn: Connection, eid: int, items: list[dict[str, Any]], labels_of: dict[int, str]) -> Iterator[list]:
-    """CSV rows (with header) of every answer, in the order they were applied."""
-    yield ["seq", "query_id", "participant_id", "algorithm", "arm", "item_id", "label", "reward", "asked_at",
-           "answered_at"]
+#: answers.csv's columns: the first ten as they always were, then each answer's position in its participant's
+#: session (1 = their first answer, gold items included), the known label of a gold item, and whether the
+#: participant is excluded now (their answers are kept; the learners are not told them)
+ANSWERS_COLUMNS = ["seq", "query_id", "participant_id", "algorithm", "arm", "item_id", "label", "reward", "asked_at",
+                   "answered_at", "position", "gold_label", "excluded"]
+
+
+def answers_rows(conn: Connection, eid: int, items: list[dict[str, Any]], labels_of: dict[int, str],
+                 gold: list[tuple[Any, ...]] = (), excluded: set[str] = frozenset()) -> Iterator[list]:
+    """CSV rows (with header :data:`ANSWERS_COLUMNS`) of every answer, in the order they were given: learners'
+    answers (a skip has the label ``skip`` and no reward) and, merged in by time, the gold items' (``gold``:
+    :meth:`~purebandits.service.participant_quality.ParticipantOperations.gold_rows`; algorithm ``gold``, no seq,
+    arm or reward). Answers given in the same millisecond are ordered by when they were asked."""
+    yield ANSWERS_COLUMNS
+    position: dict[str, int] = {}
+    merged = heapq.merge(_learner_answers(conn, eid, items, labels_of), _gold_answers(gold),
+                         key=lambda r: (r[-1], r[8]))
+    for row in merged:
+        pid = row[2]
+        position[pid] = position.get(pid, 0) + 1
+        yield [*row[:8], iso_time(row[8]), iso_time(row[9]), position[pid], row[10], int(pid in excluded)]
+
+
+def _gold_answers(gold: list[tuple[Any, ...]]) -> Iterator[list]:
+    for pid, gid, label, expected, _position, created, answered in gold:
+        yield ["", "", pid, "gold", "", gid, label, "", created, answered, expected, answered]
+
+
+def _learner_answers(conn: Connection, eid: int, items: list[dict[str, Any]],
+                     labels_of: dict[int, str]) -> Iterator[list]:
     q = queries.c
     rows = conn.execute(
         sa.select(q.end_seq, q.id, q.participant_id, q.learner, q.arm, q.label, q.reward, q.created_ms,
@@ -286,15 +321,21 @@ def answers_rows(conn: Connection, eid: int, items: list[dict[str, Any]], labels
     )
     ids = [item["id"] for item in items]
     for seq, qid, pid, idx, arm, label, reward, created, answered in rows.tuples():  # a million rows: no names
-        yield [seq, qid, pid, labels_of.get(idx, str(idx)), arm, ids[arm], label, reward, iso_time(created),
-               iso_time(answered)]
+        yield [seq, qid, pid, labels_of.get(idx, str(idx)), arm, ids[arm], label, "" if reward is None else reward,
+               created, answered, "", answered]
 
 
 def participants_rows(conn: Connection, eid: int, labels_of: dict[int, str], quota: int | None,
-                      code: Any) -> Iterator[list[Any]]:
+                      code: Any, quality: dict[str, Any] | None = None,
+                      platform: dict[str, tuple[str, str | None, str]] | None = None,
+                      excluded: set[str] = frozenset(), gold_answers: dict[str, int] | None = None,
+                      ) -> Iterator[list[Any]]:
     """CSV rows (with header): per participant, learner, answers, first and last answer, completion code, and
-    the mean and longest response time (seconds from a query's issue to its answer; appended last so the
-    earlier columns keep their positions)."""
+    the mean and longest response time (seconds from a query's issue to its answer); then, appended so the
+    earlier columns keep their positions, the rater-quality measures and flags (``quality``:
+    :class:`~purebandits.service.rater_quality.ParticipantQuality` per participant), whether the owner
+    excluded them, and the crowd platform they came from (platform, study, session). ``gold_answers``: each
+    participant's answered gold items, which count toward ``quota`` as the rating page counts them."""
     wait = queries.c.answered_ms - queries.c.created_ms
     rows = conn.execute(
         sa.select(queries.c.participant_id, queries.c.learner, sa.func.count(),
@@ -305,11 +346,16 @@ def participants_rows(conn: Connection, eid: int, labels_of: dict[int, str], quo
         .execution_options(yield_per=EXPORT_BATCH)
     )
     yield ["participant_id", "algorithm", "answers", "first_answer_at", "last_answer_at", "completion_code",
-           "mean_response_seconds", "max_response_seconds"]
+           "mean_response_seconds", "max_response_seconds", *QUALITY_COLUMNS, "excluded", "platform", "study",
+           "session"]
+    quality, platform, gold_answers = quality or {}, platform or {}, gold_answers or {}
     for pid, idx, n, first, last, mean_wait, max_wait in rows:
-        reached = quota is not None and n >= quota
+        reached = quota is not None and n + gold_answers.get(pid, 0) >= quota
+        q = quality.get(pid)
         yield [pid, labels_of.get(idx, str(idx)), int(n), iso_time(first), iso_time(last),
-               code(pid) if reached else "", round(float(mean_wait) / 1000, 3), round(float(max_wait) / 1000, 3)]
+               code(pid) if reached else "", round(float(mean_wait) / 1000, 3), round(float(max_wait) / 1000, 3),
+               *(q.csv_values() if q is not None else [""] * len(QUALITY_COLUMNS)), int(pid in excluded),
+               *(platform.get(pid) or ("", "", ""))]
 
 
 def agreement(recs: dict[str, list[int]]) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ import copy
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import suppress
 from typing import Any
@@ -31,6 +32,7 @@ from purebandits.service.models import (
     learners,
     queries,
 )
+from purebandits.service.rater_quality import crowdkit_rows
 from purebandits.service.reports import (
     agreement,
     answers_rows,
@@ -281,11 +283,18 @@ class ResultReads:
         meta = self.meta(eid)
         labels_of = {i: ls.label for i, ls in enumerate(meta.learners)}
 
+        gold, excluded = self.gold_rows(eid), self.excluded(eid)
+
         def rows() -> Iterator[list[Any]]:
             with self._connect(False) as conn:
-                yield from answers_rows(conn, eid, meta.items, labels_of)
+                yield from answers_rows(conn, eid, meta.items, labels_of, gold, excluded)
 
         return rows()
+
+    def export_crowdkit(self, eid: int) -> Iterator[list[Any]]:
+        """The learners' answers in crowd-kit's long format (``task``, ``worker``, ``label``; skips left out), the
+        table ``crowdkit.aggregation`` estimates rater quality from (Dawid-Skene, GLAD, MACE)."""
+        return crowdkit_rows(self._answer_records(eid))
 
     def export_summary(self, eid: int, learner: str | None = None) -> list[list[Any]]:
         """One learner's per-item summary, rows with header (see ``summary_rows``): the public caption-contest
@@ -304,10 +313,13 @@ class ResultReads:
         meta = self.meta(eid)
         labels_of = {i: ls.label for i, ls in enumerate(meta.learners)}
 
+        quality, platform, excluded = self.participant_quality(eid), self.platform_of(eid), self.excluded(eid)
+        gold = Counter(row[0] for row in self.gold_rows(eid))
+
         def rows() -> Iterator[list[Any]]:
             with self._connect(False) as conn:
                 yield from participants_rows(conn, eid, labels_of, meta.answers_per_participant,
-                                             meta.completion_code)
+                                             meta.completion_code, quality, platform, excluded, gold)
 
         return rows()
 
@@ -327,7 +339,7 @@ class ResultReads:
                 "version": int(sum(r.version for r in lrows)), "seed": first.seed,
                 "query_expiry_seconds": meta.expiry_s, "created_at": meta.created_ms / 1000.0,
                 "instructions": meta.instructions, "has_image": meta.has_image, "repeats": meta.repeats,
-                "answers_per_participant": meta.answers_per_participant,
+                "answers_per_participant": meta.answers_per_participant, "crowd": meta.crowd.to_json(),
                 "algorithms": [{"label": ls.label, "algorithm": ls.algorithm, "params": ls.params, "share": ls.share,
                                 "seed": ls.seed, "version": int(r.version), "done": r.done_ms is not None,
                                 "stopped_at_answers": r.done_answers,

@@ -49,6 +49,15 @@ class ImageIn(BaseModel):
     data: str = Field(..., description="the file, base64-encoded (at most 2 MB decoded)")
 
 
+class GoldItemIn(BaseModel):
+    """A gold item: a text whose right label is known."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str | None = Field(None, max_length=200, description="its id in the exports (default gold-1, gold-2, ...)")
+    text: str = Field(..., max_length=2000)
+    label: str = Field(..., max_length=100, description="the right label (one of the experiment's)")
+
+
 class ExperimentCreate(BaseModel):
     """A new experiment: items (JSON list or CSV text), labels with rewards, learners, context and policies."""
 
@@ -76,10 +85,21 @@ class ExperimentCreate(BaseModel):
         "'not_consecutive': never the same item twice in a row")
     answers_per_participant: int | None = Field(
         None, description="after this many answers a participant is thanked with a completion code")
+    allow_skip: bool | None = Field(None, description="show a skip (can't decide) button; its answers are recorded "
+                                    "with the label 'skip' and never told to a learner")
+    completion_url: str | None = Field(
+        None, max_length=2000, description="where the page sends a participant with a completion code (e.g. "
+        "https://app.prolific.com/submissions/complete?cc=CODE); {code} in it becomes their code")
+    gold: list[GoldItemIn] | None = Field(None, description="gold items: known answers shown at gold_positions, "
+                                          "never told to a learner; a participant who gets them wrong is flagged")
+    gold_positions: list[int] | None = Field(None, description="the session positions (1 = first item) at which "
+                                             "gold items are shown, the i-th position showing gold item i mod len")
 
     def to_spec(self) -> dict[str, Any]:
         """The request as the plain dict :meth:`Study.create_experiment` takes (unset fields left out)."""
         spec = self.model_dump(exclude_none=True)
+        if self.gold is not None:
+            spec["gold"] = [g.model_dump(exclude_none=True) for g in self.gold]
         if self.items is not None:
             spec["items"] = [it if isinstance(it, str) else it.model_dump() for it in self.items]
         if self.labels is not None:
@@ -178,6 +198,8 @@ class ExperimentInfo(BaseModel):
     has_image: bool = False
     repeats: str = "never"
     answers_per_participant: int | None = None
+    crowd: dict[str, Any] | None = Field(None, description="the crowd settings: allow_skip, completion_url, gold, "
+                                         "gold_positions (null: none)")
     algorithms: list[LearnerInfo] = Field(default_factory=list)
 
 
@@ -218,6 +240,11 @@ class ExperimentPublic(BaseModel):
     instructions: str | None = None
     image_url: str | None = Field(None, description="the context image, or null")
     answers_per_participant: int | None = None
+    allow_skip: bool = Field(False, description="the page shows a skip (can't decide) button; its label is 'skip'")
+    complete: bool = Field(False, description="every learner has stopped, or the experiment is stopped or "
+                           "archived: no more answers are needed (close recruitment)")
+    example: str | None = Field(None, description="an item's text, for a preview (Mechanical Turk shows one "
+                                "before a worker accepts)")
 
 
 class StatusOut(BaseModel):
@@ -234,6 +261,11 @@ class ParticipantIn(BaseModel):
     participant_id: str | None = Field(
         None, max_length=36,
         description="1..36 printable characters, not starting with '=', '+', '-' or '@' (spreadsheet formulas)")
+    experiment_id: int | None = Field(None, ge=1, description="with platform: the experiment the session is for")
+    platform: Literal["prolific", "mturk"] | None = Field(
+        None, description="the crowd platform the id comes from (Prolific's PROLIFIC_PID, MTurk's workerId)")
+    study: str | None = Field(None, max_length=100, description="Prolific's STUDY_ID or MTurk's hitId")
+    session: str | None = Field(None, max_length=100, description="Prolific's SESSION_ID or MTurk's assignmentId")
 
 
 class ParticipantOut(BaseModel):
@@ -277,10 +309,14 @@ class QueryOut(BaseModel):
     """The next item to rate with the labels to choose from (or, asked with ``n``, a list of them), or why there
     is none right now."""
 
-    state: Literal["ok", "waiting", "done", "paused", "stopped", "archived", "exhausted", "complete"] = Field(
+    state: Literal["ok", "waiting", "done", "paused", "stopped", "archived", "exhausted", "complete",
+                   "excluded"] = Field(
         ..., description="'ok' with a query (or with 'queries' when asked with n); otherwise why there is none now "
         "(retry after retry_after seconds): 'waiting' = the learner needs answers back first; 'complete' = "
-        "answers_per_participant reached (see completion_code); 'exhausted' is no longer sent (a participant "
+        "answers_per_participant reached (see completion_code); 'done' = this participant's learner has stopped "
+        "(with study_complete: true when every learner has, and then a completion code when the participant "
+        "answered anything and the experiment pays by code); 'excluded' = the owner excluded this "
+        "participant; 'exhausted' is no longer sent (a participant "
         "is served while any item is allowed to them) but kept for clients written against it")
     query_id: str | None = None
     experiment_id: int | None = None
@@ -291,6 +327,10 @@ class QueryOut(BaseModel):
     retry_after: float | None = None
     n_answered: int | None = Field(None, description="this participant's answers in this experiment")
     completion_code: str | None = Field(None, description="with state 'complete': the code to show the organizer")
+    completion_url: str | None = Field(None, description="with a completion code: where to send the participant "
+                                       "(the experiment's completion_url, e.g. Prolific's, with the code)")
+    study_complete: bool | None = Field(None, description="with state 'done': whether every learner of the "
+                                        "experiment has stopped (no more answers are needed: close recruitment)")
 
 
 class AnswerRequest(BaseModel):
@@ -321,7 +361,7 @@ class AnswerOut(BaseModel):
     query_id: str
     status: Literal["answered"]
     label: str
-    reward: float
+    reward: float | None = Field(..., description="null for a skip or a gold item (nothing is told to a learner)")
 
 
 class LearnerState(BaseModel):
@@ -419,6 +459,54 @@ class ActivityOut(BaseModel):
     answers_per_item: list[int]
     participants: ParticipantsActivity
     response_seconds: ResponseSeconds
+
+
+class ExclusionIn(BaseModel):
+    """Exclude a participant (their answers are kept in the log and the exports, and every learner is rebuilt
+    without them), or include them again."""
+
+    model_config = ConfigDict(extra="forbid")
+    participant_id: str = Field(..., max_length=36)
+    excluded: bool = Field(True, description="true: exclude; false: include again")
+    reason: str | None = Field(None, max_length=200, description="a note kept with the exclusion")
+
+
+class ExclusionOut(BaseModel):
+    """The participant's state after the change."""
+
+    participant_id: str
+    excluded: bool
+    changed: bool = Field(..., description="false when they already were so")
+    excluded_answers: int = Field(..., description="their answers the learners are no longer told (0 on include)")
+
+
+class ParticipantQualityOut(BaseModel):
+    """One participant's rater-quality measures and flags (docs/service.md, "Rater quality")."""
+
+    participant_id: str
+    answers: int
+    skips: int
+    median_response_seconds: float | None
+    top_label: str | None
+    top_label_share: float | None
+    gold_answered: int
+    gold_wrong: int
+    consensus_items: int
+    consensus_agreement: float | None
+    chance_agreement: float | None
+    flags: list[str]
+    excluded: bool
+    platform: str | None = None
+
+
+class ParticipantsOut(BaseModel):
+    """Participants with their quality flags: flagged first, then by answers."""
+
+    experiment_id: int
+    n_participants: int
+    n_flagged: int
+    n_excluded: int
+    participants: list[ParticipantQualityOut]
 
 
 class OnDoneIn(BaseModel):

@@ -171,6 +171,11 @@ class Settings:
         low-priority background process (about 2 minutes of one core, once per installation and
         version), so that creating an experiment with a learner no experiment used yet does not
         wait for its compile (up to ~40 s). See :mod:`purebandits.service.warmup`.
+    mturk_submit_origins : str
+        The origins (space-separated) a rating page opened from Mechanical Turk may post its assignment to:
+        the page's ``turkSubmitTo`` parameter must be one of them (a link cannot send a participant's completion
+        code elsewhere), and the page's ``form-action`` policy allows them. Default MTurk's production and sandbox
+        sites; a test adds a local stand-in.
     public_url : str or None
         The service's public base URL (``https://bandits.example.org``): the ``participant_url`` and
         ``dashboard_url`` of the API's answers start with it, and ``serve --demo`` prints it. Never
@@ -216,6 +221,7 @@ class Settings:
     verify_interval_seconds: float = 5.0
     warm_all_learners: bool = True
     public_url: str | None = None
+    mturk_submit_origins: str = "https://www.mturk.com https://workersandbox.mturk.com"
     log_format: str = "text"
     log_rate_max: int = 5
     log_rate_seconds: float = 60.0

@@ -64,6 +64,7 @@ from purebandits.service.experiment_meta import hash_token, now_ms
 from purebandits.service.learner_states import LearnerStates
 from purebandits.service.lru import LRU
 from purebandits.service.owners import OwnerOperations
+from purebandits.service.participant_quality import ParticipantOperations
 from purebandits.service.reports import SUMMARY_COLUMNS, summary_rows
 from purebandits.service.results import MAX_REPORT_CACHES, ResultReads
 from purebandits.service.settings import Settings
@@ -76,7 +77,8 @@ __all__ = ["Study", "DEFAULT_LABELS", "parse_items_csv", "hash_token", "SUMMARY_
 
 
 
-class Study(Transactions, LearnerStates, OwnerOperations, CrowdOperations, ResultReads, DoneHooks):
+class Study(Transactions, LearnerStates, OwnerOperations, CrowdOperations, ParticipantOperations, ResultReads,
+            DoneHooks):
     """Experiments over a SQL database, driving registered learners; one per process.
 
     Parameters

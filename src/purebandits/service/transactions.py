@@ -196,7 +196,7 @@ class Transactions:
 
     @contextmanager
     def _locked_many(self, eid: int, idxs: list[int], write: bool = True,
-                     reads: list[tuple[str, tuple[Any, ...]]] | None = None,
+                     reads: list[tuple[str, tuple[Any, ...]]] | None = None, pipeline: bool = True,
                      ) -> Iterator[tuple[Connection, dict[int, tuple[Any, LogTx]], list[Rows]]]:
         """:meth:`_locked` for several learners of ``eid`` in ONE transaction (one commit for all of them).
 
@@ -209,7 +209,8 @@ class Transactions:
         locks and ``reads`` go out together and cost one round trip; the buffered writes, the
         version updates and, when nothing else is due in the transaction (a snapshot, a history
         point, the experiment's stop), the COMMIT go out together at the end and cost one more. A
-        learner behind the database (another process wrote) leaves pipeline mode to catch up.
+        learner behind the database (another process wrote) leaves pipeline mode to catch up. ``pipeline=False``:
+        never in pipeline mode, for an owner's operation that reads through SQLAlchemy in the transaction.
         """
         meta = self.meta(eid)
         idxs = sorted(set(idxs))
@@ -221,7 +222,7 @@ class Transactions:
                 held.enter_context(self._hold(lock))
             try:
                 with self._connect(write) as conn, ExitStack() as pipe:
-                    pipelined = write and not self._sqlite
+                    pipelined = write and pipeline and not self._sqlite
                     if pipelined:
                         pipe.enter_context(self._pipeline(conn, write))
                     stmt = "lock_learner_update" if write else "lock_learner"

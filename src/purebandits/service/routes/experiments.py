@@ -24,6 +24,8 @@ from purebandits.service.errors import RateLimited
 from purebandits.service.schemas import (
     ActivityOut,
     Deleted,
+    ExclusionIn,
+    ExclusionOut,
     ExperimentCreate,
     ExperimentCreated,
     ExperimentInfo,
@@ -32,6 +34,7 @@ from purebandits.service.schemas import (
     LearnerState,
     OnDoneIn,
     OnDoneSetOut,
+    ParticipantsOut,
     StatusOut,
     error_responses,
 )
@@ -337,9 +340,16 @@ def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
 
 @router.get("/{eid}/answers.csv", response_class=Response)
 @bounded
-def export_answers(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
-    """Every answer in the order it was applied, with participant, learner, item, label and times."""
+def export_answers(eid: EidPath, study: StudyDep, token: TokenDep, format: Annotated[
+        Literal["full", "crowdkit"], Query(description="'crowdkit': task, worker, label (crowd-kit's long format)")
+] = "full") -> Response:
+    """Every answer in the order it was given, with participant, learner, item, label, times, its position in the
+    participant's session, a gold item's known label and whether the participant is excluded; skips have the label
+    ``skip``. With ``format=crowdkit``, the learners' answers as ``task, worker, label`` (skips left out), the
+    table crowd-kit's aggregation methods (Dawid-Skene, GLAD, MACE) read."""
     study.check_owner(eid, token)
+    if format == "crowdkit":
+        return _csv(study.export_crowdkit(eid), f"experiment-{eid}-crowdkit.csv")
     return _csv(study.export_answers(eid), f"experiment-{eid}-answers.csv")
 
 
@@ -359,10 +369,44 @@ def export_summary(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: Le
     return _csv(study.export_summary(eid, learner=algorithm), f"{eid}_summary_{label}.csv")
 
 
+@router.get("/{eid}/participants", response_model=ParticipantsOut)
+@bounded
+def get_participants(eid: EidPath, study: StudyDep, token: TokenDep, flagged: bool = False,
+                     limit: Annotated[int, Query(ge=1, le=10_000)] = 200) -> Any:
+    """Participants with their rater-quality measures and flags (too fast, one label for everything, gold items
+    wrong, no better than chance against the others' consensus), flagged ones first; ``flagged=true`` for
+    those only."""
+    study.check_owner(eid, token)
+    quality, excluded, platform = study.participant_quality(eid), study.excluded(eid), study.platform_of(eid)
+    rows = [{"participant_id": pid, "answers": q.n_answers, "skips": q.n_skips,
+             "median_response_seconds": q.median_seconds, "top_label": q.top_label,
+             "top_label_share": q.top_label_share, "gold_answered": q.gold_answered, "gold_wrong": q.gold_wrong,
+             "consensus_items": q.consensus_items, "consensus_agreement": q.consensus_agreement,
+             "chance_agreement": q.chance_agreement, "flags": list(q.flags), "excluded": pid in excluded,
+             "platform": platform[pid][0] if pid in platform else None} for pid, q in quality.items()]
+    rows.sort(key=lambda r: (not (r["flags"] or r["excluded"]), -r["answers"], r["participant_id"]))
+    n_flagged = sum(1 for r in rows if r["flags"])
+    if flagged:
+        rows = [r for r in rows if r["flags"]]
+    return {"experiment_id": eid, "n_participants": len(quality), "n_flagged": n_flagged,
+            "n_excluded": len(excluded), "participants": rows[:limit]}
+
+
+@router.post("/{eid}/exclusions", response_model=ExclusionOut, responses=error_responses(409))
+@bounded
+def set_exclusion(eid: EidPath, body: ExclusionIn, study: StudyDep, token: TokenDep) -> Any:
+    """Exclude a participant, or include them again (``excluded: false``). The change is an event in every
+    learner's log and each learner is rebuilt by replaying its log without the excluded participants' answers;
+    the log and answers.csv keep every answer. 409 when a learner cannot be rebuilt so (nothing changes)."""
+    study.check_owner(eid, token)
+    return study.set_excluded(eid, body.participant_id, body.excluded, body.reason)
+
+
 @router.get("/{eid}/participants.csv", response_class=Response)
 @bounded
 def export_participants(eid: EidPath, study: StudyDep, token: TokenDep) -> Response:
     """Per participant: learner, answers, first and last answer, mean and longest response time (seconds from a
-    query's issue to its answer), and the completion code once earned."""
+    query's issue to its answer), the completion code once earned, the rater-quality measures and flags, whether
+    excluded, and the crowd platform, study and session they came from."""
     study.check_owner(eid, token)
     return _csv(study.export_participants(eid), f"experiment-{eid}-participants.csv")

@@ -52,7 +52,9 @@ async def rate(request: Request, eid: EidPath, study: StudyDep) -> HTMLResponse:
             meta = await request.app.state.dispatcher.owner_call(study.meta, eid)
         except Unavailable:
             meta = None
-    return templates.TemplateResponse(request, "rate.html", {"eid": eid, "name": meta.name if meta else None})
+    origins = request.app.state.settings.mturk_submit_origins.split()
+    return templates.TemplateResponse(request, "rate.html", {"eid": eid, "name": meta.name if meta else None,
+                                                             "submit_origins": origins})
 
 
 def busy_page(request: Request, exc: Unavailable) -> HTMLResponse:

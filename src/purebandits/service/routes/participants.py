@@ -17,6 +17,7 @@ from fastapi.responses import Response
 
 from purebandits.service.deps import EidPath, QueryIdPath, StudyDep
 from purebandits.service.dispatch import bounded
+from purebandits.service.errors import BadRequest
 from purebandits.service.schemas import (
     AnswerOut,
     AnswerRequest,
@@ -33,25 +34,38 @@ from purebandits.service.schemas import (
 router = APIRouter(prefix="/api", tags=["participants"], responses=error_responses(400, 413, 422, 503))
 
 
-@router.post("/participants", status_code=201, response_model=ParticipantOut, responses=error_responses(429))
+@router.post("/participants", status_code=201, response_model=ParticipantOut, responses=error_responses(404, 429))
 async def new_participant(study: StudyDep, request: Request, body: ParticipantIn | None = None) -> Any:
     """A new anonymous participant id (keep it; send it with every query and answer), or register an id of
     your own, such as the worker id a crowd-work platform passes in the link (registering it again is fine).
+    With ``platform``, ``experiment_id``, ``session`` (and ``study``), also record the platform session the id
+    came in (Prolific's SESSION_ID / STUDY_ID, MTurk's assignmentId / hitId; in participants.csv).
     Rate-limited per client address."""
     origin = request.client.host if request.client else "unknown"
+    if body is not None and body.platform is not None:
+        if body.participant_id is None or body.experiment_id is None or not body.session:
+            raise BadRequest("a platform session needs participant_id, experiment_id and session")
     pid = await request.app.state.dispatcher.call(study.new_participant, body.participant_id if body else None, origin)
+    if body is not None and body.platform is not None:
+        await request.app.state.dispatcher.owner_call(study.register_session, body.experiment_id, pid, body.platform,
+                                                      body.study, body.session)
     return {"participant_id": pid}
 
 
 @router.get("/experiments/{eid}/public", response_model=ExperimentPublic, responses=error_responses(404))
 @bounded
 def public_info(eid: EidPath, study: StudyDep) -> Any:
-    """What a participant needs to know: name, label names, status, instructions and the context image."""
+    """What a participant needs to know: name, label names, status, instructions, the context image, whether there
+    is a skip button, whether the study is complete (every learner has stopped: close recruitment) and an
+    example item for a preview."""
     info = study.experiment_info(eid)
+    meta = study.meta(eid)
+    complete = info["status"] in ("stopped", "archived") or all(a["done"] for a in info["algorithms"])
     return {"id": eid, "name": info["name"], "labels": [lab["name"] for lab in info["labels"]],
             "status": info["status"], "instructions": info["instructions"],
             "image_url": f"/api/experiments/{eid}/image" if info["has_image"] else None,
-            "answers_per_participant": info["answers_per_participant"]}
+            "answers_per_participant": info["answers_per_participant"], "allow_skip": meta.crowd.allow_skip,
+            "complete": complete, "example": meta.items[0]["text"] if meta.items else None}
 
 
 @router.get("/experiments/{eid}/image", response_class=Response, responses=error_responses(404))
