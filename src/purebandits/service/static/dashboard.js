@@ -1051,6 +1051,59 @@
     }
   }
 
+  // the participants' quality flags, at most every PARTICIPANTS_EVERY ms, with an exclude / include button each
+  const PARTICIPANTS_EVERY = 5000;
+  let participantsAt = 0;
+  const FLAG_NAMES = {fast: "fast", one_label: "one label", gold: "gold", consensus: "consensus"};
+  function fmt(x, digits) { return typeof x === "number" ? x.toFixed(digits) : "–"; }
+  async function pollParticipants(force) {
+    if (!force && Date.now() - participantsAt < PARTICIPANTS_EVERY) return;
+    participantsAt = Date.now();
+    let data = null;
+    try { data = await getJson(`/api/experiments/${eid}/participants?limit=100`); } catch (e) { return; }
+    if (data === null) return;
+    $("participants-summary").textContent = `${data.n_participants} participants, ${data.n_flagged} flagged, ` +
+      `${data.n_excluded} excluded` + (data.participants.length < data.n_participants ? " (the first 100 shown)" : "");
+    const body = $("participants").querySelector("tbody");
+    body.textContent = "";
+    data.participants.forEach((p) => {
+      const tr = document.createElement("tr");
+      tr.dataset.participant = p.participant_id;
+      if (p.excluded) tr.classList.add("excluded");
+      const cells = [p.participant_id + (p.platform ? ` (${p.platform})` : ""), String(p.answers), String(p.skips),
+        fmt(p.median_response_seconds, 1), p.gold_answered ? `${p.gold_wrong} / ${p.gold_answered}` : "–",
+        p.consensus_agreement === null ? "–" : `${fmt(p.consensus_agreement, 2)} / ${fmt(p.chance_agreement, 2)}`,
+        p.flags.map((f) => FLAG_NAMES[f] || f).join(", ") + (p.excluded ? (p.flags.length ? "; " : "") + "excluded" : "")];
+      cells.forEach((text, i) => {
+        const td = document.createElement("td");
+        td.textContent = text;
+        if (i === 0) td.className = "pid";
+        if (i === 6) td.className = "flags";
+        tr.appendChild(td);
+      });
+      const td = document.createElement("td");
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = p.excluded ? "include" : "exclude";
+      b.textContent = p.excluded ? "Include" : "Exclude";
+      b.addEventListener("click", () => setExcluded(p.participant_id, !p.excluded));
+      td.appendChild(b);
+      tr.appendChild(td);
+      body.appendChild(tr);
+    });
+  }
+  async function setExcluded(pid, exclude) {
+    if (exclude && !confirm(`Exclude participant ${pid}? Every learner is rebuilt without their answers.`)) return;
+    const r = await send(`/api/experiments/${eid}/exclusions`, {method: "POST",
+      headers: {...auth(), "Content-Type": "application/json"},
+      body: JSON.stringify({participant_id: pid, excluded: exclude})}, exclude ? "the exclusion" : "the inclusion");
+    if (r === null) return;
+    if (r.status === 401) { rejected(); return; }
+    if (!r.ok) { const d = await r.json().catch(() => ({})); $("error").textContent = d.detail || r.statusText; }
+    await pollParticipants(true);
+    poll();
+  }
+
   async function poll() {
     clearTimeout(timer);
     if (!token) { askToken("Enter the owner token to open this dashboard."); return; }
@@ -1080,6 +1133,7 @@
         render(res);
         if (charts.made) followNow(res);
         pollCharts(mine, res);  // not awaited: a slow chart fetch does not hold the ranking back
+        pollParticipants(false);
         if (learners.length > 1) await pollComparison(mine);
       }
     } catch (e) { $("error").textContent = "Connection lost, retrying every second…"; }

@@ -217,6 +217,24 @@
     body.repeats = $("repeats").value;
     const per = optionalNumber("answers-per-participant", "Answers per participant", true);
     if (per !== null) body.answers_per_participant = per;
+    const url = $("completion-url").value.trim();
+    if (url) body.completion_url = url;
+    if ($("allow-skip").checked) body.allow_skip = true;
+    const gold = $("gold").value.split("\n").map((line) => line.trim()).filter((line) => line);
+    if (gold.length) {
+      body.gold = gold.map((line, i) => {
+        const at = line.indexOf(":");
+        if (at < 1) throw new Error(`Gold items, line ${i + 1}: write it as "label: text".`);
+        return {label: line.slice(0, at).trim(), text: line.slice(at + 1).trim()};
+      });
+    }
+    const positions = $("gold-positions").value.split(/[\s,]+/).filter((p) => p);
+    if (positions.length) {
+      body.gold_positions = positions.map((p) => {
+        if (!/^[0-9]+$/.test(p)) throw new Error(`Gold positions: ${p} is not a position (1, 2, 3, ...).`);
+        return Number(p);
+      });
+    }
     return body;
   }
 

@@ -39,7 +39,20 @@
   const MAX_N = 10;                       // the API's bound on n
   const LOW_WATER = tuning.lowWater || 1; // fetch more when fewer items than this wait after the one on screen
 
-  const urlWorker = (new URLSearchParams(location.search).get("participant") || "").trim() || null;
+  // crowd platforms: Prolific passes PROLIFIC_PID, STUDY_ID and SESSION_ID; Mechanical Turk's ExternalQuestion
+  // passes workerId, assignmentId, hitId and turkSubmitTo (assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE while a
+  // worker previews the HIT: the page shows an example and records nothing); other links pass ?participant=
+  const params = new URLSearchParams(location.search);
+  const param = (name) => (params.get(name) || "").trim() || null;
+  const MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE";
+  const SKIP = "skip";
+  const platform = param("PROLIFIC_PID") ? {name: "prolific", study: param("STUDY_ID"), session: param("SESSION_ID")}
+    : param("assignmentId") ? {name: "mturk", study: param("hitId"), session: param("assignmentId"),
+                               submitTo: param("turkSubmitTo")}
+    : null;
+  const preview = !!platform && platform.name === "mturk" && platform.session === MTURK_PREVIEW;
+  const urlWorker = param("PROLIFIC_PID") || param("workerId") || param("participant");
+  let allowSkip = false;
   let participant = null;
   let labels = [];
   let current = null;  // the query on screen, until it is answered
@@ -176,7 +189,12 @@
     const worker = urlWorker || storageGet(WORKER_KEY);
     if (worker) {
       if (!urlWorker && !force) { setParticipant(worker); return; }
-      const r = await send("/api/participants", {participant_id: worker});
+      const body = {participant_id: worker};
+      if (urlWorker && platform && platform.session) {
+        Object.assign(body, {experiment_id: Number(eid), platform: platform.name, session: platform.session});
+        if (platform.study) body.study = platform.study;
+      }
+      const r = await send("/api/participants", body);
       if ((r.status === 201 || r.status === 200) && r.data && r.data.participant_id) {
         storageSet(WORKER_KEY, r.data.participant_id);
         setParticipant(r.data.participant_id);
@@ -221,9 +239,26 @@
       box.appendChild(b);
     });
     box.dataset.labels = JSON.stringify(labels);
+    if (allowSkip) addSkipButton();
     const n = Math.min(labels.length, MAX_KEYS);
     $("keys-last").textContent = String(n);
     $("keys-hint").hidden = n < 2;
+  }
+
+  // "can't decide": recorded, never told to the learner as a rating (key S)
+  function addSkipButton() {
+    const box = $("buttons");
+    if (box.querySelector("button.skip")) return;
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "skip";
+    b.dataset.label = SKIP;
+    b.setAttribute("aria-keyshortcuts", "S");
+    b.textContent = "Skip: I can't decide";
+    b.disabled = true;
+    b.addEventListener("click", () => pick(SKIP));
+    box.appendChild(b);
+    $("skip-hint").hidden = false;
   }
 
   function setButtons(enabled, opts) {
@@ -244,6 +279,13 @@
 
   document.addEventListener("keydown", (ev) => {
     if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    if (allowSkip && (ev.key === "s" || ev.key === "S")) {
+      const t = ev.target;
+      if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+      ev.preventDefault();
+      if (!ev.repeat) pick(SKIP);
+      return;
+    }
     // the digit key itself, also where it needs Shift (AZERTY) or is on the numeric keypad
     const m = /^[1-9]$/.test(ev.key) ? [ev.key, ev.key] : /^(?:Digit|Numpad)([1-9])$/.exec(ev.code || "");
     if (!m) return;
@@ -307,7 +349,7 @@
   }
 
   function pick(label) {
-    if (!current || !armed || labels.indexOf(label) < 0) return;
+    if (!current || !armed || (labels.indexOf(label) < 0 && !(allowSkip && label === SKIP))) return;
     const q = current;
     current = null;
     blurButtons();
@@ -403,14 +445,37 @@
     setButtons(false, {hide: !!opts.idle});
   }
 
-  function showComplete(code) {
-    showState("Thank you! You have rated all the items we asked of you.", {idle: true});
-    if (code) {
-      $("completion-code").textContent = code;
-      $("complete").hidden = false;
-      $("card").hidden = true;
+  // the end of a session: the completion code, and the way back to the crowd platform -- MTurk: a form POST of
+  // the assignment to turkSubmitTo/mturk/externalSubmit (only to a submit origin the server allows); Prolific or
+  // another platform: the experiment's completion URL (with the code), to which the page goes by itself
+  function showComplete(code, url, text) {
+    showState(text || "Thank you! You have rated all the items we asked of you.", {idle: true});
+    if (!code) return;
+    $("completion-code").textContent = code;
+    $("complete").hidden = false;
+    $("card").hidden = true;
+    if (platform && platform.name === "mturk" && platform.submitTo && !preview) {
+      let target = null;
+      try { target = new URL(platform.submitTo); } catch (e) { target = null; }
+      if (target && (cfg.submit_origins || []).indexOf(target.origin) >= 0) {
+        const form = $("mturk-form");
+        form.action = target.origin + target.pathname.replace(/\/+$/, "") + "/mturk/externalSubmit";
+        $("mturk-assignment").value = platform.session;
+        $("mturk-code").value = code;
+        form.hidden = false;
+        if (!submitted) { submitted = true; form.submit(); }
+        return;
+      }
+      message("This page cannot send your work to " + platform.submitTo + "; please copy the code.", "warn");
+      return;
+    }
+    if (typeof url === "string" && /^https?:\/\//.test(url)) {
+      $("continue-link").href = url;
+      $("continue").hidden = false;
+      if (!submitted) { submitted = true; setTimeout(() => location.assign(url), 1500); }
     }
   }
+  let submitted = false;
 
   function schedule(seconds) {
     clearTimeout(pollTimer);
@@ -516,9 +581,19 @@
         return schedule(EXHAUSTED_POLL_S);
       case "complete":
         message("");
-        return showComplete(q.completion_code);
+        return showComplete(q.completion_code, q.completion_url);
+      case "excluded":
+        message("");
+        return showState("Thank you! There are no more items for you in this study.", {idle: true});
       case "done":
         message("");
+        if (q.study_complete && q.completion_code) {
+          return showComplete(q.completion_code, q.completion_url,
+                              "This study is complete: it has found its answer. Thank you for your ratings!");
+        }
+        if (q.study_complete) {
+          return showState("This study is complete: it needs no more answers. Thank you!", {idle: true});
+        }
         return showState("This experiment has found its answer. Thank you!", {idle: true});
       case "stopped":
       case "archived":
@@ -572,7 +647,21 @@
     if (Number.isInteger(p.answers_per_participant) && p.answers_per_participant > 0) {
       $("n-target").textContent = " of " + p.answers_per_participant;
     }
+    allowSkip = p.allow_skip === true;
     if (Array.isArray(p.labels) && p.labels.length && !labels.length) buildButtons(p.labels);
+    if (allowSkip) addSkipButton();
+    return p;
+  }
+
+  // MTurk's preview: the task as the worker will see it, with an example item, recording nothing
+  async function showPreview() {
+    const p = await loadContext();
+    $("preview").hidden = false;
+    $("participant-id").textContent = "(preview)";
+    const example = p && typeof p.example === "string" ? p.example : "An item to rate appears here.";
+    $("card").classList.remove("state");
+    $("item-text").textContent = example;
+    setButtons(false);
   }
 
   $("copy-code").addEventListener("click", () => {
@@ -595,5 +684,9 @@
     }
   });
 
-  run(Promise.all([loadContext(), register(false)]).then(() => { loadOutbox(); return refill(); }));
+  if (preview) {
+    run(showPreview());
+  } else {
+    run(Promise.all([loadContext(), register(false)]).then(() => { loadOutbox(); return refill(); }));
+  }
 })();
