@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 
+from purebandits._extras import MissingExtraError, require_extra
+
 __all__ = ["main"]
 
 #: sub-command -> module implementing it
@@ -23,6 +25,11 @@ COMMANDS = {
     "algorithms": "purebandits.cli_algorithms",
     "verify": "purebandits.cli_verify",
 }
+
+#: sub-command -> the extra it needs as a whole (checked before it runs; ``--help`` works without it); commands
+#: that need one only for some of their work check it there (``simulate --plot``, ``reproduce`` but not its
+#: ``--list``, ``experiment token``) and :func:`main` prints the message
+NEEDS_EXTRA = {"serve": "service"}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -52,8 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0] if argv and argv[0] in COMMANDS else None
     args = build_parser(command).parse_args(argv)
     try:
+        if args.command in NEEDS_EXTRA:
+            require_extra(NEEDS_EXTRA[args.command], f"purebandits {args.command}")
         code = int(args._run(args) or 0)
         sys.stdout.flush()
+    except MissingExtraError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # the reader went away (``purebandits journal DIR | head``): stop quietly, as the
         # Python docs advise (signal module, "Note on SIGPIPE"): point stdout at devnull so the

@@ -38,9 +38,15 @@ def run(args: argparse.Namespace) -> int:
     """Run the chosen experiments (or list them, or only rebuild REPORT.md); exit code 2 for a bad name or setting,
     all checked before anything runs."""
     from purebandits.experiments.base import Context, all_experiments, get_experiment
-    from purebandits.experiments.runner import collect_outputs, rejudge_experiment, run_experiment, write_report
 
     exps = all_experiments()
+    if args.list and not (args.report or args.rejudge):
+        for name, exp in exps.items():
+            print(f"{name:28s} {exp.paper} {exp.artefact}: {exp.title}")
+        return 0
+    # every run draws its figure: the runner needs the plot extra (a clear error names it), the list above does not
+    from purebandits.experiments.runner import collect_outputs, rejudge_experiment, run_experiment, write_report
+
     if args.report or args.rejudge:
         try:
             if args.rejudge:
@@ -57,10 +63,6 @@ def run(args: argparse.Namespace) -> int:
             print(exc, file=sys.stderr)
             return 2
         print(f"report: {write_report(found, args.out, ctx)} ({len(found)} experiment(s))")
-        return 0
-    if args.list:
-        for name, exp in exps.items():
-            print(f"{name:28s} {exp.paper} {exp.artefact}: {exp.title}")
         return 0
     if not args.all and not args.names:
         print("give an experiment name or --all (see --list)", file=sys.stderr)

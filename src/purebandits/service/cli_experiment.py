@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from purebandits._extras import require_extra
+
 __all__ = ["HELP", "add_arguments", "run", "parse_arm", "parse_param", "parse_labels", "image_payload",
            "DEFAULT_SERVER"]
 
@@ -658,6 +660,7 @@ def _open_db(db: str | None) -> tuple[Any, Any, str] | None:
 
 def _token(args: argparse.Namespace) -> int:
     """``token EID``: a new owner token straight from the database (no HTTP)."""
+    require_extra("service", "purebandits experiment token")  # it opens the database itself
     import sqlalchemy as sa
 
     from purebandits.service.errors import ServiceError
@@ -695,6 +698,7 @@ def _token(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     """``verify [EID] [--full]``: replay event logs and check snapshots and checkpoints (no HTTP)."""
+    require_extra("service", "purebandits experiment verify")  # it opens the database itself
     import sqlalchemy as sa
 
     from purebandits.service.errors import ServiceError

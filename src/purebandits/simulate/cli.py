@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from purebandits._extras import require_extra
+
 if TYPE_CHECKING:
     from purebandits.simulate.engine import SimResult
 
@@ -157,6 +159,7 @@ def _fmt_params(params: dict[str, Any]) -> str:
 
 def plot_anytime(res: SimResult, path: str, top_m: int = 1) -> None:
     """P(best arm among the top ``top_m`` empirical means) and P(recommendation correct) vs pulls."""
+    require_extra("plot", "plot_anytime")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -227,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
         checkpoints = parse_checkpoints(args.checkpoints)
         if args.plot and (checkpoints is None or checkpoints.size == 0):
             raise ValueError("--plot needs --checkpoints (e.g. --checkpoints geom:100:100000:30)")
+        if args.plot:  # before the run, not after it
+            require_extra("plot", "purebandits simulate --plot")
         if args.top_m < 1:
             raise ValueError(f"--top-m must be >= 1, got {args.top_m}")
         crowd = None

@@ -23,6 +23,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from purebandits._extras import require_extra
+
 __all__ = ["Executor", "InProcessExecutor", "PoolExecutor", "DaskExecutor", "get_executor", "default_jobs"]
 
 
@@ -112,10 +114,9 @@ class DaskExecutor(Executor):
     """Chunks as tasks on a Dask distributed cluster (``distributed.Client(address)``)."""
 
     def __init__(self, address: str | None = None, client: Any = None) -> None:
-        try:
-            import distributed
-        except ImportError as exc:  # pragma: no cover - dask is a dependency
-            raise ImportError("the Dask executor needs dask[distributed]: pip install 'dask[distributed]'") from exc
+        require_extra("dask", "the Dask executor (--executor dask://host:port)")
+        import distributed
+
         self._own = client is None
         self._client = client if client is not None else distributed.Client(address, set_as_default=False)
         try:
