@@ -13,6 +13,7 @@ import io
 import os
 import shutil
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -112,8 +113,8 @@ def test_prolific_link_to_the_completion_redirect(browser, server_cls, tmp_path)
         code = page.text_content("#completion-code").strip()
         save(page, tmp_path, "prolific-complete.png")
         page.wait_for_url(prolific.url + "/**")  # the page goes to Prolific by itself
-        assert [(r["method"], r["path"], r["query"]) for r in prolific.requests] == \
-            [("GET", "/submissions/complete", {"cc": [code]})]
+        assert [(r["method"], r["path"], r["query"]) for r in prolific.requests
+                if r["path"] != "/favicon.ico"] == [("GET", "/submissions/complete", {"cc": [code]})]
         part = exp.csv("participants.csv")
         assert [(p["participant_id"], p["platform"], p["study"], p["session"], p["completion_code"]) for p in part] \
             == [(pid, "prolific", "60aa1b2c", "sess-77", code)]
@@ -209,24 +210,31 @@ def test_flagged_participant_excluded_and_included_from_the_dashboard(browser, s
     with server_cls(f"sqlite:///{tmp_path / 'q.sqlite'}", log_dir=tmp_path) as srv:
         exp = Exp(srv, repeats="not_consecutive")
 
-        def rate(pid: str, n: int, label_of) -> None:
+        def rate(pid: str, n: int, label_of, pause: float = 0.0) -> None:
             httpx.post(f"{srv.url}/api/participants", json={"participant_id": pid})
             for _ in range(n):
                 q = httpx.post(f"{srv.url}/api/experiments/{exp.id}/queries", json={"participant_id": pid}).json()
                 assert q["state"] == "ok", q
+                time.sleep(pause)
                 r = httpx.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
                                json={"participant_id": pid, "label": label_of(q)})
                 assert r.status_code == 200
 
-        for k in range(4):  # honest raters: the caption's own funniness
-            rate(f"honest{k}", 8, lambda q: LABELS[CAPTIONS.index(q["item"]["text"]) % 3])
-        rate("careless", 12, lambda q: "funny")  # one label for everything
+        # honest raters, side by side at a person's pace (1.7 s an answer: not "fast"): the caption's own funniness
+        honest = [threading.Thread(target=rate, args=(f"honest{k}", 8, lambda q: LABELS[CAPTIONS.index(
+            q["item"]["text"]) % 3], 1.7)) for k in range(4)]
+        for t in honest:
+            t.start()
+        for t in honest:
+            t.join()
+        rate("careless", 12, lambda q: "funny")  # one label for everything, at once
         before = _top(exp)
         ctx, page, errors = open_page(browser, f"{srv.url}/dashboard/{exp.id}#token={exp.token}",
                                       viewport={"width": 1280, "height": 1000})
         row = page.locator("#participants tr[data-participant='careless']")
         row.wait_for()
-        assert "one label" in row.locator("td.flags").text_content()
+        assert row.locator("td.flags").text_content() == "fast, one label"
+        assert page.locator("#participants td.flags").all_text_contents() == ["fast, one label", "", "", "", ""]
         assert page.locator("#participants tbody tr").first.get_attribute("data-participant") == "careless"
         row.scroll_into_view_if_needed()
         save(page, tmp_path, "dashboard-participants.png")
