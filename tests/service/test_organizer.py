@@ -223,7 +223,9 @@ def test_worker_ids_completion_codes_and_participants_export(db_url):
     study.answer(q["query_id"], other, "unfunny")
     rows = list(study.export_participants(eid))
     assert rows[0] == ["participant_id", "algorithm", "answers", "first_answer_at", "last_answer_at",
-                       "completion_code", "mean_response_seconds", "max_response_seconds"]
+                       "completion_code", "mean_response_seconds", "max_response_seconds",  # then, appended:
+                       "median_response_seconds", "skips", "top_label_share", "gold_answered", "gold_wrong",
+                       "consensus_agreement", "chance_agreement", "flags", "excluded", "platform", "study", "session"]
     by_id = {r[0]: r for r in rows[1:]}
     assert by_id["A1B2C3"][2] == 3 and by_id["A1B2C3"][5] == done["completion_code"]
     assert by_id[other][2] == 1 and by_id[other][5] == ""
@@ -448,6 +450,9 @@ def test_upgrade_pins_the_kl_bound_form_existing_experiments_ran_with(tmp_path):
         assert conn.exec_driver_sql("SELECT count(*) FROM events WHERE excluded IS NOT NULL").scalar_one() == 0
         conn.exec_driver_sql("ALTER TABLE events DROP COLUMN excluded")
         conn.exec_driver_sql("ALTER TABLE experiments DROP COLUMN webhook_secret")  # 0008's
+        for table in ("exclusions", "platform_sessions", "gold_queries"):  # 0009's
+            conn.exec_driver_sql(f"DROP TABLE {table}")
+        conn.exec_driver_sql("ALTER TABLE experiments DROP COLUMN crowd")
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0005'")
     upgrade(engine)
     study = Study(engine, Settings(database_url=url))

@@ -31,10 +31,8 @@ from purebandits.service.eventlog import (
 )
 from purebandits.service.experiment_meta import ExperimentMeta, origin_hash
 from purebandits.service.models import (
-    exclusions,
     experiments,
     gold_queries,
-    learners,
     participants,
     queries,
 )
@@ -374,7 +372,7 @@ class CrowdOperations:
         if row.status != "active":
             return {"state": row.status, "retry_after": 5.0}
         eid, idx = meta.id, tx.idx
-        if self.is_excluded(eid, pid):
+        if self.is_excluded(eid, pid, conn):
             return {"state": "excluded", "retry_after": 3600.0}
         rated: set[int] = set()
         last, n_answered, abandoned = -1, 0, 0
@@ -515,8 +513,7 @@ class CrowdOperations:
         """Whether every learner of the experiment has stopped (read when the participant's learner has)."""
         if len(meta.learners) == 1:
             return True
-        return conn.execute(sa.select(sa.func.count()).select_from(learners).where(
-            learners.c.experiment_id == meta.id, learners.c.done_ms.is_(None))).scalar_one() == 0
+        return self._x(conn, "sel_running", meta.id).one().n == 0
 
     @staticmethod
     def _gold_response(meta: ExperimentMeta, qid: str, gold: int, now: int, n_answered: int) -> dict[str, Any]:
@@ -551,19 +548,17 @@ class CrowdOperations:
         self._query_owner.pop(qid, None)
         return _answer_response(qid, label, None)
 
-    def is_excluded(self, eid: int, pid: str) -> bool:
-        """Whether the owner excluded participant ``pid`` from experiment ``eid`` (:meth:`exclude_participant`).
+    def is_excluded(self, eid: int, pid: str, conn: Connection) -> bool:
+        """Whether the owner excluded participant ``pid`` from experiment ``eid`` (:meth:`set_excluded`).
 
-        Read from ``exclusions`` at most every :data:`EXCLUSIONS_TTL_MS` per experiment and process (this
-        process's own changes at once): another process's exclusion reaches this one within that time."""
+        Read from ``exclusions`` in the caller's transaction ``conn`` at most every :data:`EXCLUSIONS_TTL_MS` per
+        experiment and process (this process's own changes at once): another process's exclusion reaches this one
+        within that time."""
         cache = self.__dict__.setdefault("_exclusion_cache", {})
         now = self.clock()
         hit = cache.get(eid)
         if hit is None or now - hit[0] >= EXCLUSIONS_TTL_MS:
-            with self._connect(False) as conn:
-                pids = frozenset(conn.execute(sa.select(exclusions.c.participant_id)
-                                              .where(exclusions.c.experiment_id == eid)).scalars())
-            hit = cache[eid] = (now, pids)
+            hit = cache[eid] = (now, frozenset(r.participant_id for r in self._x(conn, "sel_excluded", eid).rows))
         return pid in hit[1]
 
     @staticmethod

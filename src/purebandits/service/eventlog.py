@@ -60,6 +60,9 @@ _HOT_SQL = {
     "upd_answered": "UPDATE queries SET status = 'answered', answered_ms = ?, label = ?, reward = ?, end_seq = ? "
                     "WHERE id = ?",
     "sel_participant": "SELECT id FROM participants WHERE id = ?",
+    # the participants excluded (read every few seconds per experiment and process), learners not stopped yet
+    "sel_excluded": "SELECT participant_id FROM exclusions WHERE experiment_id = ?",
+    "sel_running": "SELECT count(*) AS n FROM learners WHERE experiment_id = ? AND done_ms IS NULL",
     # gold items (only in experiments that have them): a participant's, and one issued
     "sel_gold_seen": "SELECT id, gold, position, answered_ms FROM gold_queries WHERE experiment_id = ? "
                      "AND participant_id = ? ORDER BY position",
