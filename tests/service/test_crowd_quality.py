@@ -201,7 +201,7 @@ def test_api_public_info_platform_sessions_and_exports(db_url):
         assert list(kit[0]) == ["task", "worker", "label"] and len(kit) == 2  # skip and gold left out
         assert {k["label"] for k in kit} == {"funny"} and {k["worker"] for k in kit} == {pid}
         quality = c.get(f"/api/experiments/{eid}/participants", headers=auth).json()
-        assert quality["n_participants"] == 1 and quality["participants"][0]["skips"] == 1
+        assert quality["n_participants"] == 1 and quality["participants"][0]["skips"] == 1 and quality["n_skips"] == 1
         assert c.get(f"/api/experiments/{eid}/participants").status_code == 401
 
 

@@ -506,6 +506,7 @@ class ParticipantsOut(BaseModel):
     n_participants: int
     n_flagged: int
     n_excluded: int
+    n_skips: int = Field(..., description="skips (can't decide) over every participant")
     participants: list[ParticipantQualityOut]
 
 

@@ -389,7 +389,8 @@ def get_participants(eid: EidPath, study: StudyDep, token: TokenDep, flagged: bo
     if flagged:
         rows = [r for r in rows if r["flags"]]
     return {"experiment_id": eid, "n_participants": len(quality), "n_flagged": n_flagged,
-            "n_excluded": len(excluded), "participants": rows[:limit]}
+            "n_excluded": len(excluded), "n_skips": sum(q.n_skips for q in quality.values()),
+            "participants": rows[:limit]}
 
 
 @router.post("/{eid}/exclusions", response_model=ExclusionOut, responses=error_responses(409))

@@ -1063,7 +1063,7 @@
     try { data = await getJson(`/api/experiments/${eid}/participants?limit=100`); } catch (e) { return; }
     if (data === null) return;
     $("participants-summary").textContent = `${data.n_participants} participants, ${data.n_flagged} flagged, ` +
-      `${data.n_excluded} excluded` + (data.participants.length < data.n_participants ? " (the first 100 shown)" : "");
+      `${data.n_excluded} excluded, ${data.n_skips} skips` + (data.participants.length < data.n_participants ? " (the first 100 shown)" : "");
     const body = $("participants").querySelector("tbody");
     body.textContent = "";
     data.participants.forEach((p) => {
