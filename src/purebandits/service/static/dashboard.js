@@ -1055,7 +1055,6 @@
   const PARTICIPANTS_EVERY = 5000;
   let participantsAt = 0;
   const FLAG_NAMES = {fast: "fast", one_label: "one label", gold: "gold", consensus: "consensus"};
-  function fmt(x, digits) { return typeof x === "number" ? x.toFixed(digits) : "–"; }
   async function pollParticipants(force) {
     if (!force && Date.now() - participantsAt < PARTICIPANTS_EVERY) return;
     participantsAt = Date.now();

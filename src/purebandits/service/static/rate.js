@@ -592,7 +592,8 @@
                               "This study is complete: it has found its answer. Thank you for your ratings!");
         }
         if (q.study_complete) {
-          return showState("This study is complete: it needs no more answers. Thank you!", {idle: true});
+          return showState("This study is complete: it has found its answer and needs no more answers. Thank you!",
+                           {idle: true});
         }
         return showState("This experiment has found its answer. Thank you!", {idle: true});
       case "stopped":
