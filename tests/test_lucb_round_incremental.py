@@ -14,6 +14,7 @@ import hashlib
 import numpy as np
 import pytest
 
+from purebandits.algorithms._lucb_family_kernel import family_kernel
 from purebandits.algorithms._lucb_round_incremental import (
     _kl_bracket,
     _tight_key,
@@ -21,7 +22,7 @@ from purebandits.algorithms._lucb_round_incremental import (
     round_incremental_kernel,
     round_incremental_supported,
 )
-from purebandits.algorithms._lucb_rules import BOUND_KL_LUCB, BOUND_LUCB, _round_dependent_kernel, family_kernel
+from purebandits.algorithms._lucb_rules import BOUND_KL_LUCB, BOUND_LUCB, _round_dependent_kernel
 from purebandits.algorithms.lucb import KLLUCB, LUCB1
 from purebandits.bounds import kl_lower_s, kl_upper_s
 from purebandits.instances import make_instance

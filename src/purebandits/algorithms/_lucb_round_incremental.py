@@ -534,7 +534,7 @@ def _build(code, bp, k, iw, fw, tab, sc, means, mbits, counts, sums, in_top, key
 @njit(cache=True)
 def round_incremental_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
                              lrng, kind, a, b, cdf, values, block, pos, srng):  # pragma: no cover - compiled
-    """:func:`~purebandits.algorithms._lucb_rules.family_kernel` for LUCB1 and KL-LUCB, incrementally.
+    """:func:`~purebandits.algorithms._lucb_family_kernel.family_kernel` for LUCB1 and KL-LUCB, incrementally.
 
     The same loop as ``_round_dependent_kernel`` (same asks, pulls, round indices and stop
     tests), with h and l found by :func:`_search` instead of a pass over all n bounds. Needs

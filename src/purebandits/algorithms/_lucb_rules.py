@@ -6,7 +6,8 @@ rule). The bound is an integer code plus a float parameter vector ``bp`` read by
 KL-LUCB, lil'LUCB, LUCB++, lil-KLUCB) or "pull one of them at random" (:data:`RULE_RANDOM`,
 lil'RandLUCB). :func:`family_select` is the reference rule (a from-scratch O(n) pass; the Python
 learners use it with ``_incremental = False`` and for their reports); the compiled driver
-:func:`family_kernel` and the Python learners' ask/tell path
+(:func:`purebandits.algorithms._lucb_family_kernel.family_kernel`, over the kernels here and in
+:mod:`purebandits.algorithms._lucb_round_incremental`) and the Python learners' ask/tell path
 (:mod:`purebandits.algorithms._lucb_incremental` for the round-free bounds,
 :mod:`purebandits.algorithms._lucb_round_asktell` for LUCB1 and KL-LUCB) keep the same
 quantities incrementally in indexed heaps. All call the same scalar bound function and break
@@ -67,7 +68,6 @@ __all__ = [
     "stop_test",
     "separated_count",
     "random_pick",
-    "family_kernel",
 ]
 
 #: LUCB1 radius sqrt(2 sigma^2 log(k1 n t^4/delta)/u) (KTAS12); depends on the round t
@@ -751,38 +751,3 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
         total += 1
         pulled = True
     return False, queued, rounds, total
-
-
-@njit(cache=True)
-def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls, lrng,
-                  kind, a, b, cdf, values, block, pos, srng):  # pragma: no cover - compiled
-    """Sequential (ask(1)/tell) run of any LUCB-family learner; returns (done, queued, rounds, total).
-
-    Same decisions as the Python learner: each arm once first (lowest index), then at each
-    round the pair (h, l) from the empirical top-K and the bounds; the stop test runs after
-    every answered pull with the round index ``rounds + 1``. Round-dependent bounds (LUCB1,
-    KL-LUCB) go to :mod:`purebandits.algorithms._lucb_round_incremental` (amortised O(log n) per
-    pull, the same decisions), or to the O(n) reference ``_round_dependent_kernel`` where it does
-    not apply; the others cost O(log n) (see the two drivers above).
-    """
-    if code == BOUND_LUCB or code == BOUND_KL_LUCB:
-        if _rdi.round_incremental_supported(code, bp, k, counts.shape[0]):  # same decisions, O(log n) per pull
-            return _rdi.round_incremental_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued,
-                                                 rounds, max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
-        return _round_dependent_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds,
-                                       max_pulls, lrng, kind, a, b, cdf, values, block, pos, srng)
-    n = counts.shape[0]
-    # means, lt, ub, the keys of the four heaps in heap order, lt_hi, ub_lo, the bisection zones' ends
-    fw = np.full((11, n + 1), -math.inf)
-    fw[2] = math.inf
-    fw[8] = math.inf
-    fw[10] = math.inf
-    # the arms of the four heaps in heap order, then their positions, then the exact form's bisection steps
-    iw = np.zeros((9, n + 1), dtype=np.int64)
-    in_top = np.zeros(n, dtype=np.bool_)
-    return _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
-                              lrng, kind, a, b, cdf, values, block, pos, srng, fw, iw, in_top)
-
-
-# LUCB1 and KL-LUCB's incremental driver (imported as a module: it imports this one)
-from purebandits.algorithms import _lucb_round_incremental as _rdi  # noqa: E402

@@ -15,7 +15,7 @@ when ``lcb_h`` clears ``ucb_l``, else sample the critical pair. The learners dif
 
 So a new combination is a subclass that sets those three things, e.g. :class:`KLRandLUCB` (the
 lil-KLUCB bound with the randomised rule). The compiled driver
-(:func:`~purebandits.algorithms._lucb_rules.family_kernel`) is shared by all of them.
+(:func:`~purebandits.algorithms._lucb_family_kernel.family_kernel`) is shared by all of them.
 
 Concurrency: ``ask`` returns h and queues l (``queued_``); the next ``ask`` pops l. The
 sampling decision uses answered plus pending pulls for the radius ("virtual pulls") and means
@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from purebandits.algorithms._kinf_stop import RATINGS, KinfStopMixin, check_support
+from purebandits.algorithms._lucb_family_kernel import family_kernel
 from purebandits.algorithms._lucb_incremental import (
     inc_ask,
     inc_ask_allowed,
@@ -76,7 +77,6 @@ from purebandits.algorithms._lucb_rules import (
     RULE_PAIR,
     RULE_RANDOM,
     family_bound_s,
-    family_kernel,
     family_select,
     family_time_term,
     random_pick,
