@@ -251,7 +251,7 @@ def test_kl_lucb_rate_monotone(t, dt, n, d, u, p):
 
 
 # ------------------------------------------------------------------------------ lil-KLUCB bounds
-@pytest.mark.parametrize("form", ["simplified", "exact"])
+@pytest.mark.parametrize("form", ["simplified", "exact", "kt"])
 @settings(max_examples=60, deadline=None)
 @given(p=means_st, T=st.integers(1, 10**6), dT=dt_st, d=st.floats(1e-9, 0.5))
 def test_lil_kl_bounds_properties(form, p, T, dT, d):
@@ -409,6 +409,46 @@ def test_anytime_coverage_lil_kl(form, mu):
     else:
         miss = lambda m, T: B.kl_bernoulli((N * m + mu) / (N + 1), mu) > level  # noqa: E731 - eqs. (2)-(3)
     missed = _ever_missed(mu, 13, miss)
+    assert missed <= binomial_tolerance(STREAMS, 2 * d)
+
+
+def test_kt_level_matches_the_glr_regret():
+    """The scalar KT level uses the same regret as the GLR thresholds, and is the stated formula."""
+    from purebandits.glr_thresholds import kt_regret
+
+    for T in (1.0, 2.0, 17.0, 1e3, 1e6, 1e9):
+        assert B.kt_regret_s(T) == pytest.approx(kt_regret(T), rel=1e-12)
+        assert B.kt_kl_level_s(T, 0.01) == pytest.approx((math.log(100.0) + kt_regret(T)) / T, rel=1e-12)
+    assert B.kt_kl_level_s(0.0, 0.01) == math.inf
+    with pytest.raises(ValueError, match="'kt'"):
+        B.lil_kl_bounds(0.5, 10, 0.01, 8, "tnm")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mu", [0.5, 0.05, 0.95])
+def test_anytime_coverage_kt(mu):
+    """bounds.kt_kl_level_s: each side holds for all T w.p. >= 1 - delta on Bernoulli(mu) streams."""
+    d = 0.05
+    level = B._kt_kl_level_v(np.arange(1, STEPS + 1, dtype=np.float64), d)
+    missed = _ever_missed(mu, 14, lambda m, T: B.kl_bernoulli(m, mu) > level)
+    assert missed <= binomial_tolerance(STREAMS, 2 * d)
+
+
+@pytest.mark.slow
+def test_anytime_coverage_kt_ratings():
+    """The KT level holds for rewards on {0, 1/2, 1} too (any law on [0, 1]): rating streams with mean 0.3.
+
+    The proof's betting martingale is exact for any such law, so the miss rate is at most 2 delta here as well."""
+    d, probs, values = 0.05, np.array([0.55, 0.3, 0.15]), np.array([0.0, 0.5, 1.0])
+    mu = float(probs @ values)
+    level = B._kt_kl_level_v(np.arange(1, STEPS + 1, dtype=np.float64), d)
+    rng = np.random.default_rng(15)
+    T = np.arange(1, STEPS + 1, dtype=np.float64)
+    missed = 0
+    for _ in range(STREAMS // CHUNK):
+        draws = values[np.searchsorted(np.cumsum(probs), rng.random((CHUNK, STEPS)), side="right")]
+        m = np.cumsum(draws, axis=1) / T
+        missed += int((B.kl_bernoulli(m, mu) > level).any(axis=1).sum())
     assert missed <= binomial_tolerance(STREAMS, 2 * d)
 
 

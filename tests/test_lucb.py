@@ -312,8 +312,10 @@ def test_time_term_only_for_round_dependent_bounds():
         assert (val != 0.0) == dep
 
 
-@pytest.mark.parametrize("cls", ALL)
-def test_kernel_matches_reference_at_size(cls):
+@pytest.mark.parametrize("cls,params", [(c, {}) for c in ALL] + [(KLRandLUCB, {"form": "kt"}),
+                                                                    (LilKLUCB, {"form": "kt"})],
+                         ids=[c.__name__ for c in ALL] + ["KLRandLUCB-kt", "LilKLUCB-kt"])
+def test_kernel_matches_reference_at_size(cls, params):
     """The compiled kernels == the ask/tell rule on 60 arms, past the bound tables' growth.
 
     Vote-like categorical arms (many near-ties, means strictly inside (0, 1) so the KL bounds
@@ -322,9 +324,9 @@ def test_kernel_matches_reference_at_size(cls):
     rng = np.random.default_rng(5)
     probs = rng.dirichlet([2.0, 1.0, 0.6], size=60)
     model = Categorical(probs, np.array([0.0, 0.5, 1.0]))
-    ref = cls(k=3, delta=0.1).start(60, seed=3)
+    ref = cls(k=3, delta=0.1, **params).start(60, seed=3)
     run_learner(ref, model, 4, max_pulls=6_000)
-    fast = cls(k=3, delta=0.1).start(60, seed=3)
+    fast = cls(k=3, delta=0.1, **params).start(60, seed=3)
     stream = model.stream(4)
     for checkpoint in (60, 61, 1_500, 6_000):
         fast.run_compiled(stream, checkpoint)

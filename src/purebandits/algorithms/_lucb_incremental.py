@@ -47,6 +47,7 @@ from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
 from purebandits.algorithms._lucb_rules import (
+    BOUND_KL_KT,
     BOUND_KL_LUCB,
     BOUND_LIL_KL,
     BOUND_LIL_KL_EXACT,
@@ -134,7 +135,7 @@ def _top_of(iw, h):  # pragma: no cover - compiled
 @njit(cache=True)
 def _bracket(code, bp, mean, s, is_top):  # pragma: no cover - compiled
     """[lo, hi] around the deciding bound (lower if ``is_top``, else upper) with count scale ``s``."""
-    if code == BOUND_LIL_KL:
+    if code == BOUND_LIL_KL or code == BOUND_KL_KT:
         if is_top:
             return kl_lower_bracket_s(mean, s)
         return kl_upper_bracket_s(mean, s)

@@ -36,6 +36,7 @@ from purebandits.bounds import (
     kl_lucb_rate_s,
     kl_upper_bracket_s,
     kl_upper_s,
+    kt_kl_level_s,
     lil_kl_exact_steps_s,
     lil_kl_exact_zone_s,
     lil_kl_level_s,
@@ -59,6 +60,7 @@ __all__ = [
     "BOUND_LIL_KL_EXACT",
     "BOUND_SG1",
     "BOUND_SG2",
+    "BOUND_KL_KT",
     "RULE_PAIR",
     "RULE_RANDOM",
     "N_BP",
@@ -84,6 +86,8 @@ BOUND_LIL_KL_EXACT = 4
 BOUND_SG1 = 5
 #: [SG2]: KCG16 Theorem 8, beta = 3/2
 BOUND_SG2 = 6
+#: KL bounds at the Krichevsky-Trofimov level {q : T d(mu_hat, q) <= log(1/w) + kt_regret(T)} (bounds.kt_kl_level_s)
+BOUND_KL_KT = 7
 
 RULE_PAIR = 0
 RULE_RANDOM = 1
@@ -120,6 +124,8 @@ def count_scale_s(code, bp, T, top):
         return sg1_radius_s(T, w, bp[_N], bp[_SIGMA], kappa)
     if code == BOUND_SG2:
         return sg2_radius_s(T, w, bp[_SIGMA])
+    if code == BOUND_KL_KT:
+        return kt_kl_level_s(T, w)
     level = lil_kl_level_s(T, w, kappa)
     if code == BOUND_LIL_KL:
         return bp[_C_N] * level
@@ -139,7 +145,7 @@ def scale_bounds_s(code, bp, mean, s, side):
             lo = mean - s
         if side != _SIDE_LOWER:
             hi = mean + s
-    elif code == BOUND_LIL_KL:
+    elif code == BOUND_LIL_KL or code == BOUND_KL_KT:
         if side != _SIDE_UPPER:
             lo = kl_lower_s(mean, s)
         if side != _SIDE_LOWER:
@@ -497,7 +503,7 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
     lrng = borrow(lrng)
     n = counts.shape[0]
     radius = code == BOUND_LIL or code == BOUND_SG1 or code == BOUND_SG2
-    lazy = code == BOUND_LIL_KL
+    lazy = code == BOUND_LIL_KL or code == BOUND_KL_KT
     bisect = code == BOUND_LIL_KL_EXACT
     N = bp[_N]
     total = 0

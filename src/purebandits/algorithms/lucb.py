@@ -66,6 +66,7 @@ from purebandits.algorithms._lucb_round_asktell import (
     round_asktell_supported,
 )
 from purebandits.algorithms._lucb_rules import (
+    BOUND_KL_KT,
     BOUND_KL_LUCB,
     BOUND_LIL,
     BOUND_LIL_KL,
@@ -972,6 +973,10 @@ def _lil_kl_split(delta: float, n: int, k: int) -> tuple[float, float]:
     return delta / (n - k), delta / k
 
 
+#: the KL bounds' ``form``: TNM17 eqs. (2)-(3), TNM17's L'/U', or the Krichevsky-Trofimov level (bounds.kt_kl_level_s)
+_LIL_KL_FORMS = {"exact": BOUND_LIL_KL_EXACT, "simplified": BOUND_LIL_KL, "kt": BOUND_KL_KT}
+
+
 #: with ``stop="kinf"``, the share of delta kept by the lil-KL bounds, which settle a pair when the K_inf test does not:
 #: that test needs every rival sampled enough, and a sampling rule driven by the bounds can leave a rival whose
 #: bound is already clear of the best with too few answers for it (its pair statistic saturates while the threshold
@@ -1030,13 +1035,15 @@ class _LilKLBase(_LUCBFamily):
         check_param("N", self.N, low=1, integer=True)
         if self.N & (self.N - 1):
             raise ValueError(f"N must be a power of two (TNM17 Thm 2: N = 2^l), got {self.N}")
-        check_param("form", self.form, allowed=("simplified", "exact"))
+        check_param("form", self.form, allowed=("simplified", "exact", "kt"))
         check_param("stop", self.stop, allowed=("bounds", "kinf"))
         check_support(self.support)
 
     def _bound_label(self) -> str:
         bound = getattr(self, "bound", "kl")
-        return "lil-KL bounds, TNM17 Thm 2" if bound == "kl" else f"{bound.upper()} bounds, TNM17 Sec. 5"
+        if bound != "kl":
+            return f"{bound.upper()} bounds, TNM17 Sec. 5"
+        return "KL bounds, Krichevsky-Trofimov level" if self.form == "kt" else "lil-KL bounds, TNM17 Thm 2"
 
     def _lil_kl_bp(self, code: int) -> np.ndarray:
         w_top, w_bot = _lil_kl_split(self._bounds_delta(), self.n_arms_, self.k)
@@ -1139,7 +1146,7 @@ class LilKLUCB(_LilKLBase):
         elif self.bound == "sg2":
             code = BOUND_SG2
         else:
-            code = BOUND_LIL_KL if self.form == "simplified" else BOUND_LIL_KL_EXACT
+            code = _LIL_KL_FORMS[self.form]
         return code, self._lil_kl_bp(code)
 
 
@@ -1212,5 +1219,5 @@ class KLRandLUCB(_LilKLBase):
         self._validate_lil_kl()
 
     def _bound(self) -> tuple[int, np.ndarray]:
-        code = BOUND_LIL_KL if self.form == "simplified" else BOUND_LIL_KL_EXACT
+        code = _LIL_KL_FORMS[self.form]
         return code, self._lil_kl_bp(code)
