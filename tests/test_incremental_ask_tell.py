@@ -36,6 +36,9 @@ CONFIGS = [
     (KLRandLUCB, {"form": "kt"}),
     (KLRandLUCB, {"k": 2, "form": "kt"}),
     (LilKLUCB, {"form": "kt"}),
+    (KLRandLUCB, {"form": "kinf"}),
+    (KLRandLUCB, {"k": 3, "form": "kinf"}),
+    (LilKLUCB, {"form": "kinf", "k": 2}),
     (LilKLUCB, {}),
     (LilKLUCB, {"form": "simplified", "k": 2}),
     (LilKLUCB, {"bound": "sg1"}),
@@ -213,12 +216,12 @@ def test_sampling_pair_under_pending_pulls(cls, params):
         learner.sums_[:] = np.round(counts * np.round(rng.uniform(0.1, 0.9, n), 1))  # ... and tied means
         learner.sums_[:] = np.minimum(learner.sums_, counts)
         learner.pending_[:] = rng.integers(0, 3, n)
-        code, bp, k, _, c, s, _, p, fw, iw, top = learner._inc_state()[:11]
+        code, bp, k, _, c, s, q, p, fw, iw, top = learner._inc_state()[:11]
         for _ in range(150):
             arm = int(rng.integers(n))
             delta = 1 if learner.pending_[arm] == 0 or rng.random() < 0.5 else -1
             inc_note(c, p, fw, iw, arm, delta)
-            assert tuple(inc_pair(code, bp, k, c, s, p, fw, iw, top)) == learner._select(c + p)
+            assert tuple(inc_pair(code, bp, k, c, s, q, p, fw, iw, top)) == learner._select(c + p)
 
 
 # ------------------------------------------------------------------ top-two: challenger classes, Bernoulli bound, stop

@@ -313,8 +313,11 @@ def test_time_term_only_for_round_dependent_bounds():
 
 
 @pytest.mark.parametrize("cls,params", [(c, {}) for c in ALL] + [(KLRandLUCB, {"form": "kt"}),
-                                                                    (LilKLUCB, {"form": "kt"})],
-                         ids=[c.__name__ for c in ALL] + ["KLRandLUCB-kt", "LilKLUCB-kt"])
+                                                                    (LilKLUCB, {"form": "kt"}),
+                                                                    (KLRandLUCB, {"form": "kinf"}),
+                                                                    (LilKLUCB, {"form": "kinf"})],
+                         ids=[c.__name__ for c in ALL] + ["KLRandLUCB-kt", "LilKLUCB-kt", "KLRandLUCB-kinf",
+                                                          "LilKLUCB-kinf"])
 def test_kernel_matches_reference_at_size(cls, params):
     """The compiled kernels == the ask/tell rule on 60 arms, past the bound tables' growth.
 
@@ -456,3 +459,34 @@ def test_exact_zone_with_any_start_certifies_its_outside():
                     below_b = B._g_exact(a, zb + k * 1e-14 * zb + k * 1e-17, nn) <= lev
                     assert below_a == upper and below_b != upper, (a, lev, nn, upper, start, k)
     assert used > 10000
+
+
+def test_kinf_bounds_need_rewards_on_the_support():
+    """form="kinf" reads each arm's law on ``support`` from its moments: another reward is refused, by tell and by
+    the compiled driver, and a bad support at start."""
+    learner = KLRandLUCB(delta=0.05, form="kinf").start(3, seed=0)
+    (arm,) = learner.ask(1)
+    with pytest.raises(ValueError, match="support"):
+        learner.tell(arm, 0.25)
+    learner.tell(arm, 0.5)
+    with pytest.raises(ValueError, match="support"):
+        KLRandLUCB(delta=0.05, form="kinf").start(3, seed=0).run_compiled(Gaussian(np.array([0.2, 0.5, 0.7])).stream(1),
+                                                                          100)
+    with pytest.raises(ValueError, match="support"):
+        KLRandLUCB(delta=0.05, form="kinf", support=(0.5, 0.2)).start(3, seed=0)
+    lr = KLRandLUCB(delta=0.05, form="kinf", support=(0.0, 1.0)).start(4, seed=0)
+    lr.run_compiled(Bernoulli(np.array([0.2, 0.3, 0.5, 0.9])).stream(2), 100_000)
+    assert lr.done and lr.recommend() == [3]
+
+
+def test_kinf_bounds_inside_the_kt_kl_bounds():
+    """At the same level, the K_inf bounds of an arm's ratings lie inside its Bernoulli-KL bounds (K_inf >= d)."""
+    rng = np.random.default_rng(8)
+    model = Categorical(rng.dirichlet([1.0, 1.0, 1.0], size=12), np.array([0.0, 0.5, 1.0]))
+    a = KLRandLUCB(delta=0.05, form="kinf").start(12, seed=1)
+    b = KLRandLUCB(delta=0.05, form="kt").start(12, seed=1)
+    run_learner(a, model, 3, max_pulls=3_000)
+    b.counts_[:], b.sums_[:], b.sumsq_[:] = a.counts_, a.sums_, a.sumsq_  # the same answers
+    b._restore()
+    (la, ua), (lb, ub) = a.intervals(), b.intervals()
+    assert np.all(la >= lb - 1e-12) and np.all(ua <= ub + 1e-12) and np.any(ua < ub - 1e-3)

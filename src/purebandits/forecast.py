@@ -152,18 +152,20 @@ def _budget_forecast(learner: Learner) -> Forecast | str:
 
 # ------------------------------------------------------------------------------------------- interval stops
 @njit(cache=True)
-def _clears(code, bp, mean, count, top, tterm, boundary):  # pragma: no cover - compiled
-    """Whether the bound of an item with ``mean`` after ``count`` answers no longer reaches ``boundary``."""
+def _clears(code, bp, mean, m2, count, top, tterm, boundary):  # pragma: no cover - compiled
+    """Whether the bound of an item with ``mean`` (mean square ``m2``) after ``count`` answers no longer reaches
+    ``boundary``."""
     if top:
-        lo, _ = family_bound_s(code, bp, mean, count, True, tterm, 1)
+        lo, _ = family_bound_s(code, bp, mean, m2, count, True, tterm, 1)
         return lo > boundary
-    _, hi = family_bound_s(code, bp, mean, count, False, tterm, 2)
+    _, hi = family_bound_s(code, bp, mean, m2, count, False, tterm, 2)
     return hi < boundary
 
 
 @njit(cache=True)
-def _counts_to_clear(code, bp, means, in_top, boundary, tterm, counts, rel):  # pragma: no cover - compiled
-    """Per item, the smallest count (to ``rel``) at which its bound at its mean no longer reaches ``boundary``.
+def _counts_to_clear(code, bp, means, m2s, in_top, boundary, tterm, counts, rel):  # pragma: no cover - compiled
+    """Per item, the smallest count (to ``rel``) at which its bound at its mean (and mean square, which only the
+    K_inf bounds read) no longer reaches ``boundary``.
 
     An item already clear at its current count gets that count (it needs nothing more); one whose mean
     is on the wrong side of ``boundary`` (or on it) gets ``inf``. Doubling from the current count, then
@@ -173,9 +175,10 @@ def _counts_to_clear(code, bp, means, in_top, boundary, tterm, counts, rel):  # 
     out = np.empty(n)
     for i in range(n):
         m = means[i]
+        q = m2s[i]
         top = in_top[i]
         start = max(float(counts[i]), 1.0)
-        if _clears(code, bp, m, start, top, tterm, boundary):
+        if _clears(code, bp, m, q, start, top, tterm, boundary):
             out[i] = start
             continue
         if (top and m <= boundary) or (not top and m >= boundary):
@@ -183,7 +186,7 @@ def _counts_to_clear(code, bp, means, in_top, boundary, tterm, counts, rel):  # 
             continue
         lo = start
         hi = 2.0 * start
-        while hi < _MAX_COUNT and not _clears(code, bp, m, hi, top, tterm, boundary):
+        while hi < _MAX_COUNT and not _clears(code, bp, m, q, hi, top, tterm, boundary):
             lo = hi
             hi *= 2.0
         if hi >= _MAX_COUNT:
@@ -191,7 +194,7 @@ def _counts_to_clear(code, bp, means, in_top, boundary, tterm, counts, rel):  # 
             continue
         while hi - lo > max(1.0, rel * lo):
             mid = 0.5 * (lo + hi)
-            if _clears(code, bp, m, mid, top, tterm, boundary):
+            if _clears(code, bp, m, q, mid, top, tterm, boundary):
                 hi = mid
             else:
                 lo = mid
@@ -232,11 +235,14 @@ def _shifted_means(learner: Learner, means: np.ndarray, in_top: np.ndarray,
 def _interval_sum(learner: Learner, means: np.ndarray, in_top: np.ndarray, boundary: float) -> float:
     """Answers still needed with the items' means at ``means`` (inf if an item can never clear)."""
     counts = learner.counts_
+    c = np.maximum(counts, 1).astype(np.float64)
+    # the items' spread kept as their means move (the K_inf bounds read the law: mean and mean square)
+    m2s = means * means + np.maximum(learner.sumsq_ / c - (learner.sums_ / c) ** 2, 0.0)
     per_pull = (learner.rounds_ + 1.0) / max(learner.n_pulls, 1)  # rounds per answer so far (round-indexed bounds)
     remaining = 0.0
     for _ in range(4):  # the round term grows with the answers still needed: a short fixed-point iteration
         tterm = family_time_term(learner._code, learner._bparams, learner.rounds_ + 1.0 + per_pull * remaining)
-        need = _counts_to_clear(learner._code, learner._bparams, means, in_top, boundary, tterm,
+        need = _counts_to_clear(learner._code, learner._bparams, means, m2s, in_top, boundary, tterm,
                                counts.astype(np.float64), _REL_PRECISION)
         new = float(np.maximum(need - counts, 0.0).sum())
         if not math.isfinite(new) or tterm == 0.0 or abs(new - remaining) <= _REL_PRECISION * max(new, 1.0):

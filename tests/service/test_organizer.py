@@ -396,7 +396,7 @@ def test_default_learner_and_delta_is_the_target_error_probability(sqlite_url):
     eid, _ = study.create_experiment({"items": items(4)})
     (ls,) = study.meta(eid).learners
     # the KL bound's form is pinned in the stored parameters (the library default may change; a replay must not)
-    assert ls.algorithm == DEFAULT_ALGORITHM and ls.params == {"form": "exact", "delta": DEFAULT_DELTA / 2}
+    assert ls.algorithm == DEFAULT_ALGORITHM and ls.params == {"form": "kt", "delta": DEFAULT_DELTA / 2}
     eid, _ = study.create_experiment({"items": items(4), "algorithm": "kl_rand_lucb", "params": {"stop": "kinf"}})
     assert study.meta(eid).learners[0].params == {"stop": "kinf", "delta": DEFAULT_DELTA}
     five = [{"name": f"s{i}", "reward": i / 4} for i in range(5)]

@@ -82,8 +82,8 @@ class KinfStopMixin:
     def _kinf_check_reward(self, reward: float) -> None:
         r = float(reward)
         if not any(r == v for v in self.support):
-            raise ValueError(f"reward {reward!r} is not on the support {list(self.support)} that stop='kinf' "
-                             "needs (the K_inf statistic counts each value)")
+            raise ValueError(f"reward {reward!r} is not on the support {list(self.support)} that stop='kinf' and "
+                             "form='kinf' need (the K_inf statistic counts each value)")
 
     def _kinf_check_stop(self) -> None:
         rec = self._kinf_stop().check(float(self.t_))

@@ -68,8 +68,8 @@ __all__ = ["incremental_supported", "inc_new", "inc_ask", "inc_ask_allowed", "in
            "inc_stop", "inc_pair", "inc_progress"]
 
 # fw rows: per-arm values, then the heap keys in heap order
-_MEAN, _SS, _SLO, _SHI, _PS, _PLO, _PHI = range(7)
-_KEY0 = 7
+_MEAN, _SS, _SLO, _SHI, _PS, _PLO, _PHI, _M2 = range(8)  # _M2: the mean square (K_inf bounds)
+_KEY0 = 8
 # heaps (fw row _KEY0 + heap, iw row heap for the arms in heap order, iw row _WHERE0 + heap for positions)
 _HT, _HB, _HSL, _HSU, _HPL, _HPU, _HZ = range(7)
 _N_HEAPS = 7
@@ -133,7 +133,7 @@ def _top_of(iw, h):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _bracket(code, bp, mean, s, is_top):  # pragma: no cover - compiled
+def _bracket(code, bp, mean, m2, s, is_top):  # pragma: no cover - compiled
     """[lo, hi] around the deciding bound (lower if ``is_top``, else upper) with count scale ``s``."""
     if code == BOUND_LIL_KL or code == BOUND_KL_KT:
         if is_top:
@@ -146,16 +146,16 @@ def _bracket(code, bp, mean, s, is_top):  # pragma: no cover - compiled
                 return 0.0, mean
         elif s > 0.0 and mean < 1.0:
             return mean, 1.0
-    v = _exact(code, bp, mean, s, is_top)
+    v = _exact(code, bp, mean, m2, s, is_top)
     return v, v
 
 
 @njit(cache=True)
-def _exact(code, bp, mean, s, is_top):  # pragma: no cover - compiled
+def _exact(code, bp, mean, m2, s, is_top):  # pragma: no cover - compiled
     """The deciding bound itself: :func:`scale_bounds_s` on one side, as :func:`family_bound_s` calls it."""
     if is_top:
-        return scale_bounds_s(code, bp, mean, s, 1)[0]
-    return scale_bounds_s(code, bp, mean, s, 2)[1]
+        return scale_bounds_s(code, bp, mean, m2, s, 1)[0]
+    return scale_bounds_s(code, bp, mean, m2, s, 2)[1]
 
 
 @njit(cache=True)
@@ -185,7 +185,7 @@ def _key_bound(fw, iw, top, n, i, low, lo_row, hi_row):  # pragma: no cover - co
 def _refresh_stop(code, bp, counts, fw, iw, top, n, i):  # pragma: no cover - compiled
     """Recompute arm i's stop bound (answered count) and re-key it."""
     s = count_scale_s(code, bp, float(counts[i]), top[i])
-    lo, hi = _bracket(code, bp, fw[_MEAN, i], s, top[i])
+    lo, hi = _bracket(code, bp, fw[_MEAN, i], fw[_M2, i], s, top[i])
     fw[_SS, i] = s
     fw[_SLO, i] = lo
     fw[_SHI, i] = hi
@@ -201,7 +201,7 @@ def _refresh_samp(code, bp, counts, pending, fw, iw, top, n, i):  # pragma: no c
         fw[_PHI, i] = fw[_SHI, i]
     else:
         s = count_scale_s(code, bp, float(counts[i] + pending[i]), top[i])
-        lo, hi = _bracket(code, bp, fw[_MEAN, i], s, top[i])
+        lo, hi = _bracket(code, bp, fw[_MEAN, i], fw[_M2, i], s, top[i])
         fw[_PS, i] = s
         fw[_PLO, i] = lo
         fw[_PHI, i] = hi
@@ -219,12 +219,13 @@ def _mark(iw, i):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _build(code, bp, k, counts, sums, pending, fw, iw, top):  # pragma: no cover - compiled
+def _build(code, bp, k, counts, sums, sumsq, pending, fw, iw, top):  # pragma: no cover - compiled
     """Means, membership and every bound from scratch (once every arm has an answer)."""
     n = counts.shape[0]
     means = fw[_MEAN]
     for i in range(n):
         means[i] = sums[i] / counts[i]
+        fw[_M2, i] = sumsq[i] / counts[i]
     topk_fill(means[:n], k, top)
     for i in range(n):
         _refresh_member(fw, iw, top, n, i)
@@ -264,7 +265,7 @@ def _resolve(code, bp, counts, pending, fw, iw, top, n, heap, force, stop):  # p
             other = max(hkey[1], hkey[2])  # the best key below the root (hkey[n] is the sentinel)
             if (lower and -hi > other) or (not lower and lo > other):
                 return a
-        v = _exact(code, bp, fw[_MEAN, a], fw[s_row, a], lower)
+        v = _exact(code, bp, fw[_MEAN, a], fw[_M2, a], fw[s_row, a], lower)
         fw[lo_row, a] = v
         fw[hi_row, a] = v
         _set(fw, iw, heap, n, a, -v if lower else v)
@@ -277,12 +278,12 @@ def _resolve(code, bp, counts, pending, fw, iw, top, n, heap, force, stop):  # p
 
 
 @njit(cache=True)
-def _stop(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top):  # pragma: no cover - compiled
+def _stop(code, bp, k, eps, strict, counts, sums, sumsq, pending, fw, iw, top):  # pragma: no cover - compiled
     """The LUCB stop test on the answered pulls: 1 stop, 0 not, -1 not tested (an arm has no answer)."""
     if iw[_SCAL, _NZERO] > 0:
         return -1
     if iw[_SCAL, _BUILT] == 0:
-        _build(code, bp, k, counts, sums, pending, fw, iw, top)
+        _build(code, bp, k, counts, sums, sumsq, pending, fw, iw, top)
     n = counts.shape[0]
     force = False
     while True:
@@ -298,18 +299,18 @@ def _stop(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top):  # prag
 
 
 @njit(cache=True)
-def inc_stop(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top):  # pragma: no cover - compiled
+def inc_stop(code, bp, k, eps, strict, counts, sums, sumsq, pending, fw, iw, top):  # pragma: no cover - compiled
     """:func:`_stop` on the current state (after a cancel, or a tell applied by the caller)."""
-    counts, sums, pending, fw, iw, top = borrow(counts), borrow(sums), borrow(pending), borrow(fw), borrow(iw), \
-        borrow(top)
-    return _stop(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top)
+    counts, sums, sumsq, pending = borrow(counts), borrow(sums), borrow(sumsq), borrow(pending)
+    fw, iw, top = borrow(fw), borrow(iw), borrow(top)
+    return _stop(code, bp, k, eps, strict, counts, sums, sumsq, pending, fw, iw, top)
 
 
 @njit(cache=True)
-def _pair(code, bp, k, counts, sums, pending, fw, iw, top):  # pragma: no cover - compiled
+def _pair(code, bp, k, counts, sums, sumsq, pending, fw, iw, top):  # pragma: no cover - compiled
     """(h, l) of the sampling rule (answered means, answered + pending counts)."""
     if iw[_SCAL, _BUILT] == 0:
-        _build(code, bp, k, counts, sums, pending, fw, iw, top)
+        _build(code, bp, k, counts, sums, sumsq, pending, fw, iw, top)
     n = counts.shape[0]
     nd = iw[_SCAL, _NDIRTY]
     for j in range(nd):
@@ -323,9 +324,9 @@ def _pair(code, bp, k, counts, sums, pending, fw, iw, top):  # pragma: no cover 
 
 
 @njit(cache=True)
-def inc_pair(code, bp, k, counts, sums, pending, fw, iw, top):  # pragma: no cover - compiled
+def inc_pair(code, bp, k, counts, sums, sumsq, pending, fw, iw, top):  # pragma: no cover - compiled
     """The sampling pair (h, l) on the current state, every arm answered (for tests)."""
-    return _pair(code, bp, k, counts, sums, pending, fw, iw, top)
+    return _pair(code, bp, k, counts, sums, sumsq, pending, fw, iw, top)
 
 
 @njit(cache=True)
@@ -333,7 +334,7 @@ def _exact_value(code, bp, pending, fw, i, lower):  # pragma: no cover - compile
     """Make arm i's sampling bound exact (lower if ``lower``, else upper) in the rows, shared with its stop bound
     when it has no pending pull (same count, mean and side: the same value, as :func:`_resolve` shares it);
     returns it. The heaps are not re-keyed: :func:`_rekey_exact` does it."""
-    v = _exact(code, bp, fw[_MEAN, i], fw[_PS, i], lower)
+    v = _exact(code, bp, fw[_MEAN, i], fw[_M2, i], fw[_PS, i], lower)
     fw[_PLO, i] = v
     fw[_PHI, i] = v
     if pending[i] == 0:
@@ -410,7 +411,7 @@ def _walk_allowed(code, bp, pending, fw, iw, n, heap, lower, mask, stack, fixed,
 
 
 @njit(cache=True)
-def inc_ask_allowed(code, bp, k, counts, sums, pending, fw, iw, top, mask):  # pragma: no cover - compiled
+def inc_ask_allowed(code, bp, k, counts, sums, sumsq, pending, fw, iw, top, mask):  # pragma: no cover - compiled
     """The restricted rule's candidates on the sampling bounds, every arm answered: ``(a, b, crit_a, crit_b)``.
 
     ``a`` is the allowed top arm with the lowest lower bound and ``b`` the allowed other arm with the
@@ -422,9 +423,9 @@ def inc_ask_allowed(code, bp, k, counts, sums, pending, fw, iw, top, mask):  # p
     pair's are. Pending pulls are not changed. (``lower`` flags and heap rows are passed as runtime
     values: see :func:`_resolve`.)
     """
-    counts, sums, pending, fw, iw, top, mask = borrow(counts), borrow(sums), borrow(pending), borrow(fw), \
-        borrow(iw), borrow(top), borrow(mask)
-    h, el = _pair(code, bp, k, counts, sums, pending, fw, iw, top)
+    counts, sums, sumsq, pending = borrow(counts), borrow(sums), borrow(sumsq), borrow(pending)
+    fw, iw, top, mask = borrow(fw), borrow(iw), borrow(top), borrow(mask)
+    h, el = _pair(code, bp, k, counts, sums, sumsq, pending, fw, iw, top)
     if mask[h] and mask[el]:
         return h, el, 0.0, 0.0
     n = counts.shape[0]
@@ -477,7 +478,7 @@ def inc_note(counts, pending, fw, iw, arm, delta):  # pragma: no cover - compile
 
 
 @njit(cache=True)
-def inc_ask(code, bp, k, rule, counts, sums, pending, fw, iw, top, u):  # pragma: no cover - compiled
+def inc_ask(code, bp, k, rule, counts, sums, sumsq, pending, fw, iw, top, u):  # pragma: no cover - compiled
     """One ask that is not a queued arm: returns (arm, l) and adds the pending pull.
 
     During the initialisation (some arm has no answer) ``arm`` is the unanswered arm with the
@@ -485,14 +486,14 @@ def inc_ask(code, bp, k, rule, counts, sums, pending, fw, iw, top, u):  # pragma
     the sampling pair and ``arm`` is h (pair rule; the caller queues l) or
     :func:`random_pick` with the uniform ``u`` (random rule; ``l`` is then -1).
     """
-    counts, sums, pending, fw, iw, top = borrow(counts), borrow(sums), borrow(pending), borrow(fw), borrow(iw), \
-        borrow(top)
+    counts, sums, sumsq, pending = borrow(counts), borrow(sums), borrow(sumsq), borrow(pending)
+    fw, iw, top = borrow(fw), borrow(iw), borrow(top)
     if iw[_SCAL, _NZERO] > 0:
         arm = _top_of(iw, _HZ)
         pending[arm] += 1
         _note(counts, pending, fw, iw, arm)
         return arm, -2
-    h, el = _pair(code, bp, k, counts, sums, pending, fw, iw, top)
+    h, el = _pair(code, bp, k, counts, sums, sumsq, pending, fw, iw, top)
     if rule == RULE_PAIR:
         arm = h
         second = el
@@ -505,7 +506,7 @@ def inc_ask(code, bp, k, rule, counts, sums, pending, fw, iw, top, u):  # pragma
 
 
 @njit(cache=True)
-def _told(code, bp, k, counts, sums, pending, fw, iw, top, arm):  # pragma: no cover - compiled
+def _told(code, bp, k, counts, sums, sumsq, pending, fw, iw, top, arm):  # pragma: no cover - compiled
     """Arm ``arm`` got an answer (its counts, sums and pending pulls are already updated)."""
     n = counts.shape[0]
     if counts[arm] == 1:
@@ -514,6 +515,7 @@ def _told(code, bp, k, counts, sums, pending, fw, iw, top, arm):  # pragma: no c
     if iw[_SCAL, _BUILT] == 0:
         return
     fw[_MEAN, arm] = sums[arm] / counts[arm]
+    fw[_M2, arm] = sumsq[arm] / counts[arm]
     _refresh_member(fw, iw, top, n, arm)
     while True:  # restore "every top arm precedes every other arm" (one swap suffices)
         w = n - 1 - _top_of(iw, _HT)
@@ -531,11 +533,11 @@ def _told(code, bp, k, counts, sums, pending, fw, iw, top, arm):  # pragma: no c
 
 
 @njit(cache=True)
-def inc_told(code, bp, k, counts, sums, pending, fw, iw, top, arm):  # pragma: no cover - compiled
+def inc_told(code, bp, k, counts, sums, sumsq, pending, fw, iw, top, arm):  # pragma: no cover - compiled
     """:func:`_told` for a tell applied by the caller (``Learner.tell``)."""
-    counts, sums, pending, fw, iw, top = borrow(counts), borrow(sums), borrow(pending), borrow(fw), borrow(iw), \
-        borrow(top)
-    _told(code, bp, k, counts, sums, pending, fw, iw, top, arm)
+    counts, sums, sumsq, pending = borrow(counts), borrow(sums), borrow(sumsq), borrow(pending)
+    fw, iw, top = borrow(fw), borrow(iw), borrow(top)
+    _told(code, bp, k, counts, sums, sumsq, pending, fw, iw, top, arm)
 
 
 @njit(cache=True)
@@ -550,12 +552,12 @@ def inc_tell(code, bp, k, eps, strict, counts, sums, sumsq, pending, fw, iw, top
     counts[arm] += 1
     sums[arm] += reward
     sumsq[arm] += reward * reward
-    _told(code, bp, k, counts, sums, pending, fw, iw, top, arm)
-    return _stop(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top)
+    _told(code, bp, k, counts, sums, sumsq, pending, fw, iw, top, arm)
+    return _stop(code, bp, k, eps, strict, counts, sums, sumsq, pending, fw, iw, top)
 
 
 @njit(cache=True)
-def inc_progress(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top):  # pragma: no cover - compiled
+def inc_progress(code, bp, k, eps, strict, counts, sums, sumsq, pending, fw, iw, top):  # pragma: no cover - compiled
     """The stop test's figures for :meth:`stopping_progress`: (h, l, lcb_h, ucb_l, separated).
 
     The same as the O(n) reference (:func:`family_select` on the answered counts, then
@@ -564,12 +566,12 @@ def inc_progress(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top): 
     test is monotone in its upper bound); only the others get an exact bound, which is kept, so a
     later call evaluates only the arms whose count changed. h = -1 before every arm has an answer.
     """
-    counts, sums, pending, fw, iw, top = borrow(counts), borrow(sums), borrow(pending), borrow(fw), borrow(iw), \
-        borrow(top)
+    counts, sums, sumsq, pending = borrow(counts), borrow(sums), borrow(sumsq), borrow(pending)
+    fw, iw, top = borrow(fw), borrow(iw), borrow(top)
     if iw[_SCAL, _NZERO] > 0:
         return -1, -1, math.nan, math.nan, 0
     if iw[_SCAL, _BUILT] == 0:
-        _build(code, bp, k, counts, sums, pending, fw, iw, top)
+        _build(code, bp, k, counts, sums, sumsq, pending, fw, iw, top)
     n = counts.shape[0]
     h = _resolve(code, bp, counts, pending, fw, iw, top, n, np.int64(_HSL), np.bool_(True), np.bool_(True))
     el = _resolve(code, bp, counts, pending, fw, iw, top, n, np.int64(_HSU), np.bool_(True), np.bool_(True))
@@ -581,7 +583,7 @@ def inc_progress(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top): 
         if stop_test(lcb_h, fw[_SHI, i], eps, strict):
             separated += 1
         elif stop_test(lcb_h, fw[_SLO, i], eps, strict):
-            v = _exact(code, bp, fw[_MEAN, i], fw[_SS, i], False)
+            v = _exact(code, bp, fw[_MEAN, i], fw[_M2, i], fw[_SS, i], False)
             fw[_SLO, i] = v
             fw[_SHI, i] = v
             _set(fw, iw, _HSU, n, i, v)

@@ -299,9 +299,9 @@ def _search(code, bp, iw, fw, sc, exl, n, side, means, counts, tterm, K, epoch):
         if iw[_CEXEP, c] == epoch:
             return a
         if side == _UPPER:
-            v = family_bound_s(code, bp, means[a], float(counts[a]), False, tterm, _SIDE_UPPER)[1]
+            v = family_bound_s(code, bp, means[a], means[a], float(counts[a]), False, tterm, _SIDE_UPPER)[1]
         else:
-            v = family_bound_s(code, bp, means[a], float(counts[a]), True, tterm, _SIDE_LOWER)[0]
+            v = family_bound_s(code, bp, means[a], means[a], float(counts[a]), True, tterm, _SIDE_LOWER)[0]
         if iw[_CTIGHT, c] == 0:  # a Pinsker key: tighten it from the exact bound (valid at later rounds too)
             pinsker = fw[_CUKEY, c] if side == _UPPER else -fw[_CUKEY, c]
             fw[_CUKEY, c] = _heap_form(side, _tight_key(side == _UPPER, means[a], float(counts[a]), K, v, pinsker))
@@ -396,9 +396,9 @@ def _make_exact(code, bp, iw, fw, sc, exl, n, side, a, means, counts, tterm, K, 
     """Compute the exact bound of arm a's class this round (the reference's call) and make it a's key."""
     c = iw[_CLS, a]
     if side == _UPPER:
-        v = family_bound_s(code, bp, means[a], float(counts[a]), False, tterm, _SIDE_UPPER)[1]
+        v = family_bound_s(code, bp, means[a], means[a], float(counts[a]), False, tterm, _SIDE_UPPER)[1]
     else:
-        v = family_bound_s(code, bp, means[a], float(counts[a]), True, tterm, _SIDE_LOWER)[0]
+        v = family_bound_s(code, bp, means[a], means[a], float(counts[a]), True, tterm, _SIDE_LOWER)[0]
     if iw[_CTIGHT, c] == 0:  # a Pinsker key: tighten it from the exact bound (valid at later rounds too)
         pinsker = fw[_CUKEY, c] if side == _UPPER else -fw[_CUKEY, c]
         fw[_CUKEY, c] = _heap_form(side, _tight_key(side == _UPPER, means[a], float(counts[a]), K, v, pinsker))

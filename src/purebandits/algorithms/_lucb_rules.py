@@ -50,6 +50,7 @@ from purebandits.bounds import (
 from purebandits.heaps import heap_build, heap_top, heap_update, keyheap_init, keyheap_key, keyheap_update
 from purebandits.instances.rewards import stream_draw
 from purebandits.jit import borrow, borrow_stream
+from purebandits.kinf_bounds import arm_probabilities_s, kinf_lower_s, kinf_upper_s
 from purebandits.ranking import topk_fill
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "BOUND_SG1",
     "BOUND_SG2",
     "BOUND_KL_KT",
+    "BOUND_KINF_KT",
     "RULE_PAIR",
     "RULE_RANDOM",
     "N_BP",
@@ -88,12 +90,15 @@ BOUND_SG1 = 5
 BOUND_SG2 = 6
 #: KL bounds at the Krichevsky-Trofimov level {q : T d(mu_hat, q) <= log(1/w) + kt_regret(T)} (bounds.kt_kl_level_s)
 BOUND_KL_KT = 7
+#: K_inf bounds of the arm's law on a known support at the same level (kinf_bounds.kinf_upper_s / kinf_lower_s)
+BOUND_KINF_KT = 8
 
 RULE_PAIR = 0
 RULE_RANDOM = 1
 
-N_BP = 12
-_W_TOP, _W_BOT, _EPS, _SIGMA, _OFFSET, _K1, _ALPHA, _N, _KAPPA_TOP, _KAPPA_BOT, _C_N, _NARMS = range(N_BP)
+N_BP = 16
+_W_TOP, _W_BOT, _EPS, _SIGMA, _OFFSET, _K1, _ALPHA, _N, _KAPPA_TOP, _KAPPA_BOT, _C_N, _NARMS, _NV, _V0, _V1, _V2 = \
+    range(N_BP)
 
 _SIDE_BOTH, _SIDE_LOWER, _SIDE_UPPER = 0, 1, 2
 
@@ -124,7 +129,7 @@ def count_scale_s(code, bp, T, top):
         return sg1_radius_s(T, w, bp[_N], bp[_SIGMA], kappa)
     if code == BOUND_SG2:
         return sg2_radius_s(T, w, bp[_SIGMA])
-    if code == BOUND_KL_KT:
+    if code == BOUND_KL_KT or code == BOUND_KINF_KT:
         return kt_kl_level_s(T, w)
     level = lil_kl_level_s(T, w, kappa)
     if code == BOUND_LIL_KL:
@@ -133,13 +138,24 @@ def count_scale_s(code, bp, T, top):
 
 
 @njit(cache=True)
-def scale_bounds_s(code, bp, mean, s, side):
+def scale_bounds_s(code, bp, mean, m2, s, side):
     """(lcb, ucb) of a round-free bound from the count scale ``s`` (:func:`count_scale_s`).
 
-    ``side`` as in :func:`family_bound_s` (a skipped side is returned infinite).
+    ``m2`` is the arm's mean square (the K_inf bounds read the arm's law on the support from ``mean`` and ``m2``;
+    the others ignore it). ``side`` as in :func:`family_bound_s` (a skipped side is returned infinite).
     """
     lo = -math.inf
     hi = math.inf
+    if code == BOUND_KINF_KT:
+        nv = int(bp[_NV])
+        v = bp[_V0:_V0 + nv]
+        p = np.empty(nv)
+        arm_probabilities_s(1.0, mean, m2, v, p)
+        if side != _SIDE_UPPER:
+            lo = kinf_lower_s(p, v, s)
+        if side != _SIDE_LOWER:
+            hi = kinf_upper_s(p, v, s)
+        return lo, hi
     if code == BOUND_LIL or code == BOUND_SG1 or code == BOUND_SG2:
         if side != _SIDE_UPPER:
             lo = mean - s
@@ -159,8 +175,8 @@ def scale_bounds_s(code, bp, mean, s, side):
 
 
 @njit(cache=True)
-def family_bound_s(code, bp, mean, T, top, tterm, side):
-    """(lcb, ucb) of one arm with answered mean ``mean`` and radius count ``T`` (> 0).
+def family_bound_s(code, bp, mean, m2, T, top, tterm, side):
+    """(lcb, ucb) of one arm with answered mean ``mean`` (mean square ``m2``) and radius count ``T`` (> 0).
 
     ``top`` says whether the arm is in the empirical top-K (it selects ``w_top`` or ``w_bot``);
     ``tterm`` is :func:`family_time_term` of the current round; ``side`` = 0 computes both
@@ -177,7 +193,7 @@ def family_bound_s(code, bp, mean, T, top, tterm, side):
         lo = kl_lower_s(mean, level) if side != _SIDE_UPPER else -math.inf
         hi = kl_upper_s(mean, level) if side != _SIDE_LOWER else math.inf
         return lo, hi
-    return scale_bounds_s(code, bp, mean, count_scale_s(code, bp, T, top), side)
+    return scale_bounds_s(code, bp, mean, m2, count_scale_s(code, bp, T, top), side)
 
 
 @njit(cache=True)
@@ -187,7 +203,7 @@ def _ranks_above(means, a, b):
 
 
 @njit(cache=True, error_model="numpy")
-def _critical_pair(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb):
+def _critical_pair(code, bp, means, m2s, counts, T, in_top, tterm, both_sides, lcb, ucb):
     """Fill the per-arm bounds and return (h, l) for a given top-K membership ``in_top``.
 
     LUCB1's bounds get a branch-free loop that the compiler vectorises (the same arithmetic as
@@ -206,7 +222,7 @@ def _critical_pair(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, u
             ucb[i] = math.inf
         elif code != BOUND_LUCB:
             side = _SIDE_BOTH if both_sides else (_SIDE_LOWER if in_top[i] else _SIDE_UPPER)
-            lcb[i], ucb[i] = family_bound_s(code, bp, means[i], float(T[i]), in_top[i], tterm, side)
+            lcb[i], ucb[i] = family_bound_s(code, bp, means[i], m2s[i], float(T[i]), in_top[i], tterm, side)
     h = -1
     el = -1  # the papers' l
     for i in range(n):
@@ -219,7 +235,7 @@ def _critical_pair(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, u
 
 
 @njit(cache=True)
-def family_select(code, bp, k, sums, counts, T, tterm, both_sides, in_top, lcb, ucb):
+def family_select(code, bp, k, sums, sumsq, counts, T, tterm, both_sides, in_top, lcb, ucb):
     """Empirical top-K and the critical pair (h, l), from scratch in O(n) (O(n log n) for k > 1).
 
     Means come from the answered pulls (``sums``, ``counts``), radii from ``T`` (answered plus
@@ -230,11 +246,13 @@ def family_select(code, bp, k, sums, counts, T, tterm, both_sides, in_top, lcb, 
     """
     n = counts.shape[0]
     means = np.zeros(n)
+    m2s = np.zeros(n)
     for i in range(n):
         if counts[i] > 0:
             means[i] = sums[i] / counts[i]
+            m2s[i] = sumsq[i] / counts[i]
     topk_fill(means, k, in_top)
-    return _critical_pair(code, bp, means, counts, T, in_top, tterm, both_sides, lcb, ucb)
+    return _critical_pair(code, bp, means, m2s, counts, T, in_top, tterm, both_sides, lcb, ucb)
 
 
 @njit(cache=True)
@@ -307,7 +325,8 @@ def _refresh_membership(i, in_top, means, keyT, ht, wt, keyB, hb, wb):
 @njit(cache=True)
 def _round_dependent_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
                             lrng, kind, a, b, cdf, values, block, pos, srng):  # pragma: no cover - compiled
-    """:func:`family_kernel` for LUCB1 and KL-LUCB: all n bounds are re-evaluated per pull."""
+    """:func:`family_kernel` for LUCB1 and KL-LUCB: all n bounds are re-evaluated per pull (their bounds read no
+    mean square: ``means`` stands in for it)."""
     n = counts.shape[0]
     total = 0
     n_zero = 0
@@ -347,7 +366,7 @@ def _round_dependent_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, s
                     for i in range(n):
                         _refresh_membership(i, in_top, means, keyT, ht, wt, keyB, hb, wb)
                     built = True
-                h, el = _critical_pair(code, bp, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s)
+                h, el = _critical_pair(code, bp, means, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s)
             rounds += 1
             if rule == RULE_PAIR:
                 arm = h
@@ -386,7 +405,7 @@ def _round_dependent_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, s
                 _refresh_membership(bb, in_top, means, keyT, ht, wt, keyB, hb, wb)
         # ---- stop test (after every answered pull, as Learner.tell does)
         tterm = family_time_term(code, bp, float(rounds + 1))
-        h, el = _critical_pair(code, bp, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s)
+        h, el = _critical_pair(code, bp, means, means, counts, counts, in_top, tterm, False, lcb_s, ucb_s)
         have_hl = True
         if stop_test(lcb_s[h], ucb_s[el], eps_stop, strict):
             return True, queued, rounds, total
@@ -587,7 +606,7 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                         elif bisect:
                             lo, lo_hi, bit[i] = _bisect_start(means[i], s, N, False)
                         else:
-                            lo = scale_bounds_s(code, bp, means[i], s, _SIDE_LOWER)[0]
+                            lo = scale_bounds_s(code, bp, means[i], sumsq[i] / c, s, _SIDE_LOWER)[0]
                             lo_hi = lo
                         lt[i] = lo
                         lt_hi[i] = lo_hi
@@ -607,7 +626,7 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                         elif bisect:
                             hi_lo, hi, bit[i] = _bisect_start(means[i], s, N, True)
                         else:
-                            hi = scale_bounds_s(code, bp, means[i], s, _SIDE_UPPER)[1]
+                            hi = scale_bounds_s(code, bp, means[i], sumsq[i] / c, s, _SIDE_UPPER)[1]
                             hi_lo = hi
                         ub[i] = hi
                         ub_lo[i] = hi_lo
@@ -670,7 +689,8 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                         tw_lo[slot], tw_hi[slot], tw_za[slot], tw_zb[slot] = lo, lo_hi, zl, zh
                         v = lo
                     else:
-                        v = scale_bounds_s(code, bp, means[h], tab_top[counts[h]], _SIDE_LOWER)[0]
+                        v = scale_bounds_s(code, bp, means[h], sumsq[h] / counts[h], tab_top[counts[h]],
+                                           _SIDE_LOWER)[0]
                         lt[h] = v
                         lt_hi[h] = v
                     _set_keyheap(klo, hl, wl, n, h, -v)
@@ -697,7 +717,8 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                         tw_lo[slot], tw_hi[slot], tw_za[slot], tw_zb[slot] = hi_lo, hi, zl, zh
                         v = hi
                     else:
-                        v = scale_bounds_s(code, bp, means[el], tab_bot[counts[el]], _SIDE_UPPER)[1]
+                        v = scale_bounds_s(code, bp, means[el], sumsq[el] / counts[el], tab_bot[counts[el]],
+                                           _SIDE_UPPER)[1]
                         ub[el] = v
                         ub_lo[el] = v
                     _set_keyheap(kup, hu, wu, n, el, v)

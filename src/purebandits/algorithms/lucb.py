@@ -66,6 +66,7 @@ from purebandits.algorithms._lucb_round_asktell import (
     round_asktell_supported,
 )
 from purebandits.algorithms._lucb_rules import (
+    BOUND_KINF_KT,
     BOUND_KL_KT,
     BOUND_KL_LUCB,
     BOUND_LIL,
@@ -86,7 +87,7 @@ from purebandits.algorithms._lucb_rules import (
 )
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import c_epsilon, lil_kl_c, lil_kl_kappa
-from purebandits.instances.rewards import RewardStream
+from purebandits.instances.rewards import Bernoulli, Categorical, RewardStream
 from purebandits.ranking import topk_fill
 from purebandits.stopping import separation_progress
 
@@ -96,7 +97,7 @@ __all__ = ["LUCB1", "KLLUCB", "LilLUCB", "LUCBPlusPlus", "LilRandLUCB", "LilKLUC
 def _bp(**values: float) -> np.ndarray:
     """The bound parameter vector (layout in ``_lucb_rules``); unset entries are 0."""
     names = ["w_top", "w_bot", "eps", "sigma", "offset", "k1", "alpha", "N", "kappa_top", "kappa_bot", "c_N",
-             "n"]
+             "n", "nv", "v0", "v1", "v2"]
     bp = np.zeros(N_BP)
     for key, val in values.items():
         bp[names.index(key)] = float(val)
@@ -155,6 +156,7 @@ class _LUCBFamily(KinfStopMixin, Learner):
     _rule = RULE_PAIR
     _strict = True
     _kinf = False  # stop="kinf" (set from the parameters at start)
+    _kinf_bounds = False  # form="kinf": the bounds read each arm's law on the support (set at start)
 
     # ------------------------------------------------------------------ parameters
     def _validate(self) -> None:
@@ -177,6 +179,7 @@ class _LUCBFamily(KinfStopMixin, Learner):
         self._rinc = None  # the same for the round-dependent bounds (LUCB1, KL-LUCB)
         self._round_ws = round_asktell_supported(self._code, self._bparams, self.k_, self.n_arms_)
         self._kinf = getattr(self, "stop", "bounds") == "kinf"  # the K_inf GLR stop (_KinfStopMixin)
+        self._kinf_bounds = self._code == BOUND_KINF_KT
         self._kstop = None
 
     def __getstate__(self) -> dict:
@@ -213,8 +216,8 @@ class _LUCBFamily(KinfStopMixin, Learner):
     # ------------------------------------------------------------------ rule
     def _select(self, T: np.ndarray, both_sides: bool = False) -> tuple[int, int]:
         tterm = family_time_term(self._code, self._bparams, float(self.rounds_ + 1))
-        h, el = family_select(self._code, self._bparams, self.k_, self.sums_, self.counts_, T, tterm, both_sides,
-                             self._in_top, self._lcb, self._ucb)
+        h, el = family_select(self._code, self._bparams, self.k_, self.sums_, self.sumsq_, self.counts_, T, tterm,
+                              both_sides, self._in_top, self._lcb, self._ucb)
         return int(h), int(el)
 
     def _reference_ask_one(self) -> int:
@@ -364,7 +367,7 @@ class _LUCBFamily(KinfStopMixin, Learner):
             n = int(n)
         if self.done_:
             return []
-        code, bp, k, rule, counts, sums, _, pending, fw, iw, top, scal = inc[:12]
+        code, bp, k, rule, counts, sums, sumsq, pending, fw, iw, top, scal = inc[:12]
         out: list[int] = []
         for _ in range(n):
             q = self.queued_
@@ -373,10 +376,10 @@ class _LUCBFamily(KinfStopMixin, Learner):
                 inc_note(counts, pending, fw, iw, q, 1)
                 out.append(q)
             elif scal[0] > 0:  # initialisation: an arm has no answer yet
-                out.append(inc_ask(code, bp, k, rule, counts, sums, pending, fw, iw, top, 0.0)[0])
+                out.append(inc_ask(code, bp, k, rule, counts, sums, sumsq, pending, fw, iw, top, 0.0)[0])
             else:
                 u = self.rng_.random() if rule == RULE_RANDOM else 0.0
-                arm, el = inc_ask(code, bp, k, rule, counts, sums, pending, fw, iw, top, u)
+                arm, el = inc_ask(code, bp, k, rule, counts, sums, sumsq, pending, fw, iw, top, u)
                 self.rounds_ += 1
                 if rule == RULE_PAIR:
                     self.queued_ = el
@@ -408,7 +411,7 @@ class _LUCBFamily(KinfStopMixin, Learner):
 
     def _ask_allowed_inc(self, mask: np.ndarray, inc: tuple) -> int:
         """One restricted ask on the round-free bounds' workspace (the pending pull added and noted)."""
-        code, bp, k, _, counts, sums, _, pending, fw, iw, top, scal = inc[:12]
+        code, bp, k, _, counts, sums, sumsq, pending, fw, iw, top, scal = inc[:12]
         q = self.queued_
         if q >= 0 and mask[q]:
             self.queued_ = -1
@@ -416,7 +419,7 @@ class _LUCBFamily(KinfStopMixin, Learner):
         elif scal[0] > 0:  # initialisation (an arm has no answer): the reference's O(n) rule
             arm = self._reference_ask_allowed(mask)
         else:
-            a, b, crit_a, crit_b = inc_ask_allowed(code, bp, k, counts, sums, pending, fw, iw, top, mask)
+            a, b, crit_a, crit_b = inc_ask_allowed(code, bp, k, counts, sums, sumsq, pending, fw, iw, top, mask)
             self.rounds_ += 1
             arm = self._restricted_pick(int(a), int(b), crit_a, crit_b)
         inc_note(counts, pending, fw, iw, arm, 1)
@@ -475,7 +478,7 @@ class _LUCBFamily(KinfStopMixin, Learner):
         compiled call records it and runs the stop test; anything else goes through
         :meth:`Learner.tell` (which validates, converts, and keeps the workspace in step).
         """
-        if self._kinf:  # the K_inf stop: the checked path keeps the workspace in step (_on_tell)
+        if self._kinf or self._kinf_bounds:  # rewards must be on the support: the checked path (_on_tell)
             self._kinf_check_reward(reward)
             return Learner.tell(self, arm, reward)
         inc = self._inc
@@ -508,7 +511,7 @@ class _LUCBFamily(KinfStopMixin, Learner):
             if self.done_:
                 self._inc = None  # no decision follows the stop
             else:
-                inc_told(*inc[:3], inc[4], inc[5], inc[7], inc[8], inc[9], inc[10], arm)
+                inc_told(*inc[:3], inc[4], inc[5], inc[6], inc[7], inc[8], inc[9], inc[10], arm)
         rinc = self._rinc
         if rinc is not None:
             if self.done_:
@@ -546,8 +549,8 @@ class _LUCBFamily(KinfStopMixin, Learner):
                 return
         inc = self._inc_state()
         if inc is not None:
-            code, bp, k, _, counts, sums, _, pending, fw, iw, top, _, eps, strict, _ = inc
-            if inc_stop(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top) > 0:
+            code, bp, k, _, counts, sums, sumsq, pending, fw, iw, top, _, eps, strict, _ = inc
+            if inc_stop(code, bp, k, eps, strict, counts, sums, sumsq, pending, fw, iw, top) > 0:
                 self._finish()
             return
         pair = self._stop_pair()
@@ -582,8 +585,9 @@ class _LUCBFamily(KinfStopMixin, Learner):
         if inc is not None:
             # the workspace's stop bounds: exact values are computed only for the arms whose bracket
             # leaves the test open (at most those whose count changed since the last call)
-            code, bp, k, _, counts, sums, _, pending, fw, iw, top, _, eps, strict, _ = inc
-            h, _el, lcb_h, ucb_l, n_sep = inc_progress(code, bp, k, eps, strict, counts, sums, pending, fw, iw, top)
+            code, bp, k, _, counts, sums, sumsq, pending, fw, iw, top, _, eps, strict, _ = inc
+            h, _el, lcb_h, ucb_l, n_sep = inc_progress(code, bp, k, eps, strict, counts, sums, sumsq, pending, fw, iw,
+                                                       top)
             if h < 0:
                 return StoppingProgress(fraction=0.0, separated=0, of=of, description=desc)
             holds = bool(stop_test(lcb_h, ucb_l, self._eps, self._strict))
@@ -619,8 +623,8 @@ class _LUCBFamily(KinfStopMixin, Learner):
         for j, a in enumerate(idx.tolist()):
             c = int(self.counts_[a])
             if c > 0:
-                lo[j], hi[j] = family_bound_s(self._code, self._bparams, float(means[a]), float(c), bool(in_top[a]),
-                                              tterm, 0)
+                lo[j], hi[j] = family_bound_s(self._code, self._bparams, float(means[a]), float(self.sumsq_[a] / c),
+                                              float(c), bool(in_top[a]), tterm, 0)
         return lo, hi
 
     # ------------------------------------------------------------------ compiled driver
@@ -633,6 +637,8 @@ class _LUCBFamily(KinfStopMixin, Learner):
             return
         if self.pending_.any():
             raise ValueError("run_compiled needs a learner with no pending pulls")
+        if self._kinf_bounds:
+            _check_stream_support(stream, self.support)
         self._inc = None  # the kernel changes the state arrays in place
         self._rinc = None
         done, queued, rounds, t = family_kernel(
@@ -642,6 +648,16 @@ class _LUCBFamily(KinfStopMixin, Learner):
         self.queued_, self.rounds_, self.t_ = int(queued), int(rounds), int(t)
         if done:
             self._finish()
+
+
+def _check_stream_support(stream: RewardStream, support: tuple[float, ...]) -> None:
+    """ValueError unless every reward the stream can draw is on ``support`` (the K_inf bounds read each arm's law
+    there from its count, sum and sum of squares): a Categorical model's values, or {0, 1} for Bernoulli arms."""
+    model = stream.model
+    values = {Bernoulli: (0.0, 1.0), Categorical: tuple(np.asarray(model.values).ravel())}.get(type(model))
+    if values is None or any(not any(float(x) == v for v in support) for x in values):
+        raise ValueError(f"form='kinf' needs rewards on the support {list(support)}; the instance draws "
+                         f"{type(model).__name__} rewards")
 
 
 # ====================================================================================== LUCB1
@@ -974,7 +990,7 @@ def _lil_kl_split(delta: float, n: int, k: int) -> tuple[float, float]:
 
 
 #: the KL bounds' ``form``: TNM17 eqs. (2)-(3), TNM17's L'/U', or the Krichevsky-Trofimov level (bounds.kt_kl_level_s)
-_LIL_KL_FORMS = {"exact": BOUND_LIL_KL_EXACT, "simplified": BOUND_LIL_KL, "kt": BOUND_KL_KT}
+_LIL_KL_FORMS = {"exact": BOUND_LIL_KL_EXACT, "simplified": BOUND_LIL_KL, "kt": BOUND_KL_KT, "kinf": BOUND_KINF_KT}
 
 
 #: with ``stop="kinf"``, the share of delta kept by the lil-KL bounds, which settle a pair when the K_inf test does not:
@@ -1022,10 +1038,11 @@ class _LilKLBase(_LUCBFamily):
         if a.size == 1:
             ia, ib = int(a[0]), int(b[0])
             tterm = family_time_term(self._code, self._bparams, float(self.rounds_ + 1))
-            lo = family_bound_s(self._code, self._bparams, float(self.sums_[ia] / self.counts_[ia]),
-                                float(self.counts_[ia]), True, tterm, 1)[0]
-            hi = family_bound_s(self._code, self._bparams, float(self.sums_[ib] / self.counts_[ib]),
-                                float(self.counts_[ib]), False, tterm, 2)[1]
+            ca, cb = float(self.counts_[ia]), float(self.counts_[ib])
+            lo = family_bound_s(self._code, self._bparams, float(self.sums_[ia] / ca), float(self.sumsq_[ia] / ca),
+                                ca, True, tterm, 1)[0]
+            hi = family_bound_s(self._code, self._bparams, float(self.sums_[ib] / cb), float(self.sumsq_[ib] / cb),
+                                cb, False, tterm, 2)[1]
             return np.array([bool(stop_test(lo, hi, self._eps, self._strict))])
         lcb, ucb = self.intervals()
         gap = ucb[b] - lcb[a]
@@ -1035,7 +1052,7 @@ class _LilKLBase(_LUCBFamily):
         check_param("N", self.N, low=1, integer=True)
         if self.N & (self.N - 1):
             raise ValueError(f"N must be a power of two (TNM17 Thm 2: N = 2^l), got {self.N}")
-        check_param("form", self.form, allowed=("simplified", "exact", "kt"))
+        check_param("form", self.form, allowed=tuple(_LIL_KL_FORMS))
         check_param("stop", self.stop, allowed=("bounds", "kinf"))
         check_support(self.support)
 
@@ -1048,8 +1065,10 @@ class _LilKLBase(_LUCBFamily):
     def _lil_kl_bp(self, code: int) -> np.ndarray:
         w_top, w_bot = _lil_kl_split(self._bounds_delta(), self.n_arms_, self.k)
         sigma = float(getattr(self, "sigma", 0.5))
+        v = check_support(self.support) if code == BOUND_KINF_KT else ()  # the K_inf bounds' support
         return _bp(w_top=w_top, w_bot=w_bot, sigma=sigma, N=self.N, kappa_top=lil_kl_kappa(self.N, w_top),
-                   kappa_bot=lil_kl_kappa(self.N, w_bot), c_N=lil_kl_c(self.N), n=self.n_arms_)
+                   kappa_bot=lil_kl_kappa(self.N, w_bot), c_N=lil_kl_c(self.N), n=self.n_arms_, nv=len(v),
+                   **{f"v{j}": x for j, x in enumerate(v)})
 
 
 class LilKLUCB(_LilKLBase):
@@ -1078,7 +1097,7 @@ class LilKLUCB(_LilKLBase):
         Confidence of each bound; TNM17 Thm 1: correct with probability >= 1 - 2 delta.
     bound : {"kl", "sg1", "sg2"}, default="kl"
         The anytime bound.
-    form : {"exact", "simplified"}, default="exact"
+    form : {"exact", "simplified", "kt"}, default="exact"
         For ``bound="kl"``: eqs. (2)-(3), or L'/U' with c(N) (:func:`purebandits.bounds.lil_kl_c`).
         Both hold with the same delta (Thm 2; with our c(N), L' <= L and U' >= U for every
         (mu_hat, m), so eqs. (2)-(3) are never looser). Measured by the ``tnm17_bounds``
@@ -1090,7 +1109,11 @@ class LilKLUCB(_LilKLBase):
         [SG2] 5,792 mean samples; no errors). Command: ``purebandits reproduce tnm17_bounds
         --set 'profiles=[[1.0,100],[0.5,1000],[0.25,100],[0.75,100],[1.5,30]]' --set reps=20
         --set max_pulls=5000000 --jobs 1`` (``--scale paper``: 100 runs). The price is a
-        bisection per bound, about 4x the compiled cost per pull of L'/U'.
+        bisection per bound, about 4x the compiled cost per pull of L'/U'. ``form="kt"`` (with
+        ``bound="kl"``): the anytime KL bound at the Krichevsky-Trofimov level
+        (:func:`purebandits.bounds.kt_kl_level_s`), not TNM17's; ``form="kinf"``: K_inf of each
+        arm's law on ``support`` at that level (:mod:`purebandits.kinf_bounds`). Each side holds
+        with probability >= 1 - w as well, so Thm 1 applies unchanged.
     N : int, default=8
         The power of two of TNM17 Thm 2 (kappa(N, w) from :func:`purebandits.bounds.lil_kl_kappa`).
     sigma : float, default=0.5
@@ -1099,7 +1122,7 @@ class LilKLUCB(_LilKLBase):
         ``"bounds"``: the LUCB stop on the KL bounds above (error <= 2 delta); ``"kinf"``: each pair settled
         by the K_inf GLR test or by the bounds, error <= delta (see :class:`KLRandLUCB`'s ``stop``).
     support : sequence of 2 or 3 floats, default=(0, 0.5, 1)
-        The values the rewards take, for ``stop="kinf"`` (see :class:`KLRandLUCB`).
+        The values the rewards take, for ``stop="kinf"`` and ``form="kinf"`` (see :class:`KLRandLUCB`).
 
     Notes
     -----
@@ -1172,9 +1195,16 @@ class KLRandLUCB(_LilKLBase):
         Number of top arms.
     delta : float, default=0.1
         Confidence of each bound (error <= 2 delta, as for lil-KLUCB).
-    form : {"exact", "simplified"}, default="exact"
+    form : {"exact", "simplified", "kt", "kinf"}, default="exact"
         TNM17 eqs. (2)-(3), or L'/U' with c(N); eqs. (2)-(3) are never looser at the same delta
-        (see :class:`LilKLUCB`'s ``form``).
+        (see :class:`LilKLUCB`'s ``form``). ``"kt"``: ``{m : T d(mu_hat, m) <= log(1/w) + kt_regret(T)}``, the
+        Krichevsky-Trofimov mixture's anytime bound (:func:`purebandits.bounds.kt_kl_level_s`; not TNM17's, proven
+        for any rewards in [0, 1], N unused); on contests 512 and 558 at full size it stops after 0.51 and 0.69
+        times the answers of eqs. (2)-(3) (docs/default_learner.md). ``"kinf"``: the same level with K_inf in
+        place of the Bernoulli KL, ``{m : T K_inf(F_hat, m) <= log(1/w) + kt_regret(T)}`` for each arm's law on
+        ``support`` (:mod:`purebandits.kinf_bounds`, proven by the same mixture argument; never wider than
+        ``"kt"``, narrower when ratings vary less than 0/1 answers); rewards off ``support`` are refused. Every
+        form has the same error guarantee.
     N : int, default=8
         TNM17 Thm 2's power of two.
     stop : {"bounds", "kinf"}, default="bounds"
@@ -1190,8 +1220,8 @@ class KLRandLUCB(_LilKLBase):
         the empirical top k. Fewer answers than the bounds' stop on a few dozen items, more on thousands
         (docs/glr_stopping.md).
     support : sequence of 2 or 3 floats, default=(0, 0.5, 1)
-        The values the rewards take (the caption ratings), for ``stop="kinf"``; another reward is a
-        ``ValueError`` with that stop.
+        The values the rewards take (the caption ratings), for ``stop="kinf"`` and ``form="kinf"``; another
+        reward is a ``ValueError`` with either.
 
     References
     ----------

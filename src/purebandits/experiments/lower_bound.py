@@ -85,7 +85,9 @@ _JLQ17_FAITHFUL = {
 def guarantee(source: str, label: str, version: str) -> tuple[float | None, str]:
     """The error bound (in units of delta; None if not proven) of a learner as the source experiment runs it."""
     if source == "proven_stopping":
-        proven = proven_glr.LEARNERS.get(label, (None, None, None, None, False))[4]
+        _, _, stat, _, proven = proven_glr.LEARNERS.get(label, (None, None, None, None, False))
+        if proven and stat not in ("Bernoulli", "K_inf"):
+            return 1, "per-arm KL bounds at the KT level (bounds.kt_kl_level_s), given delta/2: error <= delta"
         return (1, "GLR stop with a proven threshold (docs/glr_stopping.md)") if proven else \
             (None, "practical threshold log((log t + 1)/delta): not proven")
     if source == "caption_extra":

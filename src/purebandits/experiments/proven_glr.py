@@ -26,6 +26,9 @@ LEARNERS: dict[str, tuple[str, dict[str, Any], str, str, bool]] = {
                                                                   "weights": "kinf"}, "K_inf", "kinf-kt-pairs", True),
     "KL-RandLUCB, K_inf stop": ("kl_rand_lucb", {"stop": "kinf", "form": "simplified"}, "K_inf", "kinf-kt-pairs",
                                 True),
+    # the service's default: an LUCB stop on per-arm KL bounds at the KT level, not a GLR stop (no GLR floor)
+    "KL-RandLUCB, KT bounds (service default)": ("kl_rand_lucb", {"form": "kt"}, "Bernoulli-KL bounds", "kt-per-arm",
+                                                 True),
 }
 
 

@@ -13,6 +13,11 @@ pair at t). The bound itself is always for the arms' true model
 above the bound any learner with that statistic and threshold must stay, and ``ratio / floor ratio`` how far a
 learner is from its own floor (its sampling rule's share of the gap).
 
+Beside the GLR stops runs the service's default, KL-RandLUCB with per-arm KL bounds at the Krichevsky-Trofimov level
+(``form="kt"``, :func:`~purebandits.bounds.kt_kl_level_s`): an LUCB stop on anytime bounds, not a GLR one, so it
+has no floor here. Every learner is given ``delta / error_factor`` (KL-RandLUCB's bounds stop errs with probability
+at most 2 x its delta), so all rows are proven at the same error ``delta``.
+
 Cells: contests 512 and 558 (top 50 captions by mean, k = 1, delta = 0.01, as ``caption_extra``), and two
 Bernoulli instances of 10 and 20 arms with means evenly spaced from 0.7 to 0.2 (delta = 0.01). On Bernoulli arms
 the K_inf statistic *is* the Bernoulli one, so only the Bernoulli-GLR learners run there.
@@ -40,7 +45,7 @@ from purebandits.experiments.proven_glr import (
 from purebandits.instances.rewards import Bernoulli
 from purebandits.lower_bound import characteristic_time, sample_lower_bound, solve_characteristic_time
 from purebandits.metrics import wilson_interval
-from purebandits.registry import make_learner
+from purebandits.registry import get_learner_class, make_learner
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -69,12 +74,15 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
                 continue  # on {0, 1} the K_inf statistic is the Bernoulli one
             if label not in settings["learners"]:
                 continue
-            reps = settings["reps"] if stat == "Bernoulli" else settings["reps_kinf"]
-            res = ctx.simulate(make_learner(name, delta=DELTA, **params), inst, reps,
+            reps = settings["reps_kinf"] if stat == "K_inf" else settings["reps"]
+            # a learner proven to err with probability at most ``factor x delta`` is given delta / factor
+            factor = get_learner_class(name).error_factor(params)
+            res = ctx.simulate(make_learner(name, delta=DELTA / factor, **params), inst, reps,
                                seed=ctx.seed + 500000 + 100 * ci, max_pulls=settings["max_pulls"])
             t_stat = t_kinf if stat == "K_inf" else t_bern
+            glr = stat in ("Bernoulli", "K_inf")  # a GLR stop; an LUCB stop on per-arm bounds has no such floor
             floor = (threshold_floor_samples(t_stat, n, DELTA, stat, sol.weights if sol is not None else None)
-                     if proven else math.nan)
+                     if proven and glr else math.nan)
             row = summary_row(res, cell=cell, n=n, algorithm=label, statistic=stat, threshold=thr,
                               proven=proven, T_star_Kinf=t_kinf if model == "categorical" else math.nan,
                               T_star_Bern=t_bern, lower_bound=bound, floor_samples=floor,
@@ -137,7 +145,10 @@ def _goal(cell: str) -> float:
 
 
 def _weakest_pair_keeps(cell: str, g: pd.DataFrame, best: pd.Series) -> float:
-    """:func:`min_pair_shortfall` at the floor's t of the best learner's statistic, on the cell's instance."""
+    """:func:`min_pair_shortfall` at the floor's t of the best learner's statistic, on the cell's instance (nan for a
+    learner without a GLR floor)."""
+    if not math.isfinite(float(best["floor_samples"])):
+        return math.nan
     if cell.startswith("contest "):
         inst = top_m_contest(cell.split(",")[0].split()[1], int(g["n"].iloc[0]), 1)
         P, v = inst.model.probabilities, inst.model.values
@@ -182,7 +193,9 @@ def assess(df: pd.DataFrame) -> Verdict:
                f"{GOALS['contest 558']:g} (558) and {GOALS['Bernoulli']:g} (Bernoulli arms) times T* kl(delta, "
                f"1 - delta) at delta = {DELTA}. Met on {ok} of {len(rows)} cells. "
                + " ".join(f"{r['cell']}: {r['best proven learner']} {r['ratio']} (+- {r['2 sem']}, {r['runs']} "
-                          f"runs), {r['over its floor']} times its threshold's floor {r['its floor']};"
+                          + (f"runs), {r['over its floor']} times its threshold's floor {r['its floor']};"
+                             if math.isfinite(r["its floor"]) else "runs; an LUCB stop on per-arm bounds, no GLR "
+                             "floor);")
                           for _, r in table.iterrows())
                + " The floor is what the threshold alone costs with the optimal allocation (where every pair's "
                "statistic is t / T*); with the answers drawn, the weakest of the n - 1 pairs keeps only the share "

@@ -60,11 +60,11 @@ DEFAULT_LABELS = [
 #: the learner of a new experiment when the spec names none: KL-RandLUCB, delta-correct and the fewest answers to
 #: stop on the bundled contests at their full size (docs/default_learner.md)
 DEFAULT_ALGORITHM = "kl_rand_lucb"
-#: TNM17's bounds in their exact form, eqs. (2)-(3), the form the reproduction tables measure: 14-19 % fewer answers
-#: than L'/U' on contests 512 and 558 for 1.1-1.25x the CPU per answer on the O(log n) ask/tell path
-#: (docs/default_learner.md); pinned, so that the stored parameters say what the learner ran with (experiments
-#: created before keep their stored "simplified")
-DEFAULT_PARAMS: dict[str, Any] = {"form": "exact"}
+#: KL bounds at the Krichevsky-Trofimov level (bounds.kt_kl_level_s), proven for any ratings in [0, 1]: 29-50 % fewer
+#: answers than TNM17's eqs. (2)-(3) on contests 558 and 512 at full size, and the lowest ratio to the lower bound of
+#: any learner with a proven stop on the top-50 cells but one (docs/default_learner.md); pinned, so that the stored
+#: parameters say what the learner ran with (experiments created before keep their stored "exact" or "simplified")
+DEFAULT_PARAMS: dict[str, Any] = {"form": "kt"}
 #: the error probability a learner that takes ``delta`` targets when the spec gives none
 DEFAULT_DELTA = 0.05
 #: "never": an item at most once per participant while unseen items remain; "not_consecutive":

@@ -1,0 +1,127 @@
+"""Per-arm K_inf bounds (purebandits.kinf_bounds): the divergence, the inversion, and the anytime coverage."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import njit
+
+from purebandits.bounds import kl_lower_s, kl_upper_s, kt_kl_level_s
+from purebandits.kinf_bounds import (
+    arm_probabilities_s,
+    kinf_lower,
+    kinf_lower_s,
+    kinf_plus_s,
+    kinf_upper,
+    kinf_upper_s,
+)
+from purebandits.lower_bound import kinf
+from purebandits.testing.checks import binomial_tolerance
+
+V3 = np.array([0.0, 0.5, 1.0])
+
+
+def _laws(seed: int, size: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet([1.0, 1.0, 1.0], size=size)
+    P[::5, 2] = 0.0  # no atom at the top: the bet may sit at its end
+    P[1::5, 0] = 0.0
+    return P / P.sum(axis=1, keepdims=True)
+
+
+def test_kinf_matches_the_lower_bound_solver():
+    """The dual's optimum equals lower_bound.kinf (an independent solver) on random laws and points."""
+    rng = np.random.default_rng(1)
+    for p in _laws(2, 400):
+        mu = float(p @ V3)
+        x = mu + (1.0 - mu) * rng.uniform(0.01, 0.99)
+        assert kinf_plus_s(p, V3, x) == pytest.approx(float(kinf(p, V3, x, side="upper")), rel=1e-7, abs=1e-12)
+    assert kinf_plus_s(np.array([0.5, 0.0, 0.5]), V3, 0.4) == 0.0  # at or below the mean
+
+
+def test_upper_bound_is_the_root_from_above_and_inside_the_kl_bound():
+    rng = np.random.default_rng(3)
+    for p in _laws(4, 600):
+        level = 10.0 ** rng.uniform(-6, 0.5)
+        mu = float(p @ V3)
+        u = kinf_upper_s(p, V3, level)
+        assert mu <= u <= kl_upper_s(mu, level) + 1e-9  # K_inf^+ >= d(mu, .)
+        if u < 1.0:
+            k = kinf_plus_s(p, V3, u)
+            assert k >= level * (1 - 1e-9)  # never narrower than the true bound
+            if u < 0.999:
+                assert k <= level * (1 + 1e-6) + 1e-12  # and tight
+        lo = kinf_lower_s(p, V3, level)
+        assert kl_lower_s(mu, level) - 1e-9 <= lo <= mu
+        # the lower bound of F is 1 - the upper bound of the reflected law
+        assert lo == pytest.approx(1.0 - kinf_upper_s(p[::-1].copy(), 1.0 - V3[::-1], level), abs=1e-15)
+
+
+def test_bernoulli_support_gives_the_kl_bound():
+    """On {0, 1} K_inf is the Bernoulli KL, so the bound is the KL bound (to the inversion's margin)."""
+    for q, level in [(0.3, 0.01), (0.7, 0.2), (0.05, 1e-4), (0.5, 2.0)]:
+        p = np.array([1.0 - q, q])
+        assert kinf_upper_s(p, np.array([0.0, 1.0]), level) == pytest.approx(kl_upper_s(q, level), rel=1e-9)
+        assert kinf_lower_s(p, np.array([0.0, 1.0]), level) == pytest.approx(kl_lower_s(q, level), rel=1e-9)
+
+
+def test_narrower_than_kl_when_ratings_vary_less():
+    """All mass on 1/2: variance 0 against 1/4 for a Bernoulli of the same mean, so a much narrower bound."""
+    p = np.array([0.1, 0.8, 0.1])
+    u, lo = kinf_upper(p, V3, 0.01)[0], kinf_lower(p, V3, 0.01)[0]
+    assert u - lo < 0.6 * (kl_upper_s(0.5, 0.01) - kl_lower_s(0.5, 0.01))
+    with pytest.raises(ValueError, match="support"):
+        kinf_upper([[0.5, 0.5]], V3, 0.1)
+
+
+def test_arm_probabilities_from_moments():
+    out = np.empty(3)
+    c = np.array([7.0, 2.0, 5.0])
+    n, s, q = c.sum(), float(c @ V3), float(c @ V3**2)
+    arm_probabilities_s(n, s, q, V3, out)
+    np.testing.assert_allclose(out, c / n, atol=1e-12)
+    out2 = np.empty(2)
+    arm_probabilities_s(10.0, 3.0, 3.0, np.array([0.0, 1.0]), out2)
+    np.testing.assert_allclose(out2, [0.7, 0.3], atol=1e-12)
+
+
+@njit(cache=True)
+def _missed(draws: np.ndarray, mu: float, w: float) -> int:  # pragma: no cover - compiled
+    """Streams (rows of rating indices) on which some T has T K_inf(F_T, mu) above the KT level on either side."""
+    missed = 0
+    p = np.empty(3)
+    rp = np.empty(3)
+    rv = np.array([0.0, 0.5, 1.0])
+    for r in range(draws.shape[0]):
+        c = np.zeros(3)
+        for t in range(draws.shape[1]):
+            c[draws[r, t]] += 1.0
+            T = t + 1.0
+            level = kt_kl_level_s(T, w)
+            for j in range(3):
+                p[j] = c[j] / T
+                rp[j] = c[2 - j] / T
+            if kinf_plus_s(p, rv, mu) > level or kinf_plus_s(rp, rv, 1.0 - mu) > level:
+                missed += 1
+                break
+    return missed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("probs", [(0.55, 0.3, 0.15), (0.1, 0.8, 0.1), (0.7, 0.0, 0.3)])
+def test_anytime_coverage_on_ratings(probs):
+    """Both K_inf bounds at the KT level (bounds.kt_kl_level_s) hold for all T <= 5,000 with probability >= 1 - 2w,
+    on 1,000 seeded rating streams per law: the count of streams missed is within a one-sided binomial test at
+    level 1e-3 of rate 2w = 0.1."""
+    w, streams, steps = 0.05, 1000, 5000
+    probs = np.array(probs)
+    rng = np.random.default_rng(17)
+    draws = np.searchsorted(np.cumsum(probs), rng.random((streams, steps)), side="right").astype(np.int64)
+    mu = float(probs @ V3)
+    assert _missed(draws, mu, w) <= binomial_tolerance(streams, 2 * w)
+
+
+def test_level_is_finite_and_positive():
+    assert math.isfinite(kt_kl_level_s(5.0, 0.01)) and kt_kl_level_s(5.0, 0.01) > 0
