@@ -3,7 +3,8 @@
 Modules are discovered automatically: a learner class listed in its module's ``__all__``
 is re-exported here and enrolled in the registry and the common test suite, so adding an
 algorithm means adding one module. The private rules and fast paths the learners are built on live
-in the :mod:`purebandits.algorithms.kernels` subpackage (its docstring maps each to its learner).
+in the :mod:`purebandits.algorithms.kernels` subpackage (its docstring maps each to its learner); no
+private module sits at this level (``tests/test_code_shape.py``).
 """
 
 from __future__ import annotations
