@@ -1,7 +1,7 @@
 """CLUCB and lil'CLUCB from K = 2 to K = N/2: the shipped compiled driver against both of its kernels.
 
 The top-K learners' compiled kernels were timed at small K only, and at K = N/2 (the second column of
-JLQ17's Figure 1, ``jlq17_fig1``) the incremental kernel of ``purebandits.algorithms._cpe_incremental``
+JLQ17's Figure 1, ``jlq17_fig1``) the incremental kernel of ``purebandits.algorithms.kernels.cpe_incremental``
 had become O(K^2) per round: lil'CLUCB ran at 0.006 M pulls/s at N = 1,000, K = 500, and the paper-scale
 estimate of ``jlq17_fig1`` went from 151 to 2,176 process-seconds unnoticed. This benchmark times, per
 (learner, instance, N, K), on one repetition with a pull cap per N (best CPU rate of two; one for the

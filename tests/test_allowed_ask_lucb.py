@@ -12,7 +12,7 @@ import copy
 import numpy as np
 import pytest
 
-from purebandits.algorithms._lucb_rules import RULE_PAIR, family_bound_s, family_time_term
+from purebandits.algorithms.kernels.lucb_rules import RULE_PAIR, family_bound_s, family_time_term
 from purebandits.algorithms.lucb import KLLUCB, LUCB1, KLRandLUCB, LilKLUCB, LilLUCB, LilRandLUCB, LUCBPlusPlus
 from purebandits.base import top_k_by
 
@@ -312,7 +312,7 @@ def test_cpe_restricted_arm_is_the_largest_radius_of_the_symmetric_difference(na
     """The allowed arm of M symdiff M~ with the largest radius (answered + pending pulls), else the allowed arm with
     the largest radius, computed arm by arm from the scalar radius; also on a spanning-tree class (reference path)."""
     import purebandits.algorithms.cpe as cpe
-    from purebandits.algorithms._cpe_rules import cpe_radius_s
+    from purebandits.algorithms.kernels.cpe_rules import cpe_radius_s
 
     cls = getattr(cpe, name)
     edges = [[0, 1], [1, 2], [2, 3], [3, 0], [0, 2], [1, 3]]

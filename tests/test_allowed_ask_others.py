@@ -29,7 +29,7 @@ from purebandits.algorithms import (
     TrackAndStop,
     UniformAllocation,
 )
-from purebandits.algorithms._rounds import ACTIVE
+from purebandits.algorithms.kernels.rounds import ACTIVE
 from purebandits.algorithms.thompson import ts_posterior
 from purebandits.algorithms.track_and_stop import optimal_weights
 from purebandits.bounds import glr_pair_cost_s

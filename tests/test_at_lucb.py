@@ -7,7 +7,6 @@ import pytest
 from scipy import stats
 
 from purebandits.algorithms import ATLUCB
-from purebandits.algorithms._lucb_round_incremental import _UKEY, _UWHERE
 from purebandits.algorithms.at_lucb import (
     CLASSES_OFF,
     CLASSES_ON,
@@ -16,6 +15,7 @@ from purebandits.algorithms.at_lucb import (
     _rekey,
     at_lucb_radius,
 )
+from purebandits.algorithms.kernels.lucb_round_incremental import _UKEY, _UWHERE
 from purebandits.bounds import lucb_radius_s
 from purebandits.instances.rewards import Bernoulli, Gaussian
 from purebandits.metrics import misidentified

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from purebandits.algorithms import ATLUCB
-from purebandits.algorithms._lucb_round_incremental import _UHARM, _UKEY
 from purebandits.algorithms.at_lucb import (
     CLASSES_AUTO,
     CLASSES_OFF,
@@ -26,6 +25,7 @@ from purebandits.algorithms.at_lucb import (
     _stop_holds,
     at_lucb_pair,
 )
+from purebandits.algorithms.kernels.lucb_round_incremental import _UHARM, _UKEY
 from purebandits.instances import lil_exponential, make_instance, nsar_setup
 from purebandits.instances.rewards import Bernoulli, Categorical
 

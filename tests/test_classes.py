@@ -1,11 +1,12 @@
-"""The classes of equal arms (:mod:`purebandits.algorithms._classes`): lists, table, free list, guards, checker.
+"""The classes of equal arms (:mod:`purebandits.algorithms.kernels.arm_classes`): lists, table, free list, guards,
+checker.
 
 The shared functions are driven directly on small workspaces (two layouts: with a side row, as
 LUCB1/KL-LUCB's, and without, as CLUCB's) against a plain model (key -> sorted members), with
 tables small enough that probes collide and wrap round, and :func:`check_classes` after every
 operation; adds and removals at the head, the tail and the middle, deletions that wrap round the
 table. Corruptions must raise (the guards) or be reported by the checker, never hang. AT-LUCB's
-kernel (its classes are those of ``_lucb_round_incremental``) is run on tie-heavy instances in
+kernel (its classes are those of ``kernels.lucb_round_incremental``) is run on tie-heavy instances in
 chunks of pulls and its classes checked after each chunk. The lockstep tests of CLUCB and LUCB1 /
 KL-LUCB's ask/tell workspaces check the classes after every event
 (tests/test_cpe_incremental.py, tests/test_round_incremental_ask_tell.py).
@@ -17,7 +18,8 @@ import numpy as np
 import pytest
 
 from purebandits.algorithms import ATLUCB
-from purebandits.algorithms._classes import (
+from purebandits.algorithms.at_lucb import CLASSES_ON, _at_lucb_workspace, _run_kernel
+from purebandits.algorithms.kernels.arm_classes import (
     NO_SIDE,
     ClassRows,
     check_classes,
@@ -29,9 +31,8 @@ from purebandits.algorithms._classes import (
     class_unlink,
     classes_clear,
 )
-from purebandits.algorithms._lucb_round_incremental import _ROWS as LUCB_ROWS
-from purebandits.algorithms._lucb_round_incremental import _UPPER
-from purebandits.algorithms.at_lucb import CLASSES_ON, _at_lucb_workspace, _run_kernel
+from purebandits.algorithms.kernels.lucb_round_incremental import _ROWS as LUCB_ROWS
+from purebandits.algorithms.kernels.lucb_round_incremental import _UPPER
 from purebandits.instances import make_instance
 from purebandits.instances.rewards import Bernoulli, Categorical
 

@@ -1,7 +1,7 @@
 """CLUCB and lil'CLUCB on the top-K class: the incremental paths make the O(n) rule's decisions, bit for bit.
 
 Two learners run in lockstep on the same events, one as shipped (the incremental workspace of
-``purebandits.algorithms._cpe_incremental``), one with ``_incremental = False`` (every ask through
+``purebandits.algorithms.kernels.cpe_incremental``), one with ``_incremental = False`` (every ask through
 ``cpe_pick`` on both ``topk_mask`` oracle calls, every stop test through ``cpe_stops``). After every
 event the asks, M, M~ and ``state_json`` must be equal. The events are the service's: asks of one to
 three arms, answers out of order, cancels, answers with a NumPy arm or an ``int`` reward (the checked
@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from purebandits.algorithms import CLUCB, LilCLUCB, cpe
-from purebandits.algorithms import _cpe_incremental as ci
-from purebandits.algorithms._classes import check_classes
-from purebandits.algorithms._cpe_incremental import _SMALL
+from purebandits.algorithms.kernels import cpe_incremental as ci
+from purebandits.algorithms.kernels.arm_classes import check_classes
+from purebandits.algorithms.kernels.cpe_incremental import _SMALL
 from purebandits.base import Learner
 from purebandits.instances.rewards import Bernoulli, Categorical, Gaussian
 from purebandits.simulate.engine import _advance_reference

@@ -99,7 +99,7 @@ def test_interval_forecast_is_the_learner_bound_crossing() -> None:
     """LUCB1's radius sqrt(tterm / u) has a closed form: an item clears the midpoint b when its radius is below
     its distance to b, u > tterm / d^2; the forecast's sum must match it (to the bisection's 1 %), with the
     round term at the forecast's own final round."""
-    from purebandits.algorithms._lucb_rules import family_time_term
+    from purebandits.algorithms.kernels.lucb_rules import family_time_term
 
     lrn = _two_arms(make_learner("lucb1", delta=0.1), 0.7, 0.3, n=10)
     f = answers_to_decision(lrn)

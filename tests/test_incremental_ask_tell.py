@@ -1,7 +1,7 @@
 """The incremental ask/tell paths make the O(n) reference rules' decisions, bit for bit.
 
 Each learner runs twice on the same scripted events: once as shipped (incremental workspace:
-``purebandits.algorithms._lucb_incremental`` for the LUCB family, ``_top_two_incremental`` for
+``purebandits.algorithms.kernels.lucb_incremental`` for the LUCB family, ``kernels.top_two_incremental`` for
 top-two) and once with ``_incremental = False`` (every ask and every stop test through the O(n)
 rule the learners used before: :func:`family_select`, :func:`top_two_pick` and
 :func:`glr_statistic_s`). The
@@ -20,7 +20,7 @@ import pickle
 import numpy as np
 import pytest
 
-from purebandits.algorithms._lucb_incremental import inc_note, inc_pair
+from purebandits.algorithms.kernels.lucb_incremental import inc_note, inc_pair
 from purebandits.algorithms.lucb import KLRandLUCB, LilKLUCB, LilLUCB, LilRandLUCB, LUCBPlusPlus
 from purebandits.algorithms.top_two import TopTwo
 from purebandits.base import Learner
@@ -254,7 +254,7 @@ def _tt_reference_challenger(counts, sums, pending, gaussian: bool) -> tuple[int
 def test_top_two_challenger_matches_scan_as_the_state_moves(gaussian, nasty):
     """The class walk returns the reference's challenger (ties to the lower arm) while pending pulls come
     and go (classes split, merge, appear and vanish) and answers change means, on states full of ties."""
-    from purebandits.algorithms import _top_two_incremental as tti
+    from purebandits.algorithms.kernels import top_two_incremental as tti
 
     rng = np.random.default_rng(11 + nasty)
     for n in (3, 60, 700):
@@ -293,7 +293,7 @@ def test_top_two_challenger_matches_scan_as_the_state_moves(gaussian, nasty):
 def test_bern_lower_is_below_every_computed_cost_at_lower_means():
     """bern_lower(m_a, n_a, m, n_b) <= the computed Bernoulli cost at every mean <= m, including the
     neighbouring floats (where rounding could make a lower mean cost less) and extreme counts and means."""
-    from purebandits.algorithms._top_two_incremental import bern_lower
+    from purebandits.algorithms.kernels.top_two_incremental import bern_lower
     from purebandits.bounds import glr_pair_cost_s
 
     rng = np.random.default_rng(3)
@@ -321,7 +321,7 @@ def test_bern_lower_is_below_every_computed_cost_at_lower_means():
 def test_top_two_stop_matches_glr_statistic(gaussian):
     """tt_stop's answer is the reference's ``Z > threshold`` with pending pulls and without, at thresholds
     on both sides of Z and at Z itself (hint, class walk, witness and full scan paths)."""
-    from purebandits.algorithms import _top_two_incremental as tti
+    from purebandits.algorithms.kernels import top_two_incremental as tti
     from purebandits.bounds import glr_statistic_s, glr_threshold_s
 
     rng = np.random.default_rng(5)
@@ -385,7 +385,7 @@ def test_top_two_challenger_when_a_lower_mean_rounds_to_a_cost_as_low(gaussian):
     """Means a few floats apart can round to the same cost (Gaussian) or even to a lower one (Bernoulli):
     the arm with the lower mean, listed first, is then the reference's challenger and must be found
     although the class's best mean belongs to another arm."""
-    from purebandits.algorithms import _top_two_incremental as tti
+    from purebandits.algorithms.kernels import top_two_incremental as tti
     from purebandits.bounds import glr_pair_cost_s
 
     rng = np.random.default_rng(0)

@@ -221,7 +221,7 @@ def test_proven_stopping_end_to_end(tmp_path):
     assert (tmp_path / "proven_stopping.png").stat().st_size > 0
 
 
-@pytest.mark.parametrize("module", ["purebandits.kinf_glr", "purebandits.algorithms._kinf_stop",
+@pytest.mark.parametrize("module", ["purebandits.kinf_glr", "purebandits.algorithms.kernels.kinf_stop",
                                     "purebandits.experiments.proven_glr"])
 def test_imports_first_in_a_fresh_interpreter(module):
     """The K_inf modules sit between the learners and the thresholds: each imports alone (no import cycle)."""

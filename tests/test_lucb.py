@@ -12,7 +12,7 @@ from scipy.stats import binom
 
 from bisection_reference import plain_exact
 from purebandits import bounds as B
-from purebandits.algorithms._lucb_rules import (
+from purebandits.algorithms.kernels.lucb_rules import (
     _bisect_start,
     _bisect_step,
     _bisect_until,

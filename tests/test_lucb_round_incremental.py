@@ -1,6 +1,6 @@
 """LUCB1 and KL-LUCB's incremental compiled driver equals the O(n) reference driver, pull for pull.
 
-:mod:`purebandits.algorithms._lucb_round_incremental` replaces the O(n) pass of
+:mod:`purebandits.algorithms.kernels.lucb_round_incremental` replaces the O(n) pass of
 ``_round_dependent_kernel`` by windowed keys and heaps; these tests run both drivers from the
 same state on instances with exact ties (Bernoulli arms of equal or 0/1 means, so whole classes of
 arms share their bounds) and near-ties (Gaussian arms on a coarse grid), k = 1 and k > 1,
@@ -14,15 +14,15 @@ import hashlib
 import numpy as np
 import pytest
 
-from purebandits.algorithms._lucb_family_kernel import family_kernel
-from purebandits.algorithms._lucb_round_incremental import (
+from purebandits.algorithms.kernels.lucb_driver import family_kernel
+from purebandits.algorithms.kernels.lucb_round_incremental import (
     _kl_bracket,
     _tight_key,
     _window_key,
     round_incremental_kernel,
     round_incremental_supported,
 )
-from purebandits.algorithms._lucb_rules import BOUND_KL_LUCB, BOUND_LUCB, _round_dependent_kernel
+from purebandits.algorithms.kernels.lucb_rules import BOUND_KL_LUCB, BOUND_LUCB, _round_dependent_kernel
 from purebandits.algorithms.lucb import KLLUCB, LUCB1
 from purebandits.bounds import kl_lower_s, kl_upper_s
 from purebandits.instances import make_instance

@@ -101,7 +101,7 @@ def test_progress_resolves_brackets_that_leave_the_test_open(name, params):
     """A workspace may hold any certified bracket. Widened so that the test against ``lcb_h`` is open for every
     arm outside the top (from its mean up to midway between ``lcb_h`` and ``ucb_l``, below the pair's own bound,
     so the pair is unchanged), the separated count must still be the reference's."""
-    from purebandits.algorithms import _lucb_incremental as inc_mod
+    from purebandits.algorithms.kernels import lucb_incremental as inc_mod
 
     rng = np.random.default_rng(4)
     lrn = make_learner(name, k=1, delta=0.05, **params).start(len(MEANS), seed=2)

@@ -1,6 +1,6 @@
 """LUCB1 and KL-LUCB's incremental ask/tell path makes the O(n) reference rule's decisions, bit for bit.
 
-:mod:`purebandits.algorithms._lucb_round_asktell` replaces :func:`family_select` (an O(n) pass over
+:mod:`purebandits.algorithms.kernels.lucb_round_asktell` replaces :func:`family_select` (an O(n) pass over
 bounds that move with the round) by window keys over classes of equal arms, with a stop set on
 answered counts and a sampling set on answered + pending counts. Each learner runs twice on the
 same scripted events, once as shipped and once with ``_incremental = False`` (every ask and every
@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 from purebandits.algorithms import lucb as lucb_mod
-from purebandits.algorithms._classes import check_classes
-from purebandits.algorithms._lucb_round_asktell import rat_note, rat_pair, rat_stop, rat_told
-from purebandits.algorithms._lucb_rules import RULE_RANDOM, stop_test
+from purebandits.algorithms.kernels.arm_classes import check_classes
+from purebandits.algorithms.kernels.lucb_round_asktell import rat_note, rat_pair, rat_stop, rat_told
+from purebandits.algorithms.kernels.lucb_rules import RULE_RANDOM, stop_test
 from purebandits.algorithms.lucb import KLLUCB, LUCB1
 from purebandits.instances.rewards import Categorical
 
@@ -212,8 +212,8 @@ def test_pairs_and_stop_tests_as_the_state_moves(cls, params):
 
 def _sets(learner):
     """The workspace's two class sets as NumPy views: [(iw, fw, exact-list length, epoch)], stop then sampling."""
-    from purebandits.algorithms import _lucb_round_asktell as rat
-    from purebandits.algorithms._lucb_round_incremental import _N_FW, _N_IW
+    from purebandits.algorithms.kernels import lucb_round_asktell as rat
+    from purebandits.algorithms.kernels.lucb_round_incremental import _N_FW, _N_IW
 
     IW, FW = learner._rinc[4], learner._rinc[5]
     size, ne, w = rat._sizes(int(IW[0]))
@@ -226,8 +226,8 @@ def _sets(learner):
 def _check_classes(learner) -> None:
     """Both class sets are consistent (once built); every arm is in a stop class by its mean, answered count and
     side, and every sampling class member not marked stale by its mean, answered + pending count and side."""
-    from purebandits.algorithms import _lucb_round_asktell as rat
-    from purebandits.algorithms import _lucb_round_incremental as ri
+    from purebandits.algorithms.kernels import lucb_round_asktell as rat
+    from purebandits.algorithms.kernels import lucb_round_incremental as ri
 
     IW, FW, top = learner._rinc[4], learner._rinc[5], learner._rinc[6]
     if IW[rat._BUILT] == 0:
@@ -250,7 +250,7 @@ def _check_classes(learner) -> None:
 def _check_keys(learner) -> None:
     """Every class's representative is keyed by its exact bound if made exact in the set's round, else by its
     window key; other members are out of the heap (so no exact value of an earlier round is left as a key)."""
-    from purebandits.algorithms import _lucb_round_incremental as ri
+    from purebandits.algorithms.kernels import lucb_round_incremental as ri
 
     for iw, fw, _, epoch in _sets(learner):
         for c in np.flatnonzero(iw[ri._CSIZE, :-1] > 0):

@@ -7,7 +7,7 @@ estimates are right** (the means the learner has measured are the true ones):
 * **Interval stops** (the LUCB family: LUCB1, KL-LUCB, lil'LUCB, LUCB++, lil'RandLUCB, lil-KLUCB and
   the service's default KL-RandLUCB). The rule stops when every top-k item's lower bound clears every
   other item's upper bound. Let ``b`` be the midpoint between the k-th and (k+1)-th empirical means.
-  Each item needs answers until the learner's own bound (:func:`~purebandits.algorithms._lucb_rules.
+  Each item needs answers until the learner's own bound (:func:`~purebandits.algorithms.kernels.lucb_rules.
   family_bound_s`: the same bound, confidence split and round term the stop test uses) at the item's
   current mean no longer reaches ``b``: its lower bound above ``b`` for a top-k item, its upper bound
   below it for the others. The forecast is the sum over items of that count minus the answers the
@@ -48,7 +48,7 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._lucb_rules import family_bound_s, family_time_term
+from purebandits.algorithms.kernels.lucb_rules import family_bound_s, family_time_term
 from purebandits.base import Learner
 from purebandits.bounds import glr_threshold
 from purebandits.ranking import topk_fill

@@ -8,8 +8,8 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._classes import classes_clear
-from purebandits.algorithms._lucb_round_incremental import (
+from purebandits.algorithms.kernels.arm_classes import classes_clear
+from purebandits.algorithms.kernels.lucb_round_incremental import (
     _CLS,
     _N_FW,
     _N_IW,
@@ -23,7 +23,7 @@ from purebandits.algorithms._lucb_round_incremental import (
     _class_remove,
     _rekey_window,
 )
-from purebandits.algorithms._lucb_rules import BOUND_LUCB
+from purebandits.algorithms.kernels.lucb_rules import BOUND_LUCB
 from purebandits.base import Learner, StoppingProgress, check_param, top_k_by
 from purebandits.heaps import (
     UPPER_KEY_MARGIN,
@@ -237,7 +237,7 @@ def _stop_holds(mu, u, topl, ukey, uarm, stack, c, eps, c1, witness, st):  # pra
 def _classes_build(iw, fw, tab, sc, mu, mbits, counts, top, c1):  # pragma: no cover - compiled
     """Put every arm outside the top-k into the class of its (mean bits, count), keyed at scale ``c1``.
 
-    The class tables are those of :mod:`purebandits.algorithms._lucb_round_incremental` (its
+    The class tables are those of :mod:`purebandits.algorithms.kernels.lucb_round_incremental` (its
     upper side only, with LUCB1's key ``mean + sqrt(c1 / count)``): only a class's lowest-indexed
     member holds a finite key in the upper heap (``fw[_UKEY]``, ``iw[_UHARM]``, ``iw[_UWHERE]``).
     Top arms belong to no class.

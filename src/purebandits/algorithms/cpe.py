@@ -22,9 +22,9 @@ Oracles use SciPy (``linear_sum_assignment``, ``csgraph.minimum_spanning_tree``,
 over a topological order computed once for paths.
 
 Cost per pull: for the top-K class, ``run_compiled`` and ask/tell keep M_t, M~_t and the symmetric
-difference between answers (:mod:`~purebandits.algorithms._cpe_incremental`: O(K + log n) per
+difference between answers (:mod:`~purebandits.algorithms.kernels.cpe_incremental`: O(K + log n) per
 answer, O(K) per ask, the same decisions as the two O(n) oracle calls of the reference rule,
-:meth:`_CPELearner._ask_one` and :func:`~purebandits.algorithms._cpe_rules._cpe_topk_kernel`).
+:meth:`_CPELearner._ask_one` and :func:`~purebandits.algorithms.kernels.cpe_rules._cpe_topk_kernel`).
 Other classes call their oracle twice per answer.
 """
 
@@ -37,7 +37,7 @@ from numba import njit
 from numpy.typing import ArrayLike
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._cpe_incremental import (
+from purebandits.algorithms.kernels.cpe_incremental import (
     _SMALL,
     IS_BUILT,
     IS_ROW,
@@ -51,7 +51,7 @@ from purebandits.algorithms._cpe_incremental import (
     cpe_inc_tell,
     cpe_inc_told,
 )
-from purebandits.algorithms._cpe_rules import (
+from purebandits.algorithms.kernels.cpe_rules import (
     CLUCB_RAD,
     LIL,
     _cpe_topk_kernel,
@@ -62,7 +62,7 @@ from purebandits.algorithms._cpe_rules import (
     cpe_tilde,
     cpe_weights,
 )
-from purebandits.algorithms._rounds import ranked
+from purebandits.algorithms.kernels.rounds import ranked
 from purebandits.base import NOT_DONE_CAP, Learner, StoppingProgress, check_param
 from purebandits.bounds import c_epsilon
 from purebandits.instances.rewards import RewardStream
@@ -402,7 +402,7 @@ class _CPELearner(Learner):
 
     # ------------------------------------------------------------------ incremental ask/tell
     # For the top-K class, ask, tell and cancel keep M, M~ and the symmetric difference between
-    # calls (purebandits.algorithms._cpe_incremental): O(K + log n) per answer instead of two O(n)
+    # calls (purebandits.algorithms.kernels.cpe_incremental): O(K + log n) per answer instead of two O(n)
     # oracle calls, the same arms bit for bit (tests/test_cpe_incremental.py holds them to the
     # reference rule above). The workspace is a cache of counts_, sums_, pending_ and t_: built on
     # first use, dropped by _resolve (start, load_state_dict, unpickling), _restore, run_compiled

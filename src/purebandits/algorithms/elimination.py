@@ -26,8 +26,8 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._ls_incremental import LSCheck
-from purebandits.algorithms._rounds import fewest_pulls, first_from
+from purebandits.algorithms.kernels.ls_incremental import LSCheck
+from purebandits.algorithms.kernels.rounds import fewest_pulls, first_from
 from purebandits.base import Learner, StoppingProgress, check_param, top_k_by
 from purebandits.bounds import edmm_radius_s, ls_delta, ls_radius_s
 from purebandits.instances.rewards import RewardStream, stream_draw

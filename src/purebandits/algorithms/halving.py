@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._rounds import (
+from purebandits.algorithms.kernels.rounds import (
     ACCEPTED,
     ACTIVE,
     REJECTED,
@@ -113,7 +113,7 @@ class SequentialHalving(_RoundLearner):
     Restricted asks (``ask(n, allowed=...)``): the round's next allowed pull; when none of the
     round's remaining pulls is allowed, an extra pull of the allowed active arm with the fewest
     pulls, off the schedule and on top of the budget (``extra_``; the rule and the argument are
-    :class:`~purebandits.algorithms._rounds._RoundLearner`'s). An extra answered during a round
+    :class:`~purebandits.algorithms.kernels.rounds._RoundLearner`'s). An extra answered during a round
     joins that round's mean (samples since the round opened), one answered later the next
     round's. Every active arm still gets its ``floor(T/(|S_r| R))`` pulls in each round, so
     KKS13's bound ``3 log2(n) exp(-T/(8 H2 log2 n))`` holds with the same T and at most twice

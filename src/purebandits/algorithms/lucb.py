@@ -6,7 +6,7 @@ bound and ``l`` the other arm with the highest upper confidence bound; stop and 
 when ``lcb_h`` clears ``ucb_l``, else sample the critical pair. The learners differ only in
 
 - the **confidence bound** (an integer code and a parameter vector, evaluated by the one
-  compiled function :func:`~purebandits.algorithms._lucb_rules.family_bound_s`): LUCB1's
+  compiled function :func:`~purebandits.algorithms.kernels.lucb_rules.family_bound_s`): LUCB1's
   Hoeffding-type radius, KL-LUCB's KL bound, the finite-LIL radius, the lil-KLUCB KL/SG bounds;
   and the confidence split between TOP (``w_top``) and the other arms (``w_bot``);
 - the **sampling rule**: pull both h and l (LUCB1, KL-LUCB, lil'LUCB, LUCB++, lil-KLUCB), or
@@ -15,7 +15,7 @@ when ``lcb_h`` clears ``ucb_l``, else sample the critical pair. The learners dif
 
 So a new combination is a subclass that sets those three things, e.g. :class:`KLRandLUCB` (the
 lil-KLUCB bound with the randomised rule). The compiled driver
-(:func:`~purebandits.algorithms._lucb_family_kernel.family_kernel`) is shared by all of them.
+(:func:`~purebandits.algorithms.kernels.lucb_driver.family_kernel`) is shared by all of them.
 
 Concurrency: ``ask`` returns h and queues l (``queued_``); the next ``ask`` pops l. The
 sampling decision uses answered plus pending pulls for the radius ("virtual pulls") and means
@@ -26,9 +26,9 @@ the next round (``rounds_ + 1``).
 Cost per call: ask, tell and cancel make the same decisions as the O(n) reference rule
 :meth:`_LUCBFamily._reference_ask_one` without its pass over the n bounds: O(log n) for the
 round-free bounds (every learner here but LUCB1 and KL-LUCB;
-:mod:`~purebandits.algorithms._lucb_incremental`), and for LUCB1 and KL-LUCB, whose bounds move
+:mod:`~purebandits.algorithms.kernels.lucb_incremental`), and for LUCB1 and KL-LUCB, whose bounds move
 with the round, amortised O(log n) with window keys over classes of equal arms
-(:mod:`~purebandits.algorithms._lucb_round_asktell`).
+(:mod:`~purebandits.algorithms.kernels.lucb_round_asktell`).
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from purebandits.algorithms._kinf_stop import RATINGS, KinfStopMixin, check_support
-from purebandits.algorithms._lucb_family_kernel import family_kernel
-from purebandits.algorithms._lucb_incremental import (
+from purebandits.algorithms.kernels.kinf_stop import RATINGS, KinfStopMixin, check_support
+from purebandits.algorithms.kernels.lucb_driver import family_kernel
+from purebandits.algorithms.kernels.lucb_incremental import (
     inc_ask,
     inc_ask_allowed,
     inc_new,
@@ -54,7 +54,7 @@ from purebandits.algorithms._lucb_incremental import (
     inc_told,
     incremental_supported,
 )
-from purebandits.algorithms._lucb_round_asktell import (
+from purebandits.algorithms.kernels.lucb_round_asktell import (
     NZERO,
     rat_ask,
     rat_new,
@@ -65,7 +65,7 @@ from purebandits.algorithms._lucb_round_asktell import (
     rat_told,
     round_asktell_supported,
 )
-from purebandits.algorithms._lucb_rules import (
+from purebandits.algorithms.kernels.lucb_rules import (
     BOUND_KINF_KT,
     BOUND_KL_KT,
     BOUND_KL_LUCB,
@@ -95,7 +95,7 @@ __all__ = ["LUCB1", "KLLUCB", "LilLUCB", "LUCBPlusPlus", "LilRandLUCB", "LilKLUC
 
 
 def _bp(**values: float) -> np.ndarray:
-    """The bound parameter vector (layout in ``_lucb_rules``); unset entries are 0."""
+    """The bound parameter vector (layout in ``kernels.lucb_rules``); unset entries are 0."""
     names = ["w_top", "w_bot", "eps", "sigma", "offset", "k1", "alpha", "N", "kappa_top", "kappa_bot", "c_N",
              "n", "nv", "v0", "v1", "v2"]
     bp = np.zeros(N_BP)
@@ -138,7 +138,7 @@ class _LUCBFamily(KinfStopMixin, Learner):
     distinct arms), so an arm's count never exceeds ``rounds_ + 1`` in a sequential run, as
     unrestricted. Cost: with the incremental workspace of the round-free bounds, O(log n) when h
     and l are both allowed, else a walk down the sampling heaps to the best allowed arm of each
-    side (:func:`~purebandits.algorithms._lucb_incremental.inc_ask_allowed`); LUCB1 and KL-LUCB
+    side (:func:`~purebandits.algorithms.kernels.lucb_incremental.inc_ask_allowed`); LUCB1 and KL-LUCB
     take the pair from their workspace when h and l are both allowed and the O(n) reference
     otherwise. The workspaces note the pending pull (they are not dropped).
 
@@ -299,14 +299,14 @@ class _LUCBFamily(KinfStopMixin, Learner):
 
     # ------------------------------------------------------------------ incremental ask/tell
     # For round-free bounds, ask, tell and cancel keep the rule's quantities between calls
-    # (purebandits.algorithms._lucb_incremental): O(log n) per call instead of an O(n) pass of
+    # (purebandits.algorithms.kernels.lucb_incremental): O(log n) per call instead of an O(n) pass of
     # bound evaluations, the same arms bit for bit (tests/test_incremental_ask_tell.py holds them to
     # the reference rule above). The workspace is a cache of counts_, sums_ and pending_: built on
     # first use, dropped by _resolve (start, load_state_dict, unpickling) and run_compiled, and
     # never part of state_dict.
 
     # LUCB1 and KL-LUCB (bounds that move with the round) have their own workspace, ``_rinc``
-    # (purebandits.algorithms._lucb_round_asktell): window keys over classes of equal arms, one
+    # (purebandits.algorithms.kernels.lucb_round_asktell): window keys over classes of equal arms, one
     # set for the stop test (answered pulls) and one for sampling (answered + pending), the same
     # arms bit for bit (tests/test_round_incremental_ask_tell.py). The round index is passed in
     # at each call: rounds_ + 1 at the ask for sampling, at the answer or cancel for the stop test.

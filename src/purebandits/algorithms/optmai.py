@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._rounds import (
+from purebandits.algorithms.kernels.rounds import (
     ACCEPTED,
     ACTIVE,
     REJECTED,
@@ -177,7 +177,7 @@ class OptMAI(_RoundLearner):
     Restricted asks (``ask(n, allowed=...)``): the round's next allowed pull; when none of the
     round's remaining pulls is allowed, an extra pull of the allowed active arm with the fewest
     pulls, off the schedule and on top of the budget (``extra_``; rule and argument in
-    :class:`~purebandits.algorithms._rounds._RoundLearner`). Its answer joins the arm's mean
+    :class:`~purebandits.algorithms.kernels.rounds._RoundLearner`). Its answer joins the arm's mean
     (all samples with ``reuse``, the round's otherwise) and its count, which decides where a
     later round's remainder goes (the fewest samples). Every active arm still gets its share of
     each round, so Thm 4.3's per-arm Hoeffding bounds, hence its regret bound, hold with the

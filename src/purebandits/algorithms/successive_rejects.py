@@ -13,7 +13,7 @@ SAR is NSAR with p = 1 (the same code path, so the two coincide on the same seed
 Restricted asks (``ask(n, allowed=...)``), the same for all four: the phase's next allowed pull;
 when none of the phase's remaining pulls is allowed, an extra pull of the allowed active arm with
 the fewest pulls, off the schedule and on top of the budget (``extra_``), whose answer joins the
-arm's cumulative mean (:class:`~purebandits.algorithms._rounds._RoundLearner` gives the rule and
+arm's cumulative mean (:class:`~purebandits.algorithms.kernels.rounds._RoundLearner` gives the rule and
 the argument). Every active arm still has at least ``n_r`` samples after phase r, so each error
 bound of ALGORITHMS.md 10.1-10.5 holds with the same T and at most twice its constant.
 """
@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._rounds import (
+from purebandits.algorithms.kernels.rounds import (
     ACCEPTED,
     ACTIVE,
     REJECTED,

@@ -2,7 +2,7 @@
 
 The ask/tell path keeps the means, the EB leader, the arms in classes of equal virtual count (the
 challenger's search, both costs) and the GLR hint between calls
-(:mod:`purebandits.algorithms._top_two_incremental`), with the decisions of the O(n) reference rule
+(:mod:`purebandits.algorithms.kernels.top_two_incremental`), with the decisions of the O(n) reference rule
 (:meth:`TopTwo._reference_ask_one`, :func:`glr_statistic_s`).
 """
 
@@ -15,8 +15,8 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._kinf_stop import RATINGS, KinfStopMixin, check_support
-from purebandits.algorithms._top_two_incremental import tt_ask, tt_new, tt_note, tt_stop, tt_tell, tt_told
+from purebandits.algorithms.kernels.kinf_stop import RATINGS, KinfStopMixin, check_support
+from purebandits.algorithms.kernels.top_two_incremental import tt_ask, tt_new, tt_note, tt_stop, tt_tell, tt_told
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import glr_pair_cost_s, glr_statistic_s, glr_stop_s, glr_threshold_s
 from purebandits.instances.rewards import RewardStream, stream_draw
@@ -244,7 +244,7 @@ class TopTwo(KinfStopMixin, Learner):
         return self._reference_ask_one()
 
     # ------------------------------------------------------------------ incremental ask/tell
-    # The workspace (purebandits.algorithms._top_two_incremental) keeps the means, the EB leader,
+    # The workspace (purebandits.algorithms.kernels.top_two_incremental) keeps the means, the EB leader,
     # the challenger's classes and the GLR hint between calls: the same decisions as the reference
     # rule above, without its O(n) passes (the TS leader's n posterior draws per ask remain, and its
     # stop does not use the classes). A cache of counts_, sums_ and pending_: built on

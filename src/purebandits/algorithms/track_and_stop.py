@@ -9,7 +9,7 @@ from numba import njit
 from numpy.typing import ArrayLike
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._kinf_stop import RATINGS, KinfStopMixin, check_support
+from purebandits.algorithms.kernels.kinf_stop import RATINGS, KinfStopMixin, check_support
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import glr_statistic_s, glr_stop_s, glr_threshold_s, kl_bernoulli_s
 from purebandits.instances.rewards import Categorical, RewardStream, stream_draw

@@ -8,8 +8,8 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._ls_incremental import LSCheck
-from purebandits.algorithms._ucb1_incremental import UCB1Cache
+from purebandits.algorithms.kernels.ls_incremental import LSCheck
+from purebandits.algorithms.kernels.ucb1_incremental import UCB1Cache
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import ls_delta
 from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_best_bonus, keyheap_init, keyheap_update
@@ -161,7 +161,7 @@ class UCB1(Learner):
     # as in the compiled driver, the indices at a horizon t1 >= t are kept as upper keys in a
     # key heap, over the classes of arms with equal (mu_i, T_i), and a walk evaluates only the
     # classes whose key reaches the best index found: the scan's arm, ties included
-    # (purebandits.algorithms._ucb1_incremental). ``_ub`` (a cache, never part of the state)
+    # (purebandits.algorithms.kernels.ucb1_incremental). ``_ub`` (a cache, never part of the state)
     # follows every ask, tell and cancel, and is rebuilt in O(n) when it was not (start, a
     # load, the compiled driver). LS uses the incremental tracker (_ls_incremental).
     #: the incremental paths (False: the O(n) reference rules, for tests)

@@ -6,8 +6,8 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._ls_incremental import LSCheck
-from purebandits.algorithms._rounds import fewest_pulls
+from purebandits.algorithms.kernels.ls_incremental import LSCheck
+from purebandits.algorithms.kernels.rounds import fewest_pulls
 from purebandits.base import Learner, StoppingProgress, check_param
 from purebandits.bounds import ls_delta
 from purebandits.instances.rewards import RewardStream, stream_draw

@@ -5,7 +5,14 @@ from __future__ import annotations
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._rounds import ACCEPTED, REJECTED, _RoundLearner, arm_means, round_pulls, top_random_ties
+from purebandits.algorithms.kernels.rounds import (
+    ACCEPTED,
+    REJECTED,
+    _RoundLearner,
+    arm_means,
+    round_pulls,
+    top_random_ties,
+)
 from purebandits.instances.rewards import RewardStream
 
 __all__ = ["UniformAllocation"]
@@ -56,7 +63,7 @@ class UniformAllocation(_RoundLearner):
     Restricted asks (``ask(n, allowed=...)``): the next allowed pull of the schedule in its
     round-robin order; when none of the remaining pulls is allowed, an extra pull of the allowed
     arm with the fewest pulls, on top of the budget (``extra_``;
-    :class:`~purebandits.algorithms._rounds._RoundLearner`). Every arm still gets its
+    :class:`~purebandits.algorithms.kernels.rounds._RoundLearner`). Every arm still gets its
     ``floor(T/n)`` pulls (the extras only add samples), so the top-k means are from at least the
     unrestricted numbers of samples and any bound for UNI at budget T holds with at most twice
     its constant.

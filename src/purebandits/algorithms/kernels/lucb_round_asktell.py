@@ -3,10 +3,10 @@
 LUCB1 (KTAS12) and KL-LUCB (KK13) widen every arm's bound with the round t, so the Python
 learners of :mod:`purebandits.algorithms.lucb` used to choose with :func:`family_select`, an O(n)
 pass over every arm's bound (a KL inversion each for KL-LUCB) at every ask and every stop test.
-The compiled whole-run driver :mod:`~purebandits.algorithms._lucb_round_incremental` avoids that
+The compiled whole-run driver :mod:`~purebandits.algorithms.kernels.lucb_round_incremental` avoids that
 pass with window keys (valid for a range of rounds), exact re-keying of heap tops and classes of
 arms with equal (mean bits, count, side). This module drives the same machinery, imported from
-there, under the ask/tell contract of :mod:`~purebandits.algorithms._lucb_incremental` (its module
+there, under the ask/tell contract of :mod:`~purebandits.algorithms.kernels.lucb_incremental` (its module
 docstring): pending pulls, concurrent asks, cancels and the initialisation with concurrent
 participants. It is a cache, built from the state arrays (``counts``, ``sums``, ``pending``)
 and never serialised.
@@ -41,9 +41,9 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms import _lucb_round_incremental as _rdi
-from purebandits.algorithms._classes import classes_clear
-from purebandits.algorithms._lucb_round_incremental import (
+from purebandits.algorithms.kernels import lucb_round_incremental as _rdi
+from purebandits.algorithms.kernels.arm_classes import classes_clear
+from purebandits.algorithms.kernels.lucb_round_incremental import (
     _CEXV,
     _CLS,
     _LHARM,
@@ -62,7 +62,7 @@ from purebandits.algorithms._lucb_round_incremental import (
     _search,
     round_incremental_supported,
 )
-from purebandits.algorithms._lucb_rules import (
+from purebandits.algorithms.kernels.lucb_rules import (
     BOUND_KL_LUCB,
     BOUND_LUCB,
     N_BP,

@@ -3,7 +3,7 @@
 LUCB1 (Kalyanakrishnan, Tewari, Auer, Stone, ICML 2012) and KL-LUCB (Kaufmann & Kalyanakrishnan,
 COLT 2013) widen every arm's bound with the round t: radius ``sqrt(beta(t) / u)``, or a KL
 inversion at level ``beta(t) / u``. The reference driver
-(:func:`purebandits.algorithms._lucb_rules._round_dependent_kernel`) therefore re-evaluates all
+(:func:`purebandits.algorithms.kernels.lucb_rules._round_dependent_kernel`) therefore re-evaluates all
 n bounds per pull. This driver finds the same h (the top arm of least lower bound) and l (the
 other arm of greatest upper bound), ties to the lower index, without doing so:
 
@@ -25,7 +25,7 @@ other arm of greatest upper bound), ties to the lower index, without doing so:
   the round changes.
 - **Classes.** Arms with the same mean (bit for bit), count and side have the same bound, so only
   the lowest-indexed one (which wins any tie) sits in a heap; a hash table finds an arm's class
-  (:mod:`purebandits.algorithms._classes` keeps the lists and the table, this module the keys).
+  (:mod:`purebandits.algorithms.kernels.arm_classes` keeps the lists and the table, this module the keys).
   Without this, 999 arms of mean 0 (Bernoulli 1-sparse instances) tie at every round and each
   would be evaluated.
 
@@ -47,7 +47,7 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._classes import (
+from purebandits.algorithms.kernels.arm_classes import (
     ClassRows,
     class_find,
     class_link,
@@ -56,7 +56,7 @@ from purebandits.algorithms._classes import (
     class_unlink,
     classes_clear,
 )
-from purebandits.algorithms._lucb_rules import (
+from purebandits.algorithms.kernels.lucb_rules import (
     _SIDE_LOWER,
     _SIDE_UPPER,
     BOUND_KL_LUCB,
@@ -83,7 +83,7 @@ _CHEAD, _CTAIL, _CT, _CSIDE, _CPB, _CEXEP, _CTIGHT, _CSLOT, _CSIZE = 3, 4, 5, 6,
 _FREE, _EXL = 12, 13
 _UHARM, _UWHERE, _LHARM, _LWHERE = 14, 15, 16, 17
 _N_IW = 18
-#: the class rows (:mod:`purebandits.algorithms._classes`)
+#: the class rows (:mod:`purebandits.algorithms.kernels.arm_classes`)
 _ROWS = ClassRows(cls=_CLS, nxt=_NXT, prv=_PRV, head=_CHEAD, tail=_CTAIL, pb=_CPB, t=_CT, side=_CSIDE, slot=_CSLOT,
                   size=_CSIZE, free=_FREE)
 # float64 workspace rows: per-class window key (heap form) and exact bound, heap keys in heap order,
@@ -534,7 +534,7 @@ def _build(code, bp, k, iw, fw, tab, sc, means, mbits, counts, sums, in_top, key
 @njit(cache=True)
 def round_incremental_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queued, rounds, max_pulls,
                              lrng, kind, a, b, cdf, values, block, pos, srng):  # pragma: no cover - compiled
-    """:func:`~purebandits.algorithms._lucb_family_kernel.family_kernel` for LUCB1 and KL-LUCB, incrementally.
+    """:func:`~purebandits.algorithms.kernels.lucb_driver.family_kernel` for LUCB1 and KL-LUCB, incrementally.
 
     The same loop as ``_round_dependent_kernel`` (same asks, pulls, round indices and stop
     tests), with h and l found by :func:`_search` instead of a pass over all n bounds. Needs

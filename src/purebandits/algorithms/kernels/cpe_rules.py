@@ -1,7 +1,7 @@
 """The CPE sampling and stopping rule's compiled pieces (CLUCB, lil'CLUCB) and the O(n) top-K kernel.
 
 Shared by the learners of :mod:`purebandits.algorithms.cpe` and the incremental top-K state of
-:mod:`purebandits.algorithms._cpe_incremental`. :func:`_cpe_topk_kernel` is the O(n)-per-pull
+:mod:`purebandits.algorithms.kernels.cpe_incremental`. :func:`_cpe_topk_kernel` is the O(n)-per-pull
 reference driver (both oracle calls are :func:`~purebandits.ranking.topk_mask`); the learners'
 ``run_compiled`` uses the incremental kernel, and the tests hold the two to the same decisions.
 """

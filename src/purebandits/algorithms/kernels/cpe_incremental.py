@@ -1,6 +1,6 @@
 """CLUCB and lil'CLUCB on the top-K decision class without O(n) work per pull, same decisions.
 
-The rule (Chen et al. 2014 Alg. 1; JLQ17 App. C Alg. 2), as :func:`~purebandits.algorithms._cpe_rules.
+The rule (Chen et al. 2014 Alg. 1; JLQ17 App. C Alg. 2), as :func:`~purebandits.algorithms.kernels.cpe_rules.
 _cpe_topk_kernel` evaluates it with two O(n) oracle calls per pull: M = top-K of the means, every
 arm's radius, ``tilde = mu - rad`` inside M and ``mu + rad`` outside, M~ = top-K of tilde
 (:func:`~purebandits.ranking.topk_fill`'s order: larger first, ties to the lower index); stop when
@@ -14,7 +14,7 @@ top-K outside values, so only those are needed.
 - **Classes.** Outside arms with the same mean (bit for bit) and count have the same tilde, so only
   the lowest-indexed one of each class sits in a key heap (:mod:`purebandits.heaps`); a hash table
   finds an arm's class and each class lists its members by index
-  (:mod:`purebandits.algorithms._classes`). The top-K outside arms are then the first K members
+  (:mod:`purebandits.algorithms.kernels.arm_classes`). The top-K outside arms are then the first K members
   of the best classes (the classes whose tilde is at least that of the class where K arms are
   covered), so 999 tied arms cost one class, not 999 arms.
 - **Keys.** lil'CLUCB's radius depends on the count only: a class's key is its exact tilde.
@@ -25,7 +25,7 @@ top-K outside values, so only those are needed.
 - **Walk.** The best classes are found by walking down from the top of the heap and skipping every
   subtree whose key is below the tilde of the class where K arms are covered so far (no class in
   it can enter M~ or tie); each class visited gets its exact tilde this round (the same arithmetic
-  as :func:`~purebandits.algorithms._cpe_rules.cpe_radii`, so the same bits). The heap is not
+  as :func:`~purebandits.algorithms.kernels.cpe_rules.cpe_radii`, so the same bits). The heap is not
   changed by the walk, so nothing is undone at the next round. The classes found are kept in a
   buffer in rank order up to K = ``_SMALL``, and above it in a heap, worst first, trimmed as the
   others cover K (O(log K) a class; the buffer's O(classes found) a class made a round O(K^2) at
@@ -52,7 +52,7 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._classes import (
+from purebandits.algorithms.kernels.arm_classes import (
     NO_SIDE,
     ClassRows,
     class_find,
@@ -62,7 +62,7 @@ from purebandits.algorithms._classes import (
     class_unlink,
     classes_clear,
 )
-from purebandits.algorithms._cpe_rules import LIL, _clucb_scale, cpe_radius_s
+from purebandits.algorithms.kernels.cpe_rules import LIL, _clucb_scale, cpe_radius_s
 from purebandits.heaps import UPPER_KEY_MARGIN, bonus_horizon, keyheap_init, keyheap_key, keyheap_update
 from purebandits.instances.rewards import stream_draw
 from purebandits.jit import borrow, borrow_stream
@@ -84,7 +84,7 @@ _LEV, _C1, _CONF, _EPS, _SIGMA = range(5)
 #: the int scalars' row, and the entries Python reads (through a memoryview of that row)
 IS_ROW = _IS
 (_NZERO, IS_BUILT, _NFREE, _NSD, IS_STOP, _K, _MODE, _SETS_EQ, _N, _TABMASK) = range(10)
-#: the class rows (:mod:`purebandits.algorithms._classes`; outside arms only, no side)
+#: the class rows (:mod:`purebandits.algorithms.kernels.arm_classes`; outside arms only, no side)
 _ROWS = ClassRows(cls=_CLS, nxt=_NXT, prv=_PRV, head=_CHEAD, tail=_CTAIL, pb=_CPB, t=_CT, side=NO_SIDE, slot=_CSLOT,
                   size=_CSIZE, free=_FREE)
 #: up to this K the selection of M~ and the sorts are insertions into a buffer (no allocation)
@@ -741,7 +741,7 @@ def cpe_inc_tell(counts, sums, sumsq, pending, fw, iw, bw, arm, reward, t):  # p
 @njit(cache=True)
 def cpe_inc_kernel(counts, sums, sumsq, fw, iw, bw, max_pulls, kind, a, b, cdf, values, block, pos,
                    rng):  # pragma: no cover - compiled
-    """:func:`~purebandits.algorithms._cpe_rules._cpe_topk_kernel` on a workspace from :func:`cpe_inc_new`.
+    """:func:`~purebandits.algorithms.kernels.cpe_rules._cpe_topk_kernel` on a workspace from :func:`cpe_inc_new`.
 
     The same loop (initialisation in index order, then the pick, the draw and the stop test after
     every pull with round ``total + 1``), with M, M~ and the pick kept incrementally. Returns

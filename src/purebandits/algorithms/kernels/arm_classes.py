@@ -7,8 +7,8 @@ only the class's lowest-indexed member (its *representative*, the one that wins 
 bound heap. Without classes, the ties of 1-sparse instances cost one bound per tied arm: on a
 1-sparse Bernoulli instance with 1,000 arms the 999 arms of mean 0 tie at every round.
 
-Used by :mod:`purebandits.algorithms._lucb_round_incremental` (LUCB1, KL-LUCB, and through it the
-ask/tell workspace and AT-LUCB) and :mod:`purebandits.algorithms._cpe_incremental` (CLUCB,
+Used by :mod:`purebandits.algorithms.kernels.lucb_round_incremental` (LUCB1, KL-LUCB, and through it the
+ask/tell workspace and AT-LUCB) and :mod:`purebandits.algorithms.kernels.cpe_incremental` (CLUCB,
 lil'CLUCB). Each kernel keeps its own keys (heap keys, window keys); this module keeps the lists,
 the table and the free list, in rows of the kernel's int64 workspace ``iw`` named by a
 :class:`ClassRows`, and empties them (:func:`classes_clear`) when a kernel builds its classes.

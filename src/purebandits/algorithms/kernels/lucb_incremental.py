@@ -46,7 +46,7 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._lucb_rules import (
+from purebandits.algorithms.kernels.lucb_rules import (
     BOUND_KL_KT,
     BOUND_KL_LUCB,
     BOUND_LIL_KL,

@@ -1,8 +1,8 @@
 """The compiled driver of every LUCB-family learner: one entry point over the rules' kernels.
 
 :func:`family_kernel` picks, for a learner's bound, the kernel that makes its decisions fastest: the
-round-free bounds' O(log n) kernel (:mod:`purebandits.algorithms._lucb_rules`), or for the round-dependent
-bounds (LUCB1, KL-LUCB) the incremental kernel (:mod:`purebandits.algorithms._lucb_round_incremental`) where
+round-free bounds' O(log n) kernel (:mod:`purebandits.algorithms.kernels.lucb_rules`), or for the round-dependent
+bounds (LUCB1, KL-LUCB) the incremental kernel (:mod:`purebandits.algorithms.kernels.lucb_round_incremental`) where
 it applies and the O(n) reference kernel where it does not. It sits in a module of its own so that the rules
 and their incremental fast path import in one direction only (the fast path imports the rules).
 """
@@ -15,8 +15,8 @@ import numpy as np
 from numba import njit
 
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
-from purebandits.algorithms._lucb_round_incremental import round_incremental_kernel, round_incremental_supported
-from purebandits.algorithms._lucb_rules import (
+from purebandits.algorithms.kernels.lucb_round_incremental import round_incremental_kernel, round_incremental_supported
+from purebandits.algorithms.kernels.lucb_rules import (
     BOUND_KL_LUCB,
     BOUND_LUCB,
     _round_dependent_kernel,
@@ -34,9 +34,9 @@ def family_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq, queu
     Same decisions as the Python learner: each arm once first (lowest index), then at each
     round the pair (h, l) from the empirical top-K and the bounds; the stop test runs after
     every answered pull with the round index ``rounds + 1``. Round-dependent bounds (LUCB1,
-    KL-LUCB) go to :mod:`purebandits.algorithms._lucb_round_incremental` (amortised O(log n) per
+    KL-LUCB) go to :mod:`purebandits.algorithms.kernels.lucb_round_incremental` (amortised O(log n) per
     pull, the same decisions), or to the O(n) reference ``_round_dependent_kernel`` where it does
-    not apply; the others cost O(log n) (:func:`~purebandits.algorithms._lucb_rules._round_free_kernel`).
+    not apply; the others cost O(log n) (:func:`~purebandits.algorithms.kernels.lucb_rules._round_free_kernel`).
     """
     if code == BOUND_LUCB or code == BOUND_KL_LUCB:
         if round_incremental_supported(code, bp, k, counts.shape[0]):  # same decisions, O(log n) per pull

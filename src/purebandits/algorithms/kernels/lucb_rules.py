@@ -6,10 +6,10 @@ rule). The bound is an integer code plus a float parameter vector ``bp`` read by
 KL-LUCB, lil'LUCB, LUCB++, lil-KLUCB) or "pull one of them at random" (:data:`RULE_RANDOM`,
 lil'RandLUCB). :func:`family_select` is the reference rule (a from-scratch O(n) pass; the Python
 learners use it with ``_incremental = False`` and for their reports); the compiled driver
-(:func:`purebandits.algorithms._lucb_family_kernel.family_kernel`, over the kernels here and in
-:mod:`purebandits.algorithms._lucb_round_incremental`) and the Python learners' ask/tell path
-(:mod:`purebandits.algorithms._lucb_incremental` for the round-free bounds,
-:mod:`purebandits.algorithms._lucb_round_asktell` for LUCB1 and KL-LUCB) keep the same
+(:func:`purebandits.algorithms.kernels.lucb_driver.family_kernel`, over the kernels here and in
+:mod:`purebandits.algorithms.kernels.lucb_round_incremental`) and the Python learners' ask/tell path
+(:mod:`purebandits.algorithms.kernels.lucb_incremental` for the round-free bounds,
+:mod:`purebandits.algorithms.kernels.lucb_round_asktell` for LUCB1 and KL-LUCB) keep the same
 quantities incrementally in indexed heaps. All call the same scalar bound function and break
 ties the same way (higher mean first, then lower index; argmin/argmax of the bounds to the
 lower index), so they choose the same arms bit for bit.
