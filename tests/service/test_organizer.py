@@ -396,9 +396,19 @@ def test_default_learner_and_delta_is_the_target_error_probability(sqlite_url):
     eid, _ = study.create_experiment({"items": items(4)})
     (ls,) = study.meta(eid).learners
     # the KL bound's form is pinned in the stored parameters (the library default may change; a replay must not)
-    assert ls.algorithm == DEFAULT_ALGORITHM and ls.params == {"form": "kt", "delta": DEFAULT_DELTA / 2}
+    assert ls.algorithm == DEFAULT_ALGORITHM and ls.params == {"form": "kinf", "delta": DEFAULT_DELTA / 2}
     eid, _ = study.create_experiment({"items": items(4), "algorithm": "kl_rand_lucb", "params": {"stop": "kinf"}})
     assert study.meta(eid).learners[0].params == {"stop": "kinf", "delta": DEFAULT_DELTA}
+    # the default's K_inf bounds read the labels' rewards as their support; 4+ reward values fall back to the KL
+    binary = [{"name": "no", "reward": 0}, {"name": "yes", "reward": 1}]
+    eid, _ = study.create_experiment({"items": items(4), "labels": binary})
+    assert study.meta(eid).learners[0].params == {"form": "kinf", "support": [0.0, 1.0], "delta": DEFAULT_DELTA / 2}
+    scale = [{"name": f"s{i}", "reward": i / 4} for i in range(5)]
+    eid, _ = study.create_experiment({"items": items(4), "labels": scale})
+    assert study.meta(eid).learners[0].params == {"form": "kt", "delta": DEFAULT_DELTA / 2}
+    with pytest.raises(BadRequest, match="form='kinf' counts each rating value"):
+        study.create_experiment({"items": items(4), "labels": scale, "algorithm": "kl_rand_lucb",
+                                 "params": {"form": "kinf"}})
     five = [{"name": f"s{i}", "reward": i / 4} for i in range(5)]
     with pytest.raises(BadRequest, match="not on it"):
         study.create_experiment({"items": items(4), "labels": five, "algorithm": "kl_rand_lucb",

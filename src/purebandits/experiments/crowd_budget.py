@@ -63,7 +63,7 @@ REFERENCE_2024, UNIFORM = "2024 UCB", "uniform"
 
 #: label -> (registry name, parameters, has a proven delta-correct stop, contest system)
 LEARNERS: dict[str, tuple[str, dict[str, Any], bool, bool]] = {
-    SERVICE_DEFAULT: ("kl_rand_lucb", {"form": "kt"}, True, False),
+    SERVICE_DEFAULT: ("kl_rand_lucb", {"form": "kinf"}, True, False),
     "lil-KLUCB": ("lil_kl_ucb", {}, True, False),
     "lil'RandLUCB": ("lil_rand_lucb", {"preset": "faithful"}, True, False),
     "LUCB++": ("lucb_plus_plus", {"preset": "faithful"}, True, False),

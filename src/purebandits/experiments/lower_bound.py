@@ -87,7 +87,7 @@ def guarantee(source: str, label: str, version: str) -> tuple[float | None, str]
     if source == "proven_stopping":
         _, _, stat, _, proven = proven_glr.LEARNERS.get(label, (None, None, None, None, False))
         if proven and stat not in ("Bernoulli", "K_inf"):
-            return 1, "per-arm KL bounds at the KT level (bounds.kt_kl_level_s), given delta/2: error <= delta"
+            return 1, f"per-arm {stat} at the KT level (bounds.kt_kl_level_s), given delta/2: error <= delta"
         return (1, "GLR stop with a proven threshold (docs/glr_stopping.md)") if proven else \
             (None, "practical threshold log((log t + 1)/delta): not proven")
     if source == "caption_extra":

@@ -26,9 +26,11 @@ LEARNERS: dict[str, tuple[str, dict[str, Any], str, str, bool]] = {
                                                                   "weights": "kinf"}, "K_inf", "kinf-kt-pairs", True),
     "KL-RandLUCB, K_inf stop": ("kl_rand_lucb", {"stop": "kinf", "form": "simplified"}, "K_inf", "kinf-kt-pairs",
                                 True),
-    # the service's default: an LUCB stop on per-arm KL bounds at the KT level, not a GLR stop (no GLR floor)
-    "KL-RandLUCB, KT bounds (service default)": ("kl_rand_lucb", {"form": "kt"}, "Bernoulli-KL bounds", "kt-per-arm",
-                                                 True),
+    # LUCB stops on per-arm bounds at the KT level, not GLR stops (no GLR floor): the Bernoulli KL of the means, and
+    # K_inf of the ratings' law (the service's default)
+    "KL-RandLUCB, KT bounds": ("kl_rand_lucb", {"form": "kt"}, "Bernoulli-KL bounds", "kt-per-arm", True),
+    "KL-RandLUCB, K_inf bounds (service default)": ("kl_rand_lucb", {"form": "kinf"}, "K_inf bounds", "kt-per-arm",
+                                                    True),
 }
 
 

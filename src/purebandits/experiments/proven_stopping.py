@@ -13,10 +13,12 @@ pair at t). The bound itself is always for the arms' true model
 above the bound any learner with that statistic and threshold must stay, and ``ratio / floor ratio`` how far a
 learner is from its own floor (its sampling rule's share of the gap).
 
-Beside the GLR stops runs the service's default, KL-RandLUCB with per-arm KL bounds at the Krichevsky-Trofimov level
-(``form="kt"``, :func:`~purebandits.bounds.kt_kl_level_s`): an LUCB stop on anytime bounds, not a GLR one, so it
-has no floor here. Every learner is given ``delta / error_factor`` (KL-RandLUCB's bounds stop errs with probability
-at most 2 x its delta), so all rows are proven at the same error ``delta``.
+Beside the GLR stops run KL-RandLUCB with per-arm bounds at the Krichevsky-Trofimov level
+(:func:`~purebandits.bounds.kt_kl_level_s`): the Bernoulli KL of the means (``form="kt"``) and K_inf of the ratings'
+law (``form="kinf"``, :mod:`purebandits.kinf_bounds`, the service's default; on Bernoulli arms it is the KL form,
+so it runs on the contests only). These are LUCB stops on anytime bounds, not GLR ones, so they have no floor here.
+Every learner is given ``delta / error_factor`` (KL-RandLUCB's bounds stop errs with probability at most 2 x its
+delta), so all rows are proven at the same error ``delta``.
 
 Cells: contests 512 and 558 (top 50 captions by mean, k = 1, delta = 0.01, as ``caption_extra``), and two
 Bernoulli instances of 10 and 20 arms with means evenly spaced from 0.7 to 0.2 (delta = 0.01). On Bernoulli arms
@@ -70,8 +72,8 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
         t_kinf = sol.T_star if sol is not None else t_bern
         bound = sample_lower_bound(t_kinf, DELTA)
         for label, (name, params, stat, thr, proven) in LEARNERS.items():
-            if model == "bernoulli" and stat == "K_inf":
-                continue  # on {0, 1} the K_inf statistic is the Bernoulli one
+            if model == "bernoulli" and stat.startswith("K_inf"):
+                continue  # on {0, 1} the K_inf statistic is the Bernoulli one (and K_inf bounds the KL bounds)
             if label not in settings["learners"]:
                 continue
             reps = settings["reps_kinf"] if stat == "K_inf" else settings["reps"]

@@ -38,13 +38,15 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from purebandits.algorithms.kernels.kinf_stop import RATINGS
 from purebandits.base import Learner
 from purebandits.registry import get_learner_class, make_learner
 from purebandits.service.crowd_settings import CrowdSettings, parse_crowd_settings
 from purebandits.service.errors import BadRequest
 
 __all__ = [
-    "DEFAULT_LABELS", "DEFAULT_ALGORITHM", "DEFAULT_PARAMS", "DEFAULT_DELTA", "REPEAT_POLICIES", "MAX_ITEMS",
+    "DEFAULT_LABELS", "DEFAULT_ALGORITHM", "DEFAULT_PARAMS", "FALLBACK_PARAMS",
+    "default_params", "DEFAULT_DELTA", "REPEAT_POLICIES", "MAX_ITEMS",
     "MAX_PARTICIPANT_ID", "MAX_ITEM_TEXT", "MAX_LABELS", "MAX_ABS_REWARD", "MAX_SHARE", "MAX_URL",
     "ExperimentSpec", "LearnerSpec", "validate_spec", "parse_items_csv", "has_control", "check_text",
     "check_participant_id", "check_image_url", "check_webhook_url", "one_line", "read_items_csv", "ItemsFile",
@@ -60,11 +62,14 @@ DEFAULT_LABELS = [
 #: the learner of a new experiment when the spec names none: KL-RandLUCB, delta-correct and the fewest answers to
 #: stop on the bundled contests at their full size (docs/default_learner.md)
 DEFAULT_ALGORITHM = "kl_rand_lucb"
-#: KL bounds at the Krichevsky-Trofimov level (bounds.kt_kl_level_s), proven for any ratings in [0, 1]: 29-50 % fewer
-#: answers than TNM17's eqs. (2)-(3) on contests 558 and 512 at full size, and the lowest ratio to the lower bound of
-#: any learner with a proven stop on the top-50 cells but one (docs/default_learner.md); pinned, so that the stored
-#: parameters say what the learner ran with (experiments created before keep their stored "exact" or "simplified")
-DEFAULT_PARAMS: dict[str, Any] = {"form": "kt"}
+#: K_inf bounds of each item's ratings at the Krichevsky-Trofimov level (purebandits.kinf_bounds), for the default
+#: labels' rewards {0, 1/2, 1}: the fewest answers of every proven learner on the bundled contests, at full size and
+#: on their top 50 (docs/default_learner.md); pinned, so that the stored parameters say what the learner ran with
+#: (experiments created before keep their stored form). Labels with other rewards: :func:`default_params`.
+DEFAULT_PARAMS: dict[str, Any] = {"form": "kinf"}
+#: the default learner's bounds when the labels' rewards are not 2 or 3 values in [0, 1] (K_inf needs the support):
+#: the Bernoulli KL at the same level, proven for any rewards in [0, 1]
+FALLBACK_PARAMS: dict[str, Any] = {"form": "kt"}
 #: the error probability a learner that takes ``delta`` targets when the spec gives none
 DEFAULT_DELTA = 0.05
 #: "never": an item at most once per participant while unseen items remain; "not_consecutive":
@@ -576,6 +581,17 @@ def _validate_image(raw: Any) -> tuple[str, bytes] | None:
     return ctype, data
 
 
+def default_params(labels: list[dict[str, Any]]) -> dict[str, Any]:
+    """The default learner's parameters for these labels: K_inf bounds on the labels' rewards when they are 2 or 3
+    values in [0, 1] (the support, stored unless it is the default {0, 1/2, 1}), else :data:`FALLBACK_PARAMS`."""
+    rewards = sorted({float(lab["reward"]) for lab in labels})
+    if not 2 <= len(rewards) <= 3 or any(not 0.0 <= r <= 1.0 for r in rewards):
+        return dict(FALLBACK_PARAMS)
+    if tuple(rewards) == tuple(float(v) for v in RATINGS):
+        return dict(DEFAULT_PARAMS)
+    return {**DEFAULT_PARAMS, "support": rewards}
+
+
 def _validate_learner(i: int, entry: dict[str, Any], shortcuts: dict[str, Any], seed: int,
                       labels: list[dict[str, Any]]) -> tuple[LearnerSpec, Learner]:
     where = f"algorithms[{i}]"
@@ -587,7 +603,7 @@ def _validate_learner(i: int, entry: dict[str, Any], shortcuts: dict[str, Any], 
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
     params = entry.get("params")
-    params = dict(DEFAULT_PARAMS if algorithm == DEFAULT_ALGORITHM and params is None else params or {})
+    params = dict(default_params(labels) if algorithm == DEFAULT_ALGORITHM and params is None else params or {})
     if not isinstance(params, dict):
         raise BadRequest(f"{where}: 'params' must be an object")
     accepted = cls._param_names()
@@ -628,10 +644,12 @@ def _validate_learner(i: int, entry: dict[str, Any], shortcuts: dict[str, Any], 
     if cls.tags.get("bounded_rewards") and any(not 0.0 <= lab["reward"] <= 1.0 for lab in labels):
         raise BadRequest(f"{algorithm} needs rewards in [0, 1]; label rewards are {[lab['reward'] for lab in labels]}")
     support = getattr(learner, "support", None)
-    if getattr(learner, "stop", None) == "kinf" and support is not None:
+    uses = "stop='kinf'" if getattr(learner, "stop", None) == "kinf" else (
+        "form='kinf'" if getattr(learner, "form", None) == "kinf" else None)
+    if uses is not None and support is not None:
         off = [lab["reward"] for lab in labels if float(lab["reward"]) not in {float(v) for v in support}]
         if off:
-            raise BadRequest(f"{where}: stop='kinf' counts each rating value and takes rewards on its support "
+            raise BadRequest(f"{where}: {uses} counts each rating value and takes rewards on its support "
                              f"{list(support)}; the label rewards {off} are not on it (set params.support to the "
                              "2 or 3 reward values, in [0, 1])")
     return LearnerSpec(label=label, algorithm=algorithm, params=params, share=float(share), seed=int(lseed)), learner
