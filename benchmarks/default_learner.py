@@ -89,9 +89,11 @@ CANDIDATES = [
               "TNM17 Thm 1: error <= 2 delta = 0.05 (KL bounds of Thm 2, N = 8)"),
     Candidate("KL-RandLUCB (delta = 0.025)", "kl_rand_lucb", {"delta": 0.025},
               "the same TNM17 bounds (error <= 2 delta = 0.05); correctness uses the bounds only"),
+    Candidate("KL-RandLUCB K_inf bounds (delta = 0.025)", "kl_rand_lucb", {"delta": 0.025, "form": "kinf"},
+              "K_inf bounds of each caption's ratings at the Krichevsky-Trofimov level (kinf_bounds; error <= 2 "
+              "delta = 0.05): the service's default"),
     Candidate("KL-RandLUCB KT level (delta = 0.025)", "kl_rand_lucb", {"delta": 0.025, "form": "kt"},
-              "KL bounds at the Krichevsky-Trofimov level (bounds.kt_kl_level_s; error <= 2 delta = 0.05): "
-              "the service's default"),
+              "KL bounds at the Krichevsky-Trofimov level (bounds.kt_kl_level_s; error <= 2 delta = 0.05)"),
     Candidate("KL-RandLUCB L'/U' (delta = 0.025)", "kl_rand_lucb", {"delta": 0.025, "form": "simplified"},
               "the same, with the bounds' simplified form (the service's default before the exact form)"),
     Candidate("Successive Elimination (LS radius)", "successive_elimination", {"delta": 0.05},

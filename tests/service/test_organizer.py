@@ -400,6 +400,10 @@ def test_default_learner_and_delta_is_the_target_error_probability(sqlite_url):
     eid, _ = study.create_experiment({"items": items(4), "algorithm": "kl_rand_lucb", "params": {"stop": "kinf"}})
     assert study.meta(eid).learners[0].params == {"stop": "kinf", "delta": DEFAULT_DELTA}
     # the default's K_inf bounds read the labels' rewards as their support; 4+ reward values fall back to the KL
+    from purebandits.algorithms.kernels.kinf_stop import RATINGS
+    from purebandits.service.validation import DEFAULT_LABELS
+
+    assert tuple(sorted(lab["reward"] for lab in DEFAULT_LABELS)) == RATINGS  # so {"form": "kinf"} needs no support
     binary = [{"name": "no", "reward": 0}, {"name": "yes", "reward": 1}]
     eid, _ = study.create_experiment({"items": items(4), "labels": binary})
     assert study.meta(eid).learners[0].params == {"form": "kinf", "support": [0.0, 1.0], "delta": DEFAULT_DELTA / 2}

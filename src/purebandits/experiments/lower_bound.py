@@ -192,7 +192,9 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
                 mult, why_g = guarantee(source, r["algorithm"], version)
                 stopped = int(r["reps"]) - int(r["capped"])
                 mean = float(r["pulls_mean"])
-                stat = (f"{r['statistic']} GLR" if source == "proven_stopping" else
+                glr = r.get("statistic") in ("Bernoulli", "K_inf")  # else per-arm bounds (proven_stopping's KT rows)
+                stat = ((f"{r['statistic']} GLR" if glr else f"{r['statistic']}, KT level")
+                        if source == "proven_stopping" else
                         CAPTION_STATISTIC.get(r["algorithm"], "") if source == "caption_extra" else "")
                 floor_stat = _FLOOR_STATISTIC.get(stat)
                 if mult and floor_stat is not None and finite and cell["k"] == 1 and (

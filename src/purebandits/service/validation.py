@@ -38,7 +38,6 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from purebandits.algorithms.kernels.kinf_stop import RATINGS
 from purebandits.base import Learner
 from purebandits.registry import get_learner_class, make_learner
 from purebandits.service.crowd_settings import CrowdSettings, parse_crowd_settings
@@ -587,7 +586,7 @@ def default_params(labels: list[dict[str, Any]]) -> dict[str, Any]:
     rewards = sorted({float(lab["reward"]) for lab in labels})
     if not 2 <= len(rewards) <= 3 or any(not 0.0 <= r <= 1.0 for r in rewards):
         return dict(FALLBACK_PARAMS)
-    if tuple(rewards) == tuple(float(v) for v in RATINGS):
+    if rewards == sorted(float(lab["reward"]) for lab in DEFAULT_LABELS):  # the learner's default support
         return dict(DEFAULT_PARAMS)
     return {**DEFAULT_PARAMS, "support": rewards}
 
