@@ -1060,7 +1060,9 @@ class _LilKLBase(_LUCBFamily):
         bound = getattr(self, "bound", "kl")
         if bound != "kl":
             return f"{bound.upper()} bounds, TNM17 Sec. 5"
-        return "KL bounds, Krichevsky-Trofimov level" if self.form == "kt" else "lil-KL bounds, TNM17 Thm 2"
+        labels = {"kt": "KL bounds, Krichevsky-Trofimov level",
+                  "kinf": "K_inf bounds of the ratings, Krichevsky-Trofimov level"}
+        return labels.get(self.form, "lil-KL bounds, TNM17 Thm 2")
 
     def _lil_kl_bp(self, code: int) -> np.ndarray:
         w_top, w_bot = _lil_kl_split(self._bounds_delta(), self.n_arms_, self.k)
@@ -1097,7 +1099,7 @@ class LilKLUCB(_LilKLBase):
         Confidence of each bound; TNM17 Thm 1: correct with probability >= 1 - 2 delta.
     bound : {"kl", "sg1", "sg2"}, default="kl"
         The anytime bound.
-    form : {"exact", "simplified", "kt"}, default="exact"
+    form : {"exact", "simplified", "kt", "kinf"}, default="exact"
         For ``bound="kl"``: eqs. (2)-(3), or L'/U' with c(N) (:func:`purebandits.bounds.lil_kl_c`).
         Both hold with the same delta (Thm 2; with our c(N), L' <= L and U' >= U for every
         (mu_hat, m), so eqs. (2)-(3) are never looser). Measured by the ``tnm17_bounds``

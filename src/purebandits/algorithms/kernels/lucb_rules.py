@@ -15,9 +15,11 @@ ties the same way (higher mean first, then lower index; argmin/argmax of the bou
 lower index), so they choose the same arms bit for bit.
 
 Layout of ``bp`` (float64): ``[w_top, w_bot, eps, sigma, offset, k1, alpha, N, kappa_top,
-kappa_bot, c_N, n]``. ``w_top`` is the confidence level of arms in the empirical top-K (their
+kappa_bot, c_N, n, nv, v0, v1, v2]``. ``w_top`` is the confidence level of arms in the empirical top-K (their
 lower bound decides ``h``), ``w_bot`` that of the other arms (their upper bound decides
-``l``); LUCB++-type splits give them different values.
+``l``); LUCB++-type splits give them different values. ``nv`` values ``v0..`` are the support of the K_inf
+bounds (:data:`BOUND_KINF_KT`), which read each arm's law there from its mean and mean square; every other bound
+reads the mean only.
 """
 
 from __future__ import annotations
