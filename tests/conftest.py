@@ -85,3 +85,23 @@ def pytest_configure(config):
         jobs = os.cpu_count() or 1
     _prewarm_kernel_cache(max(1, min(int(jobs), os.cpu_count() or 1)))
 
+
+#: fixtures whose tests need a PostgreSQL server (a cluster per xdist worker, or one of their own) or Chromium
+_POSTGRES_FIXTURES = {"pg_admin_url", "pg_url", "pg_with_password", "pg_cluster"}
+_BROWSER_FIXTURES = {"browser"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark at collection time, so ``-m`` can select on them: ``postgres`` for every test that reaches a PostgreSQL
+    server (the ``postgres`` case of ``db_url``, or a fixture that starts or shares a cluster), ``browser`` for every
+    test that drives Chromium, and ``slow`` for the reliability and packaging tests (real server processes killed
+    and restarted, fresh virtual environments)."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if names & _POSTGRES_FIXTURES or params.get("db_url") == "postgres":
+            item.add_marker(pytest.mark.postgres)
+        if names & _BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        if item.get_closest_marker("reliability") or item.get_closest_marker("packaging"):
+            item.add_marker(pytest.mark.slow)

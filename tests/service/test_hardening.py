@@ -153,6 +153,7 @@ def _cluster_pids(url: str) -> list[int]:
     return pids
 
 
+@pytest.mark.postgres
 def test_postgres_server_that_stops_answering_fails_requests_not_the_server(server_cls):
     """Every PostgreSQL process is stopped (SIGSTOP) for 4 s: asks and answers get 503 after the bound, /healthz
     and the pages answer at once; once it continues, the pending answer is accepted."""
