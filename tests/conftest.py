@@ -89,13 +89,16 @@ def pytest_configure(config):
 #: fixtures whose tests need a PostgreSQL server (a cluster per xdist worker, or one of their own) or Chromium
 _POSTGRES_FIXTURES = {"pg_admin_url", "pg_url", "pg_with_password", "pg_cluster"}
 _BROWSER_FIXTURES = {"browser"}
+#: fixtures that start real ``purebandits serve`` processes (each start imports the service and loads the default
+#: learner's kernels: about 3 s of a core)
+_SLOW_FIXTURES = {"server_cls"}
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark at collection time, so ``-m`` can select on them: ``postgres`` for every test that reaches a PostgreSQL
     server (the ``postgres`` case of ``db_url``, or a fixture that starts or shares a cluster), ``browser`` for every
-    test that drives Chromium, and ``slow`` for the reliability and packaging tests (real server processes killed
-    and restarted, fresh virtual environments)."""
+    test that drives Chromium, and ``slow`` for the tests that start real server processes and the reliability and
+    packaging tests (server processes killed and restarted, fresh virtual environments)."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         params = getattr(getattr(item, "callspec", None), "params", {})
@@ -103,5 +106,5 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.postgres)
         if names & _BROWSER_FIXTURES:
             item.add_marker(pytest.mark.browser)
-        if item.get_closest_marker("reliability") or item.get_closest_marker("packaging"):
+        if item.get_closest_marker("reliability") or item.get_closest_marker("packaging") or names & _SLOW_FIXTURES:
             item.add_marker(pytest.mark.slow)

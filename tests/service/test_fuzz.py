@@ -66,6 +66,7 @@ def fuzz_env():
         yield {"eid": eid, "pid": pid, "qids": qids}
 
 
+@pytest.mark.slow  # 40 generated requests per operation
 @schema.parametrize()
 @hypothesis.settings(max_examples=40, deadline=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))
