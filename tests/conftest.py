@@ -46,7 +46,8 @@ def _prewarm_kernel_cache(jobs: int) -> None:
     the service's warm-up stamp (so no ``purebandits serve`` of the tests starts its own background warm-up).
 
     What the service's background warm-up (``python -m purebandits.service.warmup``) does, split over the cores:
-    each interpreter exercises its share of the learners as the service does (``warmup --now``)."""
+    each interpreter exercises its share of the learners as the service does, and runs their compiled drivers on
+    Bernoulli and Gaussian rewards as the common checks do (``tests/_prewarm_kernels.py``)."""
     try:
         from purebandits.registry import all_learners
         from purebandits.service import warmup
@@ -61,8 +62,8 @@ def _prewarm_kernel_cache(jobs: int) -> None:
     names = [n for n in heavy if n in all_learners()] + [n for n in all_learners() if n not in heavy]
     shares = [names[i::jobs] for i in range(jobs)]
     started = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "purebandits.service.warmup", "--now",
-                               json.dumps([(n, warmup._params_for(n)) for n in share])],
+    script = str(Path(__file__).with_name("_prewarm_kernels.py"))
+    procs = [subprocess.Popen([sys.executable, script, json.dumps([(n, warmup._params_for(n)) for n in share])],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for share in shares if share]
     if all(p.wait() == 0 for p in procs):
