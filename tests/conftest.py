@@ -3,8 +3,19 @@
 Hypothesis' per-example deadline is off: the first example of a property test often triggers a
 Numba compilation (seconds on a fresh cache, as in CI), which says nothing about the code's speed.
 Speed is measured by ``benchmarks/``, never by tests.
+
+Under pytest-xdist the controller fills numba's on-disk cache with every learner's kernels before the
+workers start (:func:`pytest_configure`): otherwise each worker, each ``purebandits serve`` a test starts
+and each fresh interpreter a test runs compiles the same kernels on its own (25-40 s of a core per learner
+family on a fresh checkout, as in CI). Once the cache holds them (the service's warm-up stamp says so) this
+costs nothing; set ``PUREBANDITS_TEST_PREWARM=0`` to skip it.
 """
 
+import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,3 +39,73 @@ def caption_summary(tmp_path):
         return path
 
     return write
+
+
+def _prewarm_kernel_cache(jobs: int) -> None:
+    """Compile every registered learner into numba's on-disk cache in ``jobs`` parallel interpreters, then write
+    the service's warm-up stamp (so no ``purebandits serve`` of the tests starts its own background warm-up).
+
+    What the service's background warm-up (``python -m purebandits.service.warmup``) does, split over the cores:
+    each interpreter exercises its share of the learners as the service does, and runs their compiled drivers on
+    Bernoulli and Gaussian rewards as the common checks do (``tests/_prewarm_kernels.py``)."""
+    try:
+        from purebandits.registry import all_learners
+        from purebandits.service import warmup
+    except ImportError:  # no service extra: the tests that need it are skipped, and nothing here is worth doing
+        return
+    stamp = warmup._stamp_path()
+    if stamp.exists():
+        return
+    # the learners that take longest to compile first (warmup's docstring: KL-LUCB and LUCB1 ~40 s, KL-RandLUCB
+    # 25 s, CLUCB and lil'CLUCB 22 s), dealt round-robin so that each interpreter gets a share of them
+    heavy = ["kl_lucb", "lucb1", "kl_rand_lucb", "clucb", "lil_clucb", "lil_kl_ucb", "top_two", "at_lucb"]
+    names = [n for n in heavy if n in all_learners()] + [n for n in all_learners() if n not in heavy]
+    shares = [names[i::jobs] for i in range(jobs)]
+    started = time.perf_counter()
+    script = str(Path(__file__).with_name("_prewarm_kernels.py"))
+    procs = [subprocess.Popen([sys.executable, script, json.dumps([(n, warmup._params_for(n)) for n in share])],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for share in shares if share]
+    if all(p.wait() == 0 for p in procs):
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        tmp = stamp.with_name(stamp.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"learners": names}) + "\n")
+        os.replace(tmp, stamp)
+        sys.stderr.write(f"purebandits: compiled every learner's kernels into numba's cache in {jobs} processes in "
+                         f"{time.perf_counter() - started:.0f} s (once per checkout and version of the kernels)\n")
+
+
+def pytest_configure(config):
+    """The xdist controller warms numba's cache once for all workers (see the module docstring)."""
+    if hasattr(config, "workerinput") or os.environ.get("PUREBANDITS_TEST_PREWARM", "1") == "0":
+        return
+    jobs = getattr(config.option, "numprocesses", None)
+    if not jobs or config.option.collectonly:
+        return
+    if jobs == "auto" or not isinstance(jobs, int):
+        jobs = os.cpu_count() or 1
+    _prewarm_kernel_cache(max(1, min(int(jobs), os.cpu_count() or 1)))
+
+
+#: fixtures whose tests need a PostgreSQL server (a cluster per xdist worker, or one of their own) or Chromium
+_POSTGRES_FIXTURES = {"pg_admin_url", "pg_url", "pg_with_password", "pg_cluster"}
+_BROWSER_FIXTURES = {"browser"}
+#: fixtures that start real ``purebandits serve`` processes (each start imports the service and loads the default
+#: learner's kernels: about 3 s of a core)
+_SLOW_FIXTURES = {"server_cls"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark at collection time, so ``-m`` can select on them: ``postgres`` for every test that reaches a PostgreSQL
+    server (the ``postgres`` case of ``db_url``, or a fixture that starts or shares a cluster), ``browser`` for every
+    test that drives Chromium, and ``slow`` for the tests that start real server processes and the reliability and
+    packaging tests (server processes killed and restarted, fresh virtual environments)."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if names & _POSTGRES_FIXTURES or params.get("db_url") == "postgres":
+            item.add_marker(pytest.mark.postgres)
+        if names & _BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        if item.get_closest_marker("reliability") or item.get_closest_marker("packaging") or names & _SLOW_FIXTURES:
+            item.add_marker(pytest.mark.slow)

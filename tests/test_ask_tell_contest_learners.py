@@ -68,6 +68,7 @@ def _run(name, params, means, seed, events, roundtrip=True):
     return fast, ref
 
 
+@pytest.mark.slow  # thousands of steps, the whole state compared after each
 @pytest.mark.parametrize(("name", "params"), CASES)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_incremental_path_equals_reference(name, params, seed):

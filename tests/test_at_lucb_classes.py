@@ -95,6 +95,7 @@ def _assert_same(rule_arms, rule, arms, fast):
     assert fast.state_json() == rule.state_json()
 
 
+@pytest.mark.slow  # long runs of the compiled kernel against the rules
 @pytest.mark.parametrize("delta", DELTAS)
 @pytest.mark.parametrize("name", sorted(INSTANCES))
 def test_kernel_pulls_the_rules_arms(name, delta):
@@ -168,6 +169,7 @@ RECORDED = [
 ]
 
 
+@pytest.mark.slow  # runs of a million pulls
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("name,k,delta,pulls,made,digest", RECORDED)
 def test_long_runs_equal_the_previous_kernels(name, k, delta, pulls, made, digest, mode):

@@ -131,6 +131,7 @@ def _lockstep(cls: type, params: dict, n: int, seed: int, events: int, answer) -
 CASES = [(1, 30), (3, 30), (_SMALL + 4, 40), (7, 9), (1, 2)]
 
 
+@pytest.mark.slow  # long event streams, the kernel's state compared with the reference after each
 @pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize(("k", "n"), CASES)
 @pytest.mark.parametrize("seed", [0, 1])
@@ -142,6 +143,7 @@ def test_sparse_bernoulli_events_match_reference(cls, k, n, seed):
     _same(fast, ref, "end")
 
 
+@pytest.mark.slow  # long event streams, the kernel's state compared with the reference after each
 @pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize(("k", "n"), CASES)
 @pytest.mark.parametrize("seed", [0, 1])
@@ -188,6 +190,7 @@ MODELS = {
 }
 
 
+@pytest.mark.slow  # whole runs of both kernels
 @pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("k", [1, 4])
 @pytest.mark.parametrize("model", list(MODELS))
@@ -201,6 +204,7 @@ def test_kernel_digests_match_reference_kernel(cls, k, model):
         assert new == ref
 
 
+@pytest.mark.slow  # whole runs of both kernels
 @pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("model", ["sparse_bernoulli", "gaussian"])
 def test_kernel_digests_match_reference_kernel_at_half(cls, model):

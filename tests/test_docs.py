@@ -16,6 +16,7 @@ def test_algorithms_md_in_sync_with_registry():
     )
 
 
+@pytest.mark.slow  # a whole Sphinx build
 def test_site_builds_with_warnings_as_errors(tmp_path):
     """The documentation site, as `sphinx-build -W --keep-going -b html docs docs/_build/html` builds it: a broken
     link or reference, a page outside every toctree or a docstring that does not parse fails it."""

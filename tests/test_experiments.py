@@ -11,6 +11,7 @@ from purebandits.experiments.base import all_experiments
 EXPERIMENTS = sorted(all_experiments())
 
 
+@pytest.mark.slow  # every reproduction end to end with its figures
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_quick_scale_writes_csv_png_markdown(name, tmp_path):
     assert main(["reproduce", name, "--scale", "quick", "--out", str(tmp_path), "--no-progress", "--jobs", "1"]) == 0

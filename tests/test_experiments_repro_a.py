@@ -7,12 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from purebandits.cli import main
 from purebandits.experiments import caption_extra, jlq17, jlq17_fig1, jmnb14_fig2
 from purebandits.instances import caption
 
 
+@pytest.mark.slow  # a reproduction run twice, with one and two processes
 def test_caption_extra_csv_identical_for_jobs_1_and_2(tmp_path):
     outs = []
     for jobs in ("1", "2"):

@@ -10,6 +10,7 @@ from purebandits.instances import caption, lil_exponential, nsar_setup
 from purebandits.registry import make_learner
 
 
+@pytest.mark.slow  # a reproduction run twice, with one and two processes
 def test_zcl14_fig2_csv_identical_for_jobs_1_and_2(tmp_path):
     """Seeds are fixed per configuration, so the CSV does not depend on --jobs."""
     outs = []

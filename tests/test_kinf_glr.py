@@ -354,6 +354,7 @@ CAT, CAT2, BERN = ("categorical (0.3, 0.3, 0.4) on {0, 1/2, 1}", [0.3, 0.3, 0.4]
     (CAT, 3821, kinf_kt_threshold), (BERN, 3823, kinf_kt_threshold),  # the sharper KT threshold
     (CAT, 3831, _round_robin_pair_threshold), (BERN, 3833, _round_robin_pair_threshold),  # each pair its own
 ], ids=lambda x: getattr(x, "__name__", None) if callable(x) else None)
+@pytest.mark.slow  # R_RUNS seeded null runs per threshold
 def test_validity_at_equal_means(case, seed, beta_fn):
     """Every proven K_inf threshold passes the ever-stop check (at most delta's binomial quantile)."""
     name, p, v = case

@@ -272,6 +272,7 @@ def test_restricted_asks_pick_allowed_arms_and_still_stop_right(lrn):
     assert a.done_ and a.final_ == [0]
 
 
+@pytest.mark.slow  # whole runs, every pair's test checked
 @pytest.mark.parametrize("k,seed", [(1, 12), (2, 13), (1, 14)])
 def test_kl_rand_lucb_stops_where_every_pair_first_passes_one_test(k, seed):
     """KL-RandLUCB with stop="kinf" on its own trajectory is done exactly at the first answer where every

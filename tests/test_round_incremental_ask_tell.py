@@ -148,6 +148,7 @@ def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int) -> di
     return seen
 
 
+@pytest.mark.slow  # long event streams, the state compared with the reference after each
 @pytest.mark.parametrize("cls,params", CONFIGS, ids=IDS)
 @pytest.mark.parametrize("kind", REWARDS)
 @pytest.mark.parametrize("n", [2, 7, 40])
@@ -163,6 +164,7 @@ def test_concurrent_events_match_reference(cls, params, kind, n):
     assert live < 300 or sum(s["pending_pairs"] for s in seen) > 10
 
 
+@pytest.mark.slow  # whole runs to the stop
 def test_runs_reach_the_stop():
     """Some scripted runs stop (the stop test fires at the same answer as the reference's)."""
     stopped = 0
@@ -393,6 +395,7 @@ def _contest_run(cls, params: dict, reference: bool, events: int, n: int = 5000)
     return digest.hexdigest(), lr.done, lr.n_pulls
 
 
+@pytest.mark.slow  # whole runs at contest scale
 @pytest.mark.parametrize("cls,params,events", [(LUCB1, {}, 60_000), (LUCB1, {"k": 3}, 40_000),
                                                (KLLUCB, {}, 24_000)], ids=["LUCB1", "LUCB1-k3", "KLLUCB"])
 def test_contest_scale_digest(cls, params, events, monkeypatch):

@@ -39,6 +39,7 @@ def _create(client: httpx.Client, name: str) -> tuple[int, str]:
     return r.json()["id"], r.json()["owner_token"]
 
 
+@pytest.mark.slow  # a live server under 16 participants at full speed for six rounds of admin actions
 def test_admin_actions_under_participant_load_never_deadlock(db_url, server_cls, tmp_path):
     live: dict[int, str] = {}           # experiment id -> name, while participants may use it
     deleted: set[str] = set()           # names of the deleted experiments (SQLite reuses a deleted one's id)

@@ -40,12 +40,15 @@ ITEMS = [{"id": f"c{i}", "text": f"caption {i}"} for i in range(6)]
 
 
 # ---------------------------------------------------------------------------------------------- schemathesis
-# one app for the whole module: schemathesis starts its lifespan when it loads the schema and keeps it
+# one app for the whole module: schemathesis starts its lifespan at the first generated request and keeps it
 _FUZZ_DIR = tempfile.mkdtemp(prefix="purebandits-fuzz-")
 atexit.register(shutil.rmtree, _FUZZ_DIR, True)
 _FUZZ_APP = create_app(Settings(database_url=f"sqlite:///{_FUZZ_DIR}/fuzz.sqlite", admin_token=ADMIN,
                                 ask_rate_per_second=0))
-schema = schemathesis.openapi.from_asgi("/openapi.json", _FUZZ_APP)
+# the document GET /openapi.json serves, taken from the app itself: schemathesis.openapi.from_asgi would start
+# the app's lifespan (migrations, the default learner's warm-up) in every process that merely collects this module
+schema = schemathesis.openapi.from_dict(json.loads(json.dumps(_FUZZ_APP.openapi())))
+schema.app, schema.location = _FUZZ_APP, "/openapi.json"
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +66,7 @@ def fuzz_env():
         yield {"eid": eid, "pid": pid, "qids": qids}
 
 
+@pytest.mark.slow  # 40 generated requests per operation
 @schema.parametrize()
 @hypothesis.settings(max_examples=40, deadline=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))

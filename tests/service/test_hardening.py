@@ -25,8 +25,13 @@ from study_support import Clock, open_study
 from purebandits.service.errors import Gone
 
 ITEMS = [f"caption {i}" for i in range(6)]
-WAIT = 0.5
+WAIT = 1.0
 FAST_ENV = {"PUREBANDITS_DB_WAIT_SECONDS": str(WAIT), "PUREBANDITS_VERIFY_ON_START": "0"}
+#: a request that waits for the database gives up within BOUND (docs/service.md promises twice db_wait_seconds;
+#: the rest is room for two loaded cores shared with other test runs, as in test_hang_bounds.py); the lock or the
+#: hang it must not wait for lasts longer than BOUND; what must not wait at all answers within one WAIT
+BOUND = 4 * WAIT + 4.0
+HANG = BOUND + 4.0
 
 
 def _create(url: str, name: str, **extra) -> tuple[int, str]:
@@ -46,8 +51,8 @@ def _timed(fn, *args, **kw) -> tuple[float, httpx.Response]:
 
 
 def test_sqlite_write_lock_held_by_another_process_bounds_waits(sqlite_url, server_cls, tmp_path):
-    """Another process holds SQLite's write lock for 4 s: asks fail with 503 + Retry-After after a bounded wait,
-    while /healthz, pages and reads answer at once; afterwards everything works again."""
+    """Another process holds SQLite's write lock until the asks are answered: asks fail with 503 + Retry-After
+    after a bounded wait, while /healthz, pages and reads answer at once; afterwards everything works again."""
     with server_cls(sqlite_url, env=FAST_ENV) as srv:
         eid, _ = _create(srv.url, "locked")
         pid = _participant(srv.url)
@@ -67,13 +72,13 @@ def test_sqlite_write_lock_held_by_another_process_bounds_waits(sqlite_url, serv
         finally:
             holder.execute("ROLLBACK")
             holder.close()
-        assert max(t for t, _ in health) < 0.5 and all(r.status_code == 200 for _, r in health)
-        assert page[1].status_code == 200 and page[0] < 1.0
-        assert public[1].status_code == 200 and public[0] < 1.0
+        assert max(t for t, _ in health) < WAIT and all(r.status_code == 200 for _, r in health)
+        assert page[1].status_code == 200 and page[0] < WAIT
+        assert public[1].status_code == 200 and public[0] < WAIT
         for took, r in done:
             # pid has a pending query (a read re-serves it); the unknown ids are refused by a read; a new
-            # ask that must write gets 503 -- every one within the bound, none hangs for the lock's 4 s
-            assert took < 4 * WAIT + 1.0, (took, r.status_code)
+            # ask that must write gets 503 -- every one within the bound, none hangs for the lock
+            assert took < BOUND, (took, r.status_code)
             assert r.status_code in (200, 403, 503), r.text
         fresh = _participant(srv.url)
         r = httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": fresh}, timeout=30)
@@ -94,8 +99,8 @@ def test_sqlite_new_ask_under_outside_lock_is_503_with_retry_after(sqlite_url, s
             holder.execute("ROLLBACK")
             holder.close()
         assert r.status_code == 503 and int(r.headers["Retry-After"]) >= 1, r.text
-        assert WAIT * 0.8 < took < 4 * WAIT + 1.0
-        assert health[1].status_code == 200 and health[0] < 0.5
+        assert WAIT * 0.8 < took < BOUND
+        assert health[1].status_code == 200 and health[0] < WAIT
         assert httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()["state"] \
             == "ok"
 
@@ -125,9 +130,9 @@ def test_postgres_learner_locked_elsewhere_delays_only_that_experiment(pg_admin_
                     took, r = blocked.result()
                 holder.rollback()
             assert r.status_code == 503 and "Retry-After" in r.headers, r.text
-            assert took < 4 * WAIT + 1.0
-            assert all(o[1].status_code == 200 and o[0] < 1.0 for o in other), [(o[0], o[1].text) for o in other]
-            assert health[1].status_code == 200 and health[0] < 0.5
+            assert took < BOUND
+            assert all(o[1].status_code == 200 and o[0] < WAIT for o in other), [(o[0], o[1].text) for o in other]
+            assert health[1].status_code == 200 and health[0] < WAIT
             r = httpx.post(f"{srv.url}/api/experiments/{e1}/queries", json={"participant_id": p1}, timeout=30)
             assert r.status_code == 200 and r.json()["state"] == "ok"
     finally:
@@ -153,9 +158,10 @@ def _cluster_pids(url: str) -> list[int]:
     return pids
 
 
+@pytest.mark.postgres
 def test_postgres_server_that_stops_answering_fails_requests_not_the_server(server_cls):
-    """Every PostgreSQL process is stopped (SIGSTOP) for 4 s: asks and answers get 503 after the bound, /healthz
-    and the pages answer at once; once it continues, the pending answer is accepted."""
+    """Every PostgreSQL process is stopped (SIGSTOP) for HANG seconds: asks and answers get 503 after the bound,
+    /healthz and the pages answer at once; once it continues, the pending answer is accepted."""
     from purebandits.testing.postgres import PostgresUnavailable, create_database, temporary_postgres
 
     try:
@@ -176,7 +182,7 @@ def test_postgres_server_that_stops_answering_fails_requests_not_the_server(serv
             resumed = threading.Event()
 
             def resume() -> None:
-                time.sleep(4.0)
+                time.sleep(HANG)
                 for p in pids:
                     with suppress(ProcessLookupError):
                         os.kill(p, signal.SIGCONT)
@@ -189,11 +195,11 @@ def test_postgres_server_that_stops_answering_fails_requests_not_the_server(serv
                 health = [_timed(httpx.get, f"{srv.url}/healthz", timeout=30) for _ in range(3)]
                 page = _timed(httpx.get, f"{srv.url}/new", timeout=30)
             finally:
-                resumed.wait(10)
+                resumed.wait(HANG + 10)
             assert r.status_code == 503 and "Retry-After" in r.headers, r.text
-            assert took < 4 * WAIT + 1.0
-            assert max(t for t, _ in health) < 0.5
-            assert page[1].status_code == 200 and page[0] < 1.0
+            assert took < BOUND
+            assert max(t for t, _ in health) < WAIT
+            assert page[1].status_code == 200 and page[0] < WAIT
             # the retry after the outage is acknowledged once (whether or not the first attempt committed)
             deadline = time.monotonic() + 30
             while True:

@@ -59,6 +59,7 @@ def _items(n):
     return [{"id": str(i), "text": f"caption number {i}"} for i in range(n)]
 
 
+@pytest.mark.slow  # up to 5,000 answers through the study, every history point checked
 def test_history_points_are_exactly_the_committed_states(db_url):
     clock = Clock()
     study = open_study(db_url, clock=clock, history_every=20)

@@ -5,6 +5,7 @@ certificate that holds (HTTP, FastAPI TestClient over SQLite)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 
 from purebandits.service.app import create_app
@@ -16,6 +17,7 @@ RATINGS = [(0.1, 0.2, 0.7), (0.5, 0.3, 0.2), (0.6, 0.3, 0.1), (0.7, 0.2, 0.1)]
 LABELS = ("unfunny", "somewhat funny", "funny")
 
 
+@pytest.mark.slow  # thousands of answers to a certified stop
 def test_kinf_track_and_stop_runs_to_a_certified_stop(tmp_path) -> None:
     app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'k.db'}", participant_rate_per_second=0,
                               ask_rate_per_second=0))

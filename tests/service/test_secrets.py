@@ -63,6 +63,7 @@ def _cmdlines(pid: int) -> list[str]:
     return lines
 
 
+@pytest.mark.slow  # a live server with two workers
 def test_serve_takes_the_admin_token_from_a_file(tmp_path):
     """``PUREBANDITS_ADMIN_TOKEN_FILE``: creating needs that token, and it is on no command line of the server."""
     token = "admin-" + os.urandom(8).hex()
@@ -134,6 +135,7 @@ def test_postgres_password_from_pgpass_or_url_file(pg_with_password, tmp_path):
     assert "warning: the database password given with --db is visible" in warned.stderr
 
 
+@pytest.mark.slow  # a live server and fresh interpreters
 def test_cli_client_token_from_a_file(tmp_path):
     """``purebandits experiment``: ``PUREBANDITS_TOKEN_FILE`` (mode 0600) as the token; a looser one is refused."""
     token = "admin-" + os.urandom(8).hex()

@@ -36,6 +36,7 @@ def _kernel_signatures() -> dict[str, int]:
     return out
 
 
+@pytest.mark.slow  # a fresh interpreter loads a learner's kernels
 @pytest.mark.parametrize("name", ["kl_rand_lucb", "lil_ucb", "successive_elimination"])
 def test_after_the_warmup_a_participants_calls_load_no_kernel(name):
     """After the warm-up, the calls a participant's request makes need no kernel the warm-up did not load: among
@@ -122,6 +123,7 @@ print(json.dumps({"hits": hits, "misses": misses}))
 """
 
 
+@pytest.mark.slow  # compiles a learner into an empty cache in a fresh interpreter
 def test_background_warm_fills_the_cache_once(tmp_path, monkeypatch):
     """The background process compiles into the cache the server then loads from, writes its stamp, and is
     not started again for the same sources."""

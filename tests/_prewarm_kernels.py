@@ -1,0 +1,39 @@
+"""Fill numba's on-disk cache with some learners' kernels (run by tests/conftest.py before the xdist workers start).
+
+``python tests/_prewarm_kernels.py '[["kl_lucb", {}], ...]'``: each learner goes through the calls the service makes
+(:func:`purebandits.service.warmup.warm_learners`) and, when it has a compiled driver, through ``run_compiled`` on
+Bernoulli and Gaussian rewards, as the common checks (``purebandits.testing.checks``) and the simulator run it.
+"""
+
+import json
+import sys
+
+import numpy as np
+
+from purebandits.instances.rewards import Bernoulli, Gaussian
+from purebandits.registry import all_learners
+from purebandits.service.warmup import warm_learners
+from purebandits.testing.checks import _k_for, make_test_learner
+
+
+def _compiled_drivers(name: str) -> None:
+    cls = all_learners()[name]
+    if not cls.has_kernel():
+        return
+    n = 5
+    means = np.array([0.8, 0.8, 0.2, 0.2, 0.2])
+    models = [Bernoulli(means)] + ([] if cls.tags.get("bounded_rewards") else [Gaussian(means, 0.25)])
+    for model in models:
+        learner = make_test_learner(cls, **_k_for(cls, n)).start(n, seed=0)
+        learner.run_compiled(model.stream(1), 200)
+
+
+def main(specs: list[tuple[str, dict]]) -> int:
+    warm_learners(specs)
+    for name, _ in specs:
+        _compiled_drivers(name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(json.loads(sys.argv[1])))
