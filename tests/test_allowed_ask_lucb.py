@@ -80,7 +80,8 @@ def _brute_bounds(lr, T: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     lcb = np.full(lr.n_arms_, np.nan)
     ucb = np.full(lr.n_arms_, np.nan)
     for i in range(lr.n_arms_):
-        lo, hi = family_bound_s(lr._code, lr._bparams, float(means[i]), float(T[i]), bool(top[i]), tterm, 0)
+        m2 = float(lr.sumsq_[i] / lr.counts_[i]) if lr.counts_[i] > 0 else 0.0
+        lo, hi = family_bound_s(lr._code, lr._bparams, float(means[i]), m2, float(T[i]), bool(top[i]), tterm, 0)
         lcb[i], ucb[i] = lo, hi
     return top, lcb, ucb
 

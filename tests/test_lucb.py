@@ -120,7 +120,7 @@ def test_virtual_pulls_shrink_the_sampling_radius():
     lo, hi = learner.intervals()
     learner.pending_[:] = 5
     lcb, ucb = np.empty(4), np.empty(4)
-    family_select(learner._code, learner._bparams, 1, learner.sums_, learner.counts_,
+    family_select(learner._code, learner._bparams, 1, learner.sums_, learner.sumsq_, learner.counts_,
                   learner.counts_ + learner.pending_, 0.0, True, np.zeros(4, bool), lcb, ucb)
     assert np.all(ucb - lcb < hi - lo)
     np.testing.assert_allclose((ucb + lcb) / 2, learner.means())
