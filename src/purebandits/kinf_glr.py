@@ -36,6 +36,7 @@ from numpy.typing import ArrayLike
 
 import purebandits.glr_thresholds as glr_thresholds
 import purebandits.kernel_cache  # noqa: F401  (stamps numba's cache before the kernels below compile)
+from purebandits.kinf_bounds import arm_probabilities_s
 from purebandits.lower_bound import _CategoricalModel
 
 __all__ = [
@@ -124,19 +125,14 @@ def _tilt_upper(P: np.ndarray, v: np.ndarray, x: np.ndarray, steps: int = 4) -> 
 
 @njit(cache=True)
 def _labels_s(n: float, s: float, q: float, v: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
-    """One arm's label counts on a support of 2 or 3 values from (answers, sum, sum of squares): the Lagrange
-    form of :func:`label_counts_from_moments`' Vandermonde solve, rounded."""
-    m = v.shape[0]
-    for j in range(m):
-        if m == 2:
-            o = v[1 - j]
-            num = s - o * n
-            den = v[j] - o
-        else:
-            o1, o2 = v[(j + 1) % 3], v[(j + 2) % 3]
-            num = q - (o1 + o2) * s + o1 * o2 * n
-            den = (v[j] - o1) * (v[j] - o2)
-        out[j] = max(round(num / den), 0.0)
+    """One arm's label counts on a support of 2 or 3 values from (answers, sum, sum of squares): the arm's law
+    (:func:`purebandits.kinf_bounds.arm_probabilities_s`) times its answers, rounded."""
+    if n <= 0.0:
+        out[:] = 0.0
+        return
+    arm_probabilities_s(n, s, q, v, out)
+    for j in range(v.shape[0]):
+        out[j] = round(out[j] * n)
 
 
 @njit(cache=True)
