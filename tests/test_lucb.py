@@ -479,6 +479,33 @@ def test_kinf_bounds_need_rewards_on_the_support():
     assert lr.done and lr.recommend() == [3]
 
 
+def test_kinf_bounds_on_two_points_use_the_exact_binary_regret():
+    """On the support {0, 1} the K_inf bounds are the KL bounds at ``(log(1/w) + kt_regret_binary(S, F)) / T``, the
+    Krichevsky-Trofimov mixture's exact regret on the arm's answers, so inside the KT-level KL bounds; the same on
+    the compiled driver, the ask/tell path and the intervals."""
+    from purebandits.algorithms.lucb import _lil_kl_split
+    from purebandits.bounds import kt_regret_binary_s
+
+    model = Bernoulli(np.array([0.2, 0.35, 0.5, 0.55, 0.6]))
+    a = KLRandLUCB(delta=0.05, form="kinf", support=(0.0, 1.0)).start(5, seed=3)
+    b = KLRandLUCB(delta=0.05, form="kt").start(5, seed=3)
+    run_learner(a, model, 4, max_pulls=2_000)
+    b.counts_[:], b.sums_[:], b.sumsq_[:] = a.counts_, a.sums_, a.sumsq_
+    b._restore()
+    (la, ua), (lb, ub) = a.intervals(), b.intervals()
+    assert np.all(la >= lb) and np.all(ua <= ub)
+    inner = (a.sums_ > 0) & (a.sums_ < a.counts_)
+    assert inner.sum() >= 3 and np.all(la[inner] > lb[inner]) and np.all(ua[inner] < ub[inner])
+    w_top, w_bot = _lil_kl_split(a._bounds_delta(), 5, 1)
+    top = int(np.argmax(a.sums_ / a.counts_))
+    for i in range(5):
+        T, S = float(a.counts_[i]), float(a.sums_[i])
+        w = w_top if i == top else w_bot
+        level = (math.log(1 / w) + kt_regret_binary_s(S, T - S)) / T
+        assert ua[i] == pytest.approx(B.kl_upper_s(S / T, level), rel=1e-9)
+        assert la[i] == pytest.approx(B.kl_lower_s(S / T, level), rel=1e-9)
+
+
 def test_kinf_bounds_inside_the_kt_kl_bounds():
     """At the same level, the K_inf bounds of an arm's ratings lie inside its Bernoulli-KL bounds (K_inf >= d)."""
     rng = np.random.default_rng(8)

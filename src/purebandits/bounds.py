@@ -513,6 +513,24 @@ def kt_regret_s(n: float) -> float:
 
 
 @njit(cache=True)
+def kt_regret_binary_s(s: float, f: float) -> float:
+    """The Dirichlet(1/2, 1/2) mixture's regret on a 0/1 sequence with ``s`` ones and ``f`` zeros, exactly.
+
+    For rewards on two points the Krichevsky-Trofimov mixture of the bets ``b X/m + (1 - b)(1 - X)/(1 - m)``
+    has the closed form ``B(s + 1/2, f + 1/2) / (pi m^s (1 - m)^f)``, so its log-wealth is
+    ``T d(s/T, m) - kt_regret_binary_s(s, f)`` with this term independent of m. It equals :func:`kt_regret_s` at
+    s = 0 or f = 0 (the worst case) and is about 0.35 (``log(2)/2``) below it once both counts pass a few dozen.
+    """
+    n = s + f
+    r = math.log(math.pi) + math.lgamma(n + 1.0) - math.lgamma(s + 0.5) - math.lgamma(f + 0.5)
+    if s > 0.0:
+        r += s * math.log(s / n)
+    if f > 0.0:
+        r += f * math.log(f / n)
+    return r
+
+
+@njit(cache=True)
 def kt_kl_level_s(T: float, delta: float) -> float:
     """``(log(1/delta) + kt_regret(T)) / T``: the KL level of the Krichevsky-Trofimov confidence sequence.
 

@@ -1205,8 +1205,9 @@ class KLRandLUCB(_LilKLBase):
         times the answers of eqs. (2)-(3) (docs/default_learner.md). ``"kinf"``: the same level with K_inf in
         place of the Bernoulli KL, ``{m : T K_inf(F_hat, m) <= log(1/w) + kt_regret(T)}`` for each arm's law on
         ``support`` (:mod:`purebandits.kinf_bounds`, proven by the same mixture argument; never wider than
-        ``"kt"``, narrower when ratings vary less than 0/1 answers); rewards off ``support`` are refused. Every
-        form has the same error guarantee.
+        ``"kt"``, narrower when ratings vary less than 0/1 answers; on a two-point support ``kt_regret(T)`` is
+        replaced by the mixture's exact regret on the arm's answers, :func:`purebandits.bounds.kt_regret_binary_s`);
+        rewards off ``support`` are refused. Every form has the same error guarantee.
     N : int, default=8
         TNM17 Thm 2's power of two.
     stop : {"bounds", "kinf"}, default="bounds"

@@ -133,8 +133,8 @@ def _top_of(iw, h):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _bracket(code, bp, mean, m2, s, is_top):  # pragma: no cover - compiled
-    """[lo, hi] around the deciding bound (lower if ``is_top``, else upper) with count scale ``s``."""
+def _bracket(code, bp, mean, m2, s, T, is_top):  # pragma: no cover - compiled
+    """[lo, hi] around the deciding bound (lower if ``is_top``, else upper) with count scale ``s`` of count ``T``."""
     if code == BOUND_LIL_KL or code == BOUND_KL_KT:
         if is_top:
             return kl_lower_bracket_s(mean, s)
@@ -146,16 +146,16 @@ def _bracket(code, bp, mean, m2, s, is_top):  # pragma: no cover - compiled
                 return 0.0, mean
         elif s > 0.0 and mean < 1.0:
             return mean, 1.0
-    v = _exact(code, bp, mean, m2, s, is_top)
+    v = _exact(code, bp, mean, m2, s, T, is_top)
     return v, v
 
 
 @njit(cache=True)
-def _exact(code, bp, mean, m2, s, is_top):  # pragma: no cover - compiled
+def _exact(code, bp, mean, m2, s, T, is_top):  # pragma: no cover - compiled
     """The deciding bound itself: :func:`scale_bounds_s` on one side, as :func:`family_bound_s` calls it."""
     if is_top:
-        return scale_bounds_s(code, bp, mean, m2, s, 1)[0]
-    return scale_bounds_s(code, bp, mean, m2, s, 2)[1]
+        return scale_bounds_s(code, bp, mean, m2, s, T, 1)[0]
+    return scale_bounds_s(code, bp, mean, m2, s, T, 2)[1]
 
 
 @njit(cache=True)
@@ -185,7 +185,7 @@ def _key_bound(fw, iw, top, n, i, low, lo_row, hi_row):  # pragma: no cover - co
 def _refresh_stop(code, bp, counts, fw, iw, top, n, i):  # pragma: no cover - compiled
     """Recompute arm i's stop bound (answered count) and re-key it."""
     s = count_scale_s(code, bp, float(counts[i]), top[i])
-    lo, hi = _bracket(code, bp, fw[_MEAN, i], fw[_M2, i], s, top[i])
+    lo, hi = _bracket(code, bp, fw[_MEAN, i], fw[_M2, i], s, float(counts[i]), top[i])
     fw[_SS, i] = s
     fw[_SLO, i] = lo
     fw[_SHI, i] = hi
@@ -201,7 +201,7 @@ def _refresh_samp(code, bp, counts, pending, fw, iw, top, n, i):  # pragma: no c
         fw[_PHI, i] = fw[_SHI, i]
     else:
         s = count_scale_s(code, bp, float(counts[i] + pending[i]), top[i])
-        lo, hi = _bracket(code, bp, fw[_MEAN, i], fw[_M2, i], s, top[i])
+        lo, hi = _bracket(code, bp, fw[_MEAN, i], fw[_M2, i], s, float(counts[i] + pending[i]), top[i])
         fw[_PS, i] = s
         fw[_PLO, i] = lo
         fw[_PHI, i] = hi
@@ -265,7 +265,8 @@ def _resolve(code, bp, counts, pending, fw, iw, top, n, heap, force, stop):  # p
             other = max(hkey[1], hkey[2])  # the best key below the root (hkey[n] is the sentinel)
             if (lower and -hi > other) or (not lower and lo > other):
                 return a
-        v = _exact(code, bp, fw[_MEAN, a], fw[_M2, a], fw[s_row, a], lower)
+        cnt = counts[a] if stop else counts[a] + pending[a]
+        v = _exact(code, bp, fw[_MEAN, a], fw[_M2, a], fw[s_row, a], float(cnt), lower)
         fw[lo_row, a] = v
         fw[hi_row, a] = v
         _set(fw, iw, heap, n, a, -v if lower else v)
@@ -330,11 +331,11 @@ def inc_pair(code, bp, k, counts, sums, sumsq, pending, fw, iw, top):  # pragma:
 
 
 @njit(cache=True)
-def _exact_value(code, bp, pending, fw, i, lower):  # pragma: no cover - compiled
+def _exact_value(code, bp, counts, pending, fw, i, lower):  # pragma: no cover - compiled
     """Make arm i's sampling bound exact (lower if ``lower``, else upper) in the rows, shared with its stop bound
     when it has no pending pull (same count, mean and side: the same value, as :func:`_resolve` shares it);
     returns it. The heaps are not re-keyed: :func:`_rekey_exact` does it."""
-    v = _exact(code, bp, fw[_MEAN, i], fw[_M2, i], fw[_PS, i], lower)
+    v = _exact(code, bp, fw[_MEAN, i], fw[_M2, i], fw[_PS, i], float(counts[i] + pending[i]), lower)
     fw[_PLO, i] = v
     fw[_PHI, i] = v
     if pending[i] == 0:
@@ -358,7 +359,7 @@ def _rekey_exact(pending, fw, iw, n, i, lower):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _walk_allowed(code, bp, pending, fw, iw, n, heap, lower, mask, stack, fixed, nfix):  # pragma: no cover
+def _walk_allowed(code, bp, counts, pending, fw, iw, n, heap, lower, mask, stack, fixed, nfix):  # pragma: no cover
     """The allowed arm of a sampling heap's side with the best exact bound (the least lower bound of a top arm,
     ``lower``, or the greatest upper bound of another arm; ties to the lower index), by a walk down the heap.
 
@@ -388,7 +389,7 @@ def _walk_allowed(code, bp, pending, fw, iw, n, heap, lower, mask, stack, fixed,
         if mask[a]:
             v = plo[a]
             if v != phi[a]:
-                v = _exact_value(code, bp, pending, fw, a, lower)
+                v = _exact_value(code, bp, counts, pending, fw, a, lower)
                 fixed[nfix] = a
                 nfix += 1
             if lower:
@@ -431,11 +432,11 @@ def inc_ask_allowed(code, bp, k, counts, sums, sumsq, pending, fw, iw, top, mask
     n = counts.shape[0]
     lcb_h = fw[_PLO, h]
     if lcb_h != fw[_PHI, h]:
-        lcb_h = _exact_value(code, bp, pending, fw, h, np.bool_(True))
+        lcb_h = _exact_value(code, bp, counts, pending, fw, h, np.bool_(True))
         _rekey_exact(pending, fw, iw, n, h, np.bool_(True))
     ucb_l = fw[_PHI, el]
     if ucb_l != fw[_PLO, el]:
-        ucb_l = _exact_value(code, bp, pending, fw, el, np.bool_(False))
+        ucb_l = _exact_value(code, bp, counts, pending, fw, el, np.bool_(False))
         _rekey_exact(pending, fw, iw, n, el, np.bool_(False))
     stack = np.empty(n + 1, dtype=np.int64)
     fixed = np.empty(n, dtype=np.int64)
@@ -443,16 +444,16 @@ def inc_ask_allowed(code, bp, k, counts, sums, sumsq, pending, fw, iw, top, mask
     if mask[h]:
         a, lcb_a = h, lcb_h
     else:
-        a, lcb_a, nfix = _walk_allowed(code, bp, pending, fw, iw, n, np.int64(_HPL), np.bool_(True), mask, stack,
-                                       fixed, nfix)
+        a, lcb_a, nfix = _walk_allowed(code, bp, counts, pending, fw, iw, n, np.int64(_HPL), np.bool_(True), mask,
+                                       stack, fixed, nfix)
         for j in range(nfix):
             _rekey_exact(pending, fw, iw, n, fixed[j], np.bool_(True))
         nfix = 0
     if mask[el]:
         b, ucb_b = el, ucb_l
     else:
-        b, ucb_b, nfix = _walk_allowed(code, bp, pending, fw, iw, n, np.int64(_HPU), np.bool_(False), mask, stack,
-                                       fixed, nfix)
+        b, ucb_b, nfix = _walk_allowed(code, bp, counts, pending, fw, iw, n, np.int64(_HPU), np.bool_(False), mask,
+                                       stack, fixed, nfix)
         for j in range(nfix):
             _rekey_exact(pending, fw, iw, n, fixed[j], np.bool_(False))
     crit_a = ucb_l - lcb_a if a >= 0 else -math.inf
@@ -583,7 +584,7 @@ def inc_progress(code, bp, k, eps, strict, counts, sums, sumsq, pending, fw, iw,
         if stop_test(lcb_h, fw[_SHI, i], eps, strict):
             separated += 1
         elif stop_test(lcb_h, fw[_SLO, i], eps, strict):
-            v = _exact(code, bp, fw[_MEAN, i], fw[_M2, i], fw[_SS, i], False)
+            v = _exact(code, bp, fw[_MEAN, i], fw[_M2, i], fw[_SS, i], float(counts[i]), False)
             fw[_SLO, i] = v
             fw[_SHI, i] = v
             _set(fw, iw, _HSU, n, i, v)

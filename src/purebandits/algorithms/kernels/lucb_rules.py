@@ -39,6 +39,8 @@ from purebandits.bounds import (
     kl_upper_bracket_s,
     kl_upper_s,
     kt_kl_level_s,
+    kt_regret_binary_s,
+    kt_regret_s,
     lil_kl_exact_steps_s,
     lil_kl_exact_zone_s,
     lil_kl_level_s,
@@ -140,11 +142,17 @@ def count_scale_s(code, bp, T, top):
 
 
 @njit(cache=True)
-def scale_bounds_s(code, bp, mean, m2, s, side):
-    """(lcb, ucb) of a round-free bound from the count scale ``s`` (:func:`count_scale_s`).
+def scale_bounds_s(code, bp, mean, m2, s, T, side):
+    """(lcb, ucb) of a round-free bound from the count scale ``s`` (:func:`count_scale_s` of the count ``T``).
 
     ``m2`` is the arm's mean square (the K_inf bounds read the arm's law on the support from ``mean`` and ``m2``;
     the others ignore it). ``side`` as in :func:`family_bound_s` (a skipped side is returned infinite).
+
+    On a two-point support the K_inf bounds take the Krichevsky-Trofimov mixture's exact regret on the answers
+    (:func:`purebandits.bounds.kt_regret_binary_s`) in place of its worst case ``kt_regret(T)``: there the
+    mixture's wealth has a closed form (the answers are 0/1 after an affine map of the two points), and
+    ``T K_inf^+(F_T, m)`` is at most the Bernoulli divergence of the mapped answers, so the bound's proof is
+    unchanged with the smaller term.
     """
     lo = -math.inf
     hi = math.inf
@@ -153,6 +161,14 @@ def scale_bounds_s(code, bp, mean, m2, s, side):
         v = bp[_V0:_V0 + nv]
         p = np.empty(nv)
         arm_probabilities_s(1.0, mean, m2, v, p)
+        if nv == 2 and T > 0.0:
+            s -= (kt_regret_s(T) - kt_regret_binary_s(p[1] * T, p[0] * T)) / T
+            if v[0] == 0.0 and v[1] == 1.0:  # K_inf on {0, 1} is the Bernoulli KL: its bounds, without the Newton
+                if side != _SIDE_UPPER:
+                    lo = kl_lower_s(mean, s)
+                if side != _SIDE_LOWER:
+                    hi = kl_upper_s(mean, s)
+                return lo, hi
         if side != _SIDE_UPPER:
             lo = kinf_lower_s(p, v, s)
         if side != _SIDE_LOWER:
@@ -195,7 +211,7 @@ def family_bound_s(code, bp, mean, m2, T, top, tterm, side):
         lo = kl_lower_s(mean, level) if side != _SIDE_UPPER else -math.inf
         hi = kl_upper_s(mean, level) if side != _SIDE_LOWER else math.inf
         return lo, hi
-    return scale_bounds_s(code, bp, mean, m2, count_scale_s(code, bp, T, top), side)
+    return scale_bounds_s(code, bp, mean, m2, count_scale_s(code, bp, T, top), T, side)
 
 
 @njit(cache=True)
@@ -608,7 +624,7 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                         elif bisect:
                             lo, lo_hi, bit[i] = _bisect_start(means[i], s, N, False)
                         else:
-                            lo = scale_bounds_s(code, bp, means[i], sumsq[i] / c, s, _SIDE_LOWER)[0]
+                            lo = scale_bounds_s(code, bp, means[i], sumsq[i] / c, s, float(c), _SIDE_LOWER)[0]
                             lo_hi = lo
                         lt[i] = lo
                         lt_hi[i] = lo_hi
@@ -628,7 +644,7 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                         elif bisect:
                             hi_lo, hi, bit[i] = _bisect_start(means[i], s, N, True)
                         else:
-                            hi = scale_bounds_s(code, bp, means[i], sumsq[i] / c, s, _SIDE_UPPER)[1]
+                            hi = scale_bounds_s(code, bp, means[i], sumsq[i] / c, s, float(c), _SIDE_UPPER)[1]
                             hi_lo = hi
                         ub[i] = hi
                         ub_lo[i] = hi_lo
@@ -692,7 +708,7 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                         v = lo
                     else:
                         v = scale_bounds_s(code, bp, means[h], sumsq[h] / counts[h], tab_top[counts[h]],
-                                           _SIDE_LOWER)[0]
+                                           float(counts[h]), _SIDE_LOWER)[0]
                         lt[h] = v
                         lt_hi[h] = v
                     _set_keyheap(klo, hl, wl, n, h, -v)
@@ -720,7 +736,7 @@ def _round_free_kernel(code, rule, strict, eps_stop, bp, k, counts, sums, sumsq,
                         v = hi
                     else:
                         v = scale_bounds_s(code, bp, means[el], sumsq[el] / counts[el], tab_bot[counts[el]],
-                                           _SIDE_UPPER)[1]
+                                           float(counts[el]), _SIDE_UPPER)[1]
                         ub[el] = v
                         ub_lo[el] = v
                     _set_keyheap(kup, hu, wu, n, el, v)
