@@ -72,10 +72,13 @@ def compute(ctx: Context, settings: dict) -> pd.DataFrame:
         t_kinf = sol.T_star if sol is not None else t_bern
         bound = sample_lower_bound(t_kinf, DELTA)
         for label, (name, params, stat, thr, proven) in LEARNERS.items():
-            if model == "bernoulli" and stat.startswith("K_inf"):
-                continue  # on {0, 1} the K_inf statistic is the Bernoulli one (and K_inf bounds the KL bounds)
+            if model == "bernoulli" and stat == "K_inf":
+                continue  # on {0, 1} the K_inf statistic is the Bernoulli one: the GK16 rows are those stops
             if label not in settings["learners"]:
                 continue
+            if model == "bernoulli" and stat == "K_inf bounds":
+                # as the service runs a two-label experiment: the support is the labels' rewards
+                params = {**params, "support": (0.0, 1.0)}
             reps = settings["reps_kinf"] if stat == "K_inf" else settings["reps"]
             # a learner proven to err with probability at most ``factor x delta`` is given delta / factor
             factor = get_learner_class(name).error_factor(params)
