@@ -203,12 +203,13 @@ def plot(df: pd.DataFrame) -> Figure:
     ax.bar(x, s["ratings"], color="C0", label="ratings")
     ax.bar(x, s["comparisons"], bottom=s["ratings"], color="C1", label="comparisons")
     ax.errorbar(x, s["answers"], yerr=s["answers_2sem"], fmt="none", color="k", capsize=3)
+    top = (s["answers"] + s["answers_2sem"].fillna(0.0)).to_numpy()
     for i, r in s.iterrows():
-        ax.text(i, r["answers"] * 1.02, f"{int(r['errors'])}/{int(r['runs'])} wrong\nstopped {int(r['stopped'])}",
+        ax.text(i, top[i] * 1.02, f"{int(r['errors'])}/{int(r['runs'])} wrong\nstopped {int(r['stopped'])}",
                 ha="center", va="bottom", fontsize=7)
     ax.set_xticks(x, [a.replace(" (", "\n(") for a in s["approach"]], fontsize=7)
     ax.set_ylabel("answers to stop (mean)")
-    ax.set_ylim(0, float(s["answers"].max()) * 1.25)
+    ax.set_ylim(0, float(top.max()) * 1.2)
     ax.legend(fontsize=8)
     ax.set_title(f"{df['cell'].iloc[0]}, k = 1, delta = {DELTA}: each approach against its own target", fontsize=9)
     fig.tight_layout()
