@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import secrets
 import uuid
 from contextlib import suppress
 from typing import Any
@@ -58,12 +59,14 @@ EXCLUSIONS_TTL_MS = 2000
 class _Query:
     """One ``queries`` row as a batch sees it (kept current as the batch's ops change it)."""
 
-    __slots__ = ("id", "arm", "status", "expires_ms", "label", "reward", "answered_ms")
+    __slots__ = ("id", "arm", "status", "expires_ms", "label", "reward", "answered_ms", "opponent", "left_arm")
 
     def __init__(self, id: str, arm: int, status: str, expires_ms: int, label: str | None = None,
-                 reward: float | None = None, answered_ms: int | None = None) -> None:
+                 reward: float | None = None, answered_ms: int | None = None, opponent: int | None = None,
+                 left_arm: int | None = None) -> None:
         self.id, self.arm, self.status, self.expires_ms, self.label, self.reward, self.answered_ms = \
             id, arm, status, expires_ms, label, reward, answered_ms
+        self.opponent, self.left_arm = opponent, left_arm
 
 
 class _BatchQueries:
@@ -94,14 +97,16 @@ class _BatchQueries:
         if self._pids:
             self._seen = {pid: [] for pid in self._pids}
             for r in next(it).rows:
-                q = _Query(r.id, r.arm, r.status, r.expires_ms, answered_ms=r.answered_ms)
+                q = _Query(r.id, r.arm, r.status, r.expires_ms, answered_ms=r.answered_ms, opponent=r.opponent,
+                           left_arm=r.left_arm)
                 self._seen[r.participant_id].append(q)
                 self._by_id[q.id] = q
         if self._qids:
             for r in next(it).rows:
                 q = self._by_id.get(r.id)
                 if q is None:
-                    self._by_id[r.id] = _Query(r.id, r.arm, r.status, r.expires_ms, r.label, r.reward)
+                    self._by_id[r.id] = _Query(r.id, r.arm, r.status, r.expires_ms, r.label, r.reward,
+                                               opponent=r.opponent, left_arm=r.left_arm)
                 else:
                     q.label, q.reward = r.label, r.reward
 
@@ -120,9 +125,10 @@ class _BatchQueries:
             raise sa.exc.NoResultFound("expected exactly one row")
         return q
 
-    def asked(self, pid: str, qid: str, arm: int, expires_ms: int) -> None:
+    def asked(self, pid: str, qid: str, arm: int, expires_ms: int, opponent: int | None = None,
+              left_arm: int | None = None) -> None:
         if self.prefetch:
-            q = self._by_id[qid] = _Query(qid, arm, "pending", expires_ms)
+            q = self._by_id[qid] = _Query(qid, arm, "pending", expires_ms, opponent=opponent, left_arm=left_arm)
             self._seen.setdefault(pid, []).append(q)
 
     def answered(self, qid: str, label: str, reward: float | None, now: int) -> None:
@@ -267,9 +273,8 @@ class CrowdOperations:
         """Check an answer before it takes the learner's lock; returns (experiment, learner index) to run it on."""
         eid, idx = self._owned(query_id, pid)
         meta = self.meta(eid)
-        rewards = meta.rewards
-        if label not in rewards and not (label == SKIP_LABEL and meta.crowd.allow_skip):
-            allowed = [*rewards, SKIP_LABEL] if meta.crowd.allow_skip else list(rewards)
+        if not meta.accepts(label):
+            allowed = [*meta.answer_labels, SKIP_LABEL] if meta.crowd.allow_skip else meta.answer_labels
             raise BadRequest(f"label {label!r} is not in this experiment's label set {allowed}")
         return eid, idx
 
@@ -375,13 +380,19 @@ class CrowdOperations:
         if self.is_excluded(eid, pid, conn):
             return {"state": "excluded", "retry_after": 3600.0}
         rated: set[int] = set()
+        rated_pairs: set[frozenset[int]] = set()  # pairwise: the pairs answered, the pair shown last
+        last_pair: frozenset[int] | None = None
         last, n_answered, abandoned = -1, 0, 0
         live: list[Any] = []
         for q in view.seen(pid):
             last = q.arm
+            if q.opponent is not None:
+                last_pair = frozenset((q.arm, q.opponent))
             if q.status == "answered":  # a skip too: the participant has seen it
                 n_answered += 1
                 rated.add(q.arm)
+                if last_pair is not None and q.opponent is not None:
+                    rated_pairs.add(last_pair)
             elif q.status == "pending":
                 if q.expires_ms > now:
                     live.append(q)
@@ -401,8 +412,11 @@ class CrowdOperations:
             want = max(1, min(want, quota - n_answered))
         out = [self._gold_response(meta, g.id, g.gold, now, n_answered) for g in gold_live[:want]]
         view.gold_ids.update(q["query_id"] for q in out)
-        out += [self._query_response(meta, q.id, q.arm, q.expires_ms, n_answered) for q in live[:want - len(out)]]
+        out += [self._query_response(meta, q.id, q.arm, q.expires_ms, n_answered, q.opponent, q.left_arm)
+                for q in live[:want - len(out)]]
         held = {q.arm for q in live}
+        held_pairs = {frozenset((q.arm, q.opponent)) for q in live if q.opponent is not None}
+        blocked: dict[int, set[int]] = {}
         gold_positions = {g.position for g in golds}
         position = n_answered + len(live) + len(gold_live)  # the session positions taken (answered or held)
         reissued = False
@@ -416,7 +430,11 @@ class CrowdOperations:
                 view.gold_ids.add(gid)
                 out.append(self._gold_response(meta, gid, gold, now, n_answered))
                 continue
-            excluded = excluded_arms(meta.repeats, meta.n_arms, rated, held, last)
+            if meta.pairwise:
+                blocked = blocked_opponents(meta.repeats, meta.n_arms, rated_pairs, held_pairs, last_pair)
+                excluded = {a for a, others in blocked.items() if len(others) >= meta.n_arms - 1}
+            else:
+                excluded = excluded_arms(meta.repeats, meta.n_arms, rated, held, last)
             if len(excluded) >= meta.n_arms:
                 break  # every item is out to this participant already
             if excluded:
@@ -432,15 +450,21 @@ class CrowdOperations:
                 reissued = True  # the learner waits for pulls that are out; the oldest was abandoned: ask again
                 continue
             arm = got[0]
+            opponent = left = None
+            if meta.pairwise:  # the Borda reduction: a uniform opponent, sides at random
+                opponent = draw_opponent(meta.n_arms, arm, blocked.get(arm, set()))
+                left = arm if secrets.randbits(1) else opponent
+                last_pair = frozenset((arm, opponent))
+                held_pairs.add(last_pair)
             qid = str(uuid.uuid4())
             expires = now + int(meta.expiry_s * 1000)
             seq = tx.append("ask", qid, arm, None, None, now, excluded=sorted(excluded) if excluded else None)
-            self._x(conn, "ins_query", qid, eid, pid, idx, arm, now, expires, seq)
-            view.asked(pid, qid, arm, expires)
+            self._x(conn, "ins_query", qid, eid, pid, idx, arm, now, expires, seq, opponent, left)
+            view.asked(pid, qid, arm, expires, opponent, left)
             held.add(arm)
             last = arm
             position += 1
-            out.append(self._query_response(meta, qid, arm, expires, n_answered))
+            out.append(self._query_response(meta, qid, arm, expires, n_answered, opponent, left))
         if not out:
             if tx.learner.done:
                 if self._all_done(conn, meta):  # the study is complete: recruitment can close
@@ -562,23 +586,34 @@ class CrowdOperations:
         return pid in hit[1]
 
     @staticmethod
-    def _query_response(meta: ExperimentMeta, qid: str, arm: int, expires_ms: int, n_answered: int) -> dict[str, Any]:
-        item = meta.items[arm]
-        return {
-            "state": "ok", "query_id": qid, "experiment_id": meta.id,
-            "item": {"id": item["id"], "text": item["text"], "image_url": item["image_url"]},
-            "labels": [lab["name"] for lab in meta.labels], "expires_at": expires_ms / 1000.0,
-            "n_answered": n_answered,
-        }
+    def _query_response(meta: ExperimentMeta, qid: str, arm: int, expires_ms: int, n_answered: int,
+                        opponent: int | None = None, left_arm: int | None = None) -> dict[str, Any]:
+        """A query as the participant gets it: ``item`` (a rating), or ``items`` = [left, right] (a pairwise
+        query; which of them is the learner's is not said), with the labels to answer with."""
+        def shown(a: int) -> dict[str, Any]:
+            item = meta.items[a]
+            return {"id": item["id"], "text": item["text"], "image_url": item["image_url"]}
+
+        out: dict[str, Any] = {"state": "ok", "query_id": qid, "experiment_id": meta.id}
+        if opponent is None:
+            out["item"] = shown(arm)
+        else:
+            out["items"] = [shown(left_arm), shown(arm + opponent - left_arm)]  # type: ignore[operator]
+        out.update({"labels": meta.answer_labels, "expires_at": expires_ms / 1000.0, "n_answered": n_answered})
+        return out
 
     def _answer_locked(self, meta: ExperimentMeta, conn: Connection, row: Any, tx: LogTx, query_id: str,
                        label: str, view: _BatchQueries) -> dict[str, Any] | Gone:
         rewards = meta.rewards
         q = view.query(query_id)
+        told = label  # what the learner is told: the label, or in a pairwise query whether its item won
+        if q.opponent is not None and label != SKIP_LABEL:
+            told = "won" if (label == "left") == (q.left_arm == q.arm) else "lost"
         if q.status == "answered":
-            if q.label != label:
-                raise Conflict(f"query already answered with label {q.label!r}")
-            return _answer_response(query_id, q.label, q.reward)
+            if q.label != told:
+                given = pair_choice(q.label, q) if q.opponent is not None else q.label
+                raise Conflict(f"query already answered with label {given!r}")
+            return _answer_response(query_id, label, q.reward)
         if q.status == "expired":
             raise Gone("query expired; ask for a new one")
         if row.status == "archived":
@@ -592,10 +627,10 @@ class CrowdOperations:
             self._x(conn, "upd_answered", now, label, None, seq, query_id)
             view.answered(query_id, label, None, now)
             return _answer_response(query_id, label, None)
-        reward = rewards[label]
-        seq = tx.append("answer", query_id, int(q.arm), label, reward, now)
-        self._x(conn, "upd_answered", now, label, reward, seq, query_id)
-        view.answered(query_id, label, reward, now)
+        reward = rewards[told]
+        seq = tx.append("answer", query_id, int(q.arm), told, reward, now)
+        self._x(conn, "upd_answered", now, told, reward, seq, query_id)
+        view.answered(query_id, told, reward, now)
         return _answer_response(query_id, label, reward)
 
     def _release_locked(self, conn: Connection, tx: LogTx, query_id: str, view: _BatchQueries) -> dict[str, Any]:
@@ -655,6 +690,49 @@ def excluded_arms(repeats: str, n_arms: int, rated: set[int], out: set[int], las
         if len(both) < n_arms:
             return both
     return out | {last} if last >= 0 else set(out)
+
+
+def blocked_opponents(repeats: str, n_arms: int, rated: set[frozenset[int]], out: set[frozenset[int]],
+                      last: frozenset[int] | None) -> dict[int, set[int]]:
+    """The repeat policy for pairs: per item, the items it may not be paired with for this participant now.
+
+    A pair is unordered (the sides are drawn anew each time). ``rated``: the pairs they answered (a skip
+    too); ``out``: the pairs they hold a pending query for; ``last``: the pair shown last. With ``"never"``
+    every pair rated or out, while some pair of the ``n (n - 1) / 2`` is neither; then (and with
+    ``"not_consecutive"``) the ones out and ``last``. An item with every other item blocked is not allowed to
+    the learner's ask (:meth:`~purebandits.base.Learner.ask` with ``allowed``); for the item it picks, the
+    opponent is drawn uniformly among the items not blocked (:func:`draw_opponent`).
+    """
+    pairs = out | {last} if last is not None else set(out)
+    if repeats == "never":
+        both = rated | out
+        if len(both) < n_arms * (n_arms - 1) // 2:
+            pairs = both
+    blocked: dict[int, set[int]] = {}
+    for pair in pairs:
+        a, b = tuple(pair)
+        blocked.setdefault(a, set()).add(b)
+        blocked.setdefault(b, set()).add(a)
+    return blocked
+
+
+def draw_opponent(n_arms: int, arm: int, blocked: set[int]) -> int:
+    """The Borda reduction's opponent of ``arm``: uniform among the other items that are not ``blocked``
+    (:func:`blocked_opponents`; with nothing blocked, uniform among all ``n - 1`` others, the reduction's exact
+    law). Drawn from the operating system's randomness: the draw is stored with the query, never replayed."""
+    if not blocked:
+        j = secrets.randbelow(n_arms - 1)
+        return j + (j >= arm)
+    others = [j for j in range(n_arms) if j != arm and j not in blocked]
+    return others[secrets.randbelow(len(others))]
+
+
+def pair_choice(told: str | None, q: Any) -> str | None:
+    """The side a participant chose in pairwise query ``q`` from what its learner was told (``won`` / ``lost``):
+    ``left`` when the learner's item won and was shown on the left, or lost and was shown on the right."""
+    if told not in ("won", "lost"):
+        return told
+    return "left" if (told == "won") == (q.left_arm == q.arm) else "right"
 
 
 def check_items_per_ask(n: Any) -> int | None:

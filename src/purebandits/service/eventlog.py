@@ -51,10 +51,11 @@ _HOT_SQL = {
     "ins_event": "INSERT INTO events (experiment_id, learner, seq, kind, query_id, arm, label, reward, created_ms, "
                  "passed, excluded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "ins_query": "INSERT INTO queries (id, experiment_id, participant_id, learner, arm, status, created_ms, "
-                 "expires_ms, ask_seq) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+                 "expires_ms, ask_seq, opponent, left_arm) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
     "sel_query_owner": "SELECT experiment_id, participant_id, learner FROM queries WHERE id = ?",
-    "sel_query": "SELECT status, label, reward, arm, expires_ms FROM queries WHERE id = ?",
-    "sel_seen": "SELECT id, arm, status, expires_ms, answered_ms FROM queries WHERE experiment_id = ? "
+    "sel_query": "SELECT status, label, reward, arm, expires_ms, opponent, left_arm FROM queries WHERE id = ?",
+    "sel_seen": "SELECT id, arm, status, expires_ms, answered_ms, opponent, left_arm FROM queries "
+                "WHERE experiment_id = ? "
                 "AND participant_id = ? "
                 "ORDER BY created_ms, ask_seq",
     "upd_answered": "UPDATE queries SET status = 'answered', answered_ms = ?, label = ?, reward = ?, end_seq = ? "
@@ -88,10 +89,11 @@ _HOT_SQL = {
                           "AND q.answered_ms IS NULL AND p.origin = (SELECT origin FROM participants WHERE id = ?) "
                           "LIMIT ?) AS a",
     # PostgreSQL only (a list parameter is an array there): a whole batch's rows in one statement
-    "sel_seen_many": "SELECT participant_id, id, arm, status, expires_ms, answered_ms FROM queries "
+    "sel_seen_many": "SELECT participant_id, id, arm, status, expires_ms, answered_ms, opponent, left_arm FROM queries "
                      "WHERE experiment_id = ? "
                      "AND participant_id = ANY(?) ORDER BY created_ms, ask_seq",
-    "sel_query_many": "SELECT id, status, label, reward, arm, expires_ms FROM queries WHERE id = ANY(?)",
+    "sel_query_many": "SELECT id, status, label, reward, arm, expires_ms, opponent, left_arm FROM queries "
+                      "WHERE id = ANY(?)",
 }
 
 
@@ -109,10 +111,11 @@ _BULK_SQL = {
                  "passed, excluded) SELECT * FROM unnest(%s::integer[], %s::integer[], %s::bigint[], %s::varchar[], "
                  "%s::varchar[], %s::integer[], %s::varchar[], %s::float8[], %s::bigint[], %s::text[], %s::text[])",
     "ins_query": "INSERT INTO queries (id, experiment_id, participant_id, learner, arm, status, created_ms, "
-                 "expires_ms, ask_seq) SELECT v.id, v.eid, v.pid, v.learner, v.arm, 'pending', v.created, "
-                 "v.expires, v.seq FROM unnest(%s::varchar[], %s::integer[], %s::varchar[], %s::integer[], "
-                 "%s::integer[], %s::bigint[], %s::bigint[], %s::bigint[]) "
-                 "AS v(id, eid, pid, learner, arm, created, expires, seq)",
+                 "expires_ms, ask_seq, opponent, left_arm) SELECT v.id, v.eid, v.pid, v.learner, v.arm, 'pending', "
+                 "v.created, v.expires, v.seq, v.opponent, v.left_arm FROM unnest(%s::varchar[], %s::integer[], "
+                 "%s::varchar[], %s::integer[], %s::integer[], %s::bigint[], %s::bigint[], %s::bigint[], "
+                 "%s::integer[], %s::integer[]) AS v(id, eid, pid, learner, arm, created, expires, seq, opponent, "
+                 "left_arm)",
     "upd_answered": "UPDATE queries SET status = 'answered', answered_ms = v.ms, label = v.label, reward = v.reward, "
                     "end_seq = v.seq FROM unnest(%s::bigint[], %s::varchar[], %s::float8[], %s::bigint[], "
                     "%s::varchar[]) AS v(ms, label, reward, seq, id) WHERE queries.id = v.id",
@@ -130,11 +133,15 @@ def _opt_str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
 # per column of each bulk statement: the Python type its array holds (psycopg dumps a list of one type only,
 # and a reward may arrive as an int)
 _BULK_TYPES: dict[str, tuple[Callable[[Any], Any], ...]] = {
     "ins_event": (int, int, int, str, str, int, _opt_str, _opt_float, int, _opt_str, _opt_str),
-    "ins_query": (str, int, str, int, int, int, int, int),
+    "ins_query": (str, int, str, int, int, int, int, int, _opt_int, _opt_int),
     "upd_answered": (int, _opt_str, _opt_float, int, str),
     "upd_expired": (int, str),
     "upd_released": (int, int, str),

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from purebandits.base import Learner
-from purebandits.service.crowd_settings import CrowdSettings
+from purebandits.service.crowd_settings import SKIP_LABEL, CrowdSettings
 from purebandits.service.errors import (
     NotFound,
 )
 from purebandits.service.validation import (
+    PAIR_CHOICES,
     LearnerSpec,
 )
 
@@ -62,10 +63,28 @@ class ExperimentMeta:
     has_image: bool
     items: list[dict[str, Any]] = field(default_factory=list)
     crowd: CrowdSettings = field(default_factory=CrowdSettings)
+    #: what its queries ask: "rating" or "pairwise" (validation.QUERY_KINDS)
+    query: str = "rating"
 
     @property
     def rewards(self) -> dict[str, float]:
+        """The learners' labels and their rewards (a pairwise experiment's: won 1, lost 0)."""
         return {lab["name"]: float(lab["reward"]) for lab in self.labels}
+
+    @property
+    def pairwise(self) -> bool:
+        """Whether a query shows two items and asks which is better (the Borda reduction)."""
+        return self.query == "pairwise"
+
+    @property
+    def answer_labels(self) -> list[str]:
+        """The labels a participant answers with (the buttons; ``skip`` too where allowed is not listed): a rating
+        experiment's labels, or ``left`` / ``right`` in a pairwise one."""
+        return list(PAIR_CHOICES) if self.pairwise else [lab["name"] for lab in self.labels]
+
+    def accepts(self, label: str) -> bool:
+        """Whether ``label`` is an answer a participant may give (:attr:`answer_labels`, or ``skip`` if allowed)."""
+        return label in self.answer_labels or (label == SKIP_LABEL and self.crowd.allow_skip)
 
     def assign(self, pid: str) -> int:
         """The learner participant ``pid`` is assigned to: by share, sticky (a hash, same in every process)."""

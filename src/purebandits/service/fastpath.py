@@ -45,8 +45,8 @@ _QUERIES_PREFIX, _QUERIES_SUFFIX = "/api/experiments/", "/queries"
 _ANSWER_PREFIX, _ANSWER_SUFFIX = "/api/queries/", "/answer"
 _MAX_EID_DIGITS = len(str(MAX_ID))
 #: the order of QueryOut's and ItemOut's fields, for the same key order as the response models
-_QUERY_KEYS = ("state", "query_id", "experiment_id", "item", "labels", "expires_at", "queries", "retry_after",
-               "n_answered", "completion_code", "completion_url", "study_complete")
+_QUERY_KEYS = ("state", "query_id", "experiment_id", "item", "items", "labels", "expires_at", "queries",
+               "retry_after", "n_answered", "completion_code", "completion_url", "study_complete")
 _ITEM_KEYS = ("id", "text", "image_url")
 
 
@@ -61,6 +61,8 @@ def query_body(result: dict[str, Any]) -> dict[str, Any]:
     item = out.get("item")
     if item is not None:
         out["item"] = {k: item[k] for k in _ITEM_KEYS if item.get(k) is not None}
+    if "items" in out:  # a pairwise query: [left, right]
+        out["items"] = [{k: it[k] for k in _ITEM_KEYS if it.get(k) is not None} for it in out["items"]]
     if "queries" in out:
         out["queries"] = [query_body(q) for q in out["queries"]]
     return out

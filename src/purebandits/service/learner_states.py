@@ -162,7 +162,7 @@ class LearnerStates:
             instructions=row.instructions, repeats=row.repeats, answers_per_participant=row.answers_per_participant,
             code_secret=secret, has_image=has_image,
             items=[{"arm": r.arm, "id": r.external_id, "text": r.text, "image_url": r.image_url} for r in its],
-            crowd=CrowdSettings.from_json(row.crowd),
+            crowd=CrowdSettings.from_json(row.crowd), query=row.query_kind or "rating",
         )
         self._meta[eid] = m
         return m

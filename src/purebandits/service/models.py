@@ -57,6 +57,9 @@ experiments = sa.Table(
     sa.Column("webhook_secret", sa.String(64), nullable=True),  # keys the calls' signatures (HMAC); shown once
     # the crowd's settings (CrowdSettings.to_json: skip, completion URL, gold items and their positions)
     sa.Column("crowd", sa.JSON, nullable=True),
+    # what a query asks: "rating" (one item, one of the labels) or "pairwise" (two items, which is better: the
+    # Borda reduction, purebandits.pairwise)
+    sa.Column("query_kind", sa.String(16), nullable=False, server_default="rating"),
     sa.Index("ix_experiments_origin_created", "origin", "created_ms"),
 )
 
@@ -122,6 +125,11 @@ queries = sa.Table(
     sa.Column("reward", sa.Float, nullable=True),
     sa.Column("ask_seq", sa.BigInteger, nullable=False),
     sa.Column("end_seq", sa.BigInteger, nullable=True),
+    # a pairwise query: ``arm`` is the learner's item, ``opponent`` the item drawn against it and ``left_arm`` the
+    # one of the two shown on the left; the winner is ``arm`` when the reward is 1, else ``opponent`` (null in
+    # rating experiments)
+    sa.Column("opponent", sa.Integer, nullable=True),
+    sa.Column("left_arm", sa.Integer, nullable=True),
     sa.Index("ix_queries_experiment_status_expires", "experiment_id", "status", "expires_ms"),
     sa.Index("ix_queries_experiment_participant", "experiment_id", "participant_id"),
 )

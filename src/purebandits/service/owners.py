@@ -70,7 +70,7 @@ class OwnerOperations:
                 name=s.name, k=s.k, n_arms=len(s.items), labels=s.labels, status="active",
                 owner_token_hash=hash_token(token), query_expiry_seconds=s.query_expiry_seconds, created_ms=now,
                 instructions=s.instructions, repeats=s.repeats, answers_per_participant=s.answers_per_participant,
-                code_secret=secrets.token_hex(32), crowd=s.crowd.to_json(),
+                code_secret=secrets.token_hex(32), crowd=s.crowd.to_json(), query_kind=s.query,
             ).returning(experiments.c.id)).scalar_one()
             conn.execute(learners.insert(), [
                 {"experiment_id": eid, "idx": i, "label": ls.label, "algorithm": ls.algorithm, "params": ls.params,

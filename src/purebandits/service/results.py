@@ -340,6 +340,7 @@ class ResultReads:
                 "query_expiry_seconds": meta.expiry_s, "created_at": meta.created_ms / 1000.0,
                 "instructions": meta.instructions, "has_image": meta.has_image, "repeats": meta.repeats,
                 "answers_per_participant": meta.answers_per_participant, "crowd": meta.crowd.to_json(),
+                "query": meta.query,
                 "algorithms": [{"label": ls.label, "algorithm": ls.algorithm, "params": ls.params, "share": ls.share,
                                 "seed": ls.seed, "version": int(r.version), "done": r.done_ms is not None,
                                 "stopped_at_answers": r.done_answers,

@@ -94,6 +94,11 @@ class ExperimentCreate(BaseModel):
                                           "never told to a learner; a participant who gets them wrong is flagged")
     gold_positions: list[int] | None = Field(None, description="the session positions (1 = first item) at which "
                                              "gold items are shown, the i-th position showing gold item i mod len")
+    query: Literal["rating", "pairwise"] | None = Field(
+        None, description="'rating' (default): one item per query, rated with a label; 'pairwise': two items per "
+        "query ('items': [left, right]), answered 'left' or 'right' (the better one; 'skip' with allow_skip). The "
+        "learner picks one item, the other is drawn uniformly, and it is told 1 if its item won (the Borda "
+        "reduction). Labels are fixed and gold items do not apply")
 
     def to_spec(self) -> dict[str, Any]:
         """The request as the plain dict :meth:`Study.create_experiment` takes (unset fields left out)."""
@@ -200,6 +205,8 @@ class ExperimentInfo(BaseModel):
     answers_per_participant: int | None = None
     crowd: dict[str, Any] | None = Field(None, description="the crowd settings: allow_skip, completion_url, gold, "
                                          "gold_positions (null: none)")
+    query: Literal["rating", "pairwise"] = Field("rating", description="what a query asks; in a pairwise "
+                                                 "experiment 'labels' are the learners' (won 1, lost 0)")
     algorithms: list[LearnerInfo] = Field(default_factory=list)
 
 
@@ -235,7 +242,10 @@ class ExperimentPublic(BaseModel):
 
     id: int
     name: str
-    labels: list[str]
+    query: Literal["rating", "pairwise"] = Field("rating", description="'pairwise': each query shows two items, "
+                                                 "answered 'left' or 'right'")
+    labels: list[str] = Field(..., description="the answers' labels (the buttons): 'left' and 'right' in a "
+                              "pairwise experiment")
     status: str
     instructions: str | None = None
     image_url: str | None = Field(None, description="the context image, or null")
@@ -299,7 +309,9 @@ class QueryItem(BaseModel):
     state: Literal["ok"] = "ok"
     query_id: str
     experiment_id: int
-    item: ItemOut
+    item: ItemOut | None = Field(None, description="the item to rate (a rating experiment)")
+    items: list[ItemOut] | None = Field(None, description="a pairwise experiment: [left, right], two distinct items "
+                                        "in the order to show them")
     labels: list[str]
     expires_at: float
     n_answered: int | None = None
@@ -321,6 +333,8 @@ class QueryOut(BaseModel):
     query_id: str | None = None
     experiment_id: int | None = None
     item: ItemOut | None = None
+    items: list[ItemOut] | None = Field(None, description="a pairwise experiment's query: [left, right], two "
+                                        "distinct items (instead of 'item'), answered 'left' or 'right'")
     labels: list[str] | None = None
     expires_at: float | None = None
     queries: list[QueryItem] | None = Field(None, description="asked with n: up to n queries, distinct items")

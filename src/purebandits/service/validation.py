@@ -49,7 +49,7 @@ __all__ = [
     "MAX_PARTICIPANT_ID", "MAX_ITEM_TEXT", "MAX_LABELS", "MAX_ABS_REWARD", "MAX_SHARE", "MAX_URL",
     "ExperimentSpec", "LearnerSpec", "validate_spec", "parse_items_csv", "has_control", "check_text",
     "check_participant_id", "check_image_url", "check_webhook_url", "one_line", "read_items_csv", "ItemsFile",
-    "decode_items_csv", "item_intake",
+    "decode_items_csv", "item_intake", "QUERY_KINDS", "PAIRWISE_LABELS", "PAIR_CHOICES", "MAX_PAIRWISE_ITEMS",
 ]
 
 #: the caption contest's label set: name -> reward
@@ -58,6 +58,20 @@ DEFAULT_LABELS = [
     {"name": "somewhat funny", "reward": 0.5},
     {"name": "funny", "reward": 1.0},
 ]
+#: what an experiment's queries ask: one item rated with a label, or two items, "which is better?"
+QUERY_KINDS = ("rating", "pairwise")
+#: a pairwise experiment's labels as its learners see them (the Borda reduction, purebandits.pairwise): its item
+#: won (reward 1) or lost (reward 0) against the opponent drawn for it; stored as the experiment's labels, so
+#: counts, summaries and certificates read a pairwise experiment as the Bernoulli experiment it is
+PAIRWISE_LABELS = [
+    {"name": "won", "reward": 1.0},
+    {"name": "lost", "reward": 0.0},
+]
+#: a pairwise query's answers: the item shown on the left or on the right is the better one (plus ``skip`` where
+#: the experiment allows it)
+PAIR_CHOICES = ("left", "right")
+#: a pairwise experiment's items at most: its win matrix (the Bradley-Terry fit, the wins export) is n x n
+MAX_PAIRWISE_ITEMS = 2000
 #: the learner of a new experiment when the spec names none: KL-RandLUCB, delta-correct and the fewest answers to
 #: stop on the bundled contests at their full size (docs/default_learner.md)
 DEFAULT_ALGORITHM = "kl_rand_lucb"
@@ -142,6 +156,8 @@ class ExperimentSpec:
     crowd: CrowdSettings = field(default_factory=CrowdSettings)
     #: the file lines of the items file's rows left out for a blank text (``skip_blank``)
     skipped_blank_lines: list[int] = field(default_factory=list)
+    #: what its queries ask (:data:`QUERY_KINDS`)
+    query: str = "rating"
 
 
 def has_control(text: str) -> bool:
@@ -691,7 +707,8 @@ def _validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
     takes them; ``delta`` is the target error probability, default :data:`DEFAULT_DELTA`, and
     a learner proven to err at most ``error_per_delta * delta`` gets it divided by that),
     ``seed``, ``query_expiry_seconds``, ``instructions``, ``image`` ({content_type, data
-    (base64)}), ``repeats`` (``never`` or ``not_consecutive``), ``answers_per_participant``, and the crowd's
+    (base64)}), ``repeats`` (``never`` or ``not_consecutive``), ``answers_per_participant``, ``query``
+    (``rating``, the default, or ``pairwise``: see :func:`_validate_query`), and the crowd's
     settings ``allow_skip``, ``completion_url``, ``gold`` and ``gold_positions``
     (:func:`~purebandits.service.crowd_settings.parse_crowd_settings`).
     """
@@ -700,7 +717,8 @@ def _validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
         raise BadRequest(f"name must be a string of at most {MAX_NAME} characters")
     check_text(name, "name")
     items, skipped = _spec_items(spec)
-    labels = _validate_labels(spec.get("labels"))
+    query = _validate_query(spec, len(items))
+    labels = [dict(lab) for lab in PAIRWISE_LABELS] if query == "pairwise" else _validate_labels(spec.get("labels"))
     seed = spec.get("seed")
     if seed is None:
         seed = secrets.randbits(32)
@@ -767,5 +785,30 @@ def _validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
     return ExperimentSpec(name=name, items=items, labels=labels, learners=learners, k=ks.pop(),
                           query_expiry_seconds=None if expiry is None else float(expiry),
                           instructions=instructions, image=_validate_image(spec.get("image")), repeats=repeats,
-                          answers_per_participant=per, skipped_blank_lines=skipped,
+                          answers_per_participant=per, skipped_blank_lines=skipped, query=query,
                           crowd=parse_crowd_settings(spec, [lab["name"] for lab in labels]))
+
+
+def _validate_query(spec: dict[str, Any], n_items: int) -> str:
+    """The spec's ``query`` (default ``rating``), and for ``pairwise`` what it rules out: a pairwise experiment
+    compares two distinct items (at least 2, at most :data:`MAX_PAIRWISE_ITEMS`), its answers are fixed
+    (:data:`PAIR_CHOICES`, the learners told :data:`PAIRWISE_LABELS`), and gold items, which have one right
+    label per item, do not fit it."""
+    query = spec.get("query")
+    query = "rating" if query is None else query
+    if query not in QUERY_KINDS:
+        raise BadRequest(f"query must be one of {list(QUERY_KINDS)}, got {query!r}")
+    if query == "rating":
+        return query
+    if n_items < 2:
+        raise BadRequest(f"a pairwise experiment compares two distinct items: give at least 2 items, got {n_items}")
+    if n_items > MAX_PAIRWISE_ITEMS:
+        raise BadRequest(f"a pairwise experiment takes at most {MAX_PAIRWISE_ITEMS} items (its win matrix is "
+                         f"n x n), got {n_items}")
+    if spec.get("labels") is not None:
+        raise BadRequest("a pairwise experiment's labels are fixed ('left' or 'right' is better, and 'skip' with "
+                         "allow_skip): leave 'labels' out")
+    if spec.get("gold") or spec.get("gold_positions"):
+        raise BadRequest("gold items are for rating experiments (a known label per item); a pairwise experiment "
+                         "takes none")
+    return query

@@ -61,7 +61,7 @@ def public_info(eid: EidPath, study: StudyDep) -> Any:
     info = study.experiment_info(eid)
     meta = study.meta(eid)
     complete = info["status"] in ("stopped", "archived") or all(a["done"] for a in info["algorithms"])
-    return {"id": eid, "name": info["name"], "labels": [lab["name"] for lab in info["labels"]],
+    return {"id": eid, "name": info["name"], "query": meta.query, "labels": meta.answer_labels,
             "status": info["status"], "instructions": info["instructions"],
             "image_url": f"/api/experiments/{eid}/image" if info["has_image"] else None,
             "answers_per_participant": info["answers_per_participant"], "allow_skip": meta.crowd.allow_skip,
