@@ -8,6 +8,15 @@ cannot be reached raises :class:`ServerUnreachable`, whose message names the URL
 >>> api = ServiceClient("http://127.0.0.1:8000", token="...")   # doctest: +SKIP
 >>> api.get(f"/api/experiments/{eid}")["status"]                  # doctest: +SKIP
 'active'
+
+Participants' side, a pairwise experiment (``"query": "pairwise"``) as an example:
+
+>>> pid = api.new_participant()                                   # doctest: +SKIP
+>>> q = api.ask(eid, pid)                                          # doctest: +SKIP
+>>> [item["id"] for item in q["items"]]                            # doctest: +SKIP
+['c3', 'c0']
+>>> api.answer(q["query_id"], pid, pair_label(q, "c0"))["label"]   # doctest: +SKIP
+'right'
 """
 
 from __future__ import annotations
@@ -24,7 +33,16 @@ from typing import Any
 
 from purebandits import __version__
 
-__all__ = ["ServiceClient", "Response", "ClientError", "ApiError", "ServerUnreachable", "filename_from_disposition"]
+__all__ = ["ServiceClient", "Response", "ClientError", "ApiError", "ServerUnreachable", "filename_from_disposition",
+           "pair_label", "EXPORTS"]
+
+#: what :meth:`ServiceClient.export` downloads: name -> (path under the experiment, fixed query parameters);
+#: ``pairs`` is a pairwise experiment's comparisons in crowd-kit's format, ``wins`` its win matrix
+EXPORTS: dict[str, tuple[str, dict[str, str]]] = {
+    "answers": ("answers.csv", {}), "summary": ("summary.csv", {}), "participants": ("participants.csv", {}),
+    "history": ("history.csv", {}), "crowdkit": ("answers.csv", {"format": "crowdkit"}),
+    "pairs": ("answers.csv", {"format": "crowdkit"}), "wins": ("wins.csv", {}),
+}
 
 #: methods that may be sent again after a connection failed half-way (the server may have acted on them)
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
@@ -199,11 +217,54 @@ class ServiceClient:
         """``GET /api/experiments/{eid}/certificate``: whether the empirical top k holds at the asked delta."""
         return self.get(f"/api/experiments/{eid}/certificate", learner=learner, rivals=rivals)
 
+    def bradley_terry(self, eid: int, learner: str | None = None, alpha: float | None = None) -> dict[str, Any]:
+        """``GET /api/experiments/{eid}/bradley-terry``: a pairwise experiment's Bradley-Terry strengths, with the
+        comparison graph's connectivity (every learner's comparisons pooled unless ``learner``)."""
+        return self.get(f"/api/experiments/{eid}/bradley-terry", learner=learner, alpha=alpha)
+
     def export(self, eid: int, what: str, algorithm: str | None = None) -> Response:
-        """``GET /api/experiments/{eid}/{what}.csv`` (answers, summary, participants, history): the raw response."""
-        if what not in ("answers", "summary", "participants", "history"):
-            raise ValueError(f"unknown export {what!r}")
-        return self.request("GET", f"/api/experiments/{eid}/{what}.csv", params={"algorithm": algorithm})
+        """A CSV export of :data:`EXPORTS` (answers, summary, participants, history, crowdkit, and for a pairwise
+        experiment pairs and wins): the raw response. ``algorithm`` picks a learner (summary and history by
+        default the first; wins by default every learner's comparisons pooled)."""
+        if what not in EXPORTS:
+            raise ValueError(f"unknown export {what!r}; one of {sorted(EXPORTS)}")
+        path, params = EXPORTS[what]
+        choice = {"learner" if what == "wins" else "algorithm": algorithm}
+        return self.request("GET", f"/api/experiments/{eid}/{path}", params={**params, **choice})
+
+    # ------------------------------------------------------------------ the participants' API
+    def new_participant(self, participant_id: str | None = None) -> str:
+        """``POST /api/participants``: a new anonymous participant id, or ``participant_id`` registered."""
+        body = None if participant_id is None else {"participant_id": participant_id}
+        return self.request("POST", "/api/participants", body, auth=False).json()["participant_id"]
+
+    def ask(self, eid: int, participant_id: str, n: int | None = None) -> dict[str, Any]:
+        """``POST /api/experiments/{eid}/queries``: the next query (``state`` ``ok`` with ``item``, or in a pairwise
+        experiment ``items`` = [left, right]; or why there is none), or with ``n`` up to n of them (``queries``)."""
+        body: dict[str, Any] = {"participant_id": participant_id}
+        if n is not None:
+            body["n"] = n
+        return self.request("POST", f"/api/experiments/{eid}/queries", body, auth=False).json()
+
+    def answer(self, query_id: str, participant_id: str, label: str) -> dict[str, Any]:
+        """``POST /api/queries/{query_id}/answer``: ``label`` is one of the query's labels (``left`` or ``right``
+        in a pairwise experiment: :func:`pair_label`), or ``skip`` where allowed. Answering again with the same
+        label is safe (the same response, counted once), so a retry after a lost response loses nothing."""
+        return self.request("POST", f"/api/queries/{query_id}/answer",
+                            {"participant_id": participant_id, "label": label}, auth=False).json()
+
+    def release(self, query_id: str, participant_id: str) -> dict[str, Any]:
+        """``POST /api/queries/{query_id}/release``: give back a query this participant will not answer."""
+        return self.request("POST", f"/api/queries/{query_id}/release", {"participant_id": participant_id},
+                            auth=False).json()
+
+
+def pair_label(query: dict[str, Any], better: str) -> str:
+    """The answer to a pairwise query that says item ``better`` (its id) is the better one: ``left`` or ``right``."""
+    ids = [item["id"] for item in query.get("items") or ()]
+    if better not in ids:
+        raise ValueError(f"item {better!r} is not in this query (its items: {ids})")
+    return "left" if ids[0] == better else "right"
 
 
 def _detail(raw: bytes, reason: Any) -> str:

@@ -140,7 +140,21 @@ class ParticipantOperations:
         return participant_quality(self._answer_records(eid), self._gold_records(eid, meta))
 
     def _answer_records(self, eid: int) -> Iterator[AnswerRecord]:
+        """Every answer as rater quality reads it: (participant, item, label, asked, answered). In a pairwise
+        experiment the item is the unordered pair (its two ids, sorted, joined by ``" | "``) and the label the
+        winner's id (or ``skip``), so agreement with the consensus is agreement on which of the two is better."""
         q = queries.c
+        meta = self.meta(eid)
+        if meta.pairwise:
+            ids = [item["id"] for item in meta.items]
+            with self._connect(False) as conn:
+                rows = conn.execute(sa.select(q.participant_id, q.arm, q.opponent, q.label, q.reward, q.created_ms,
+                                              q.answered_ms).where(q.experiment_id == eid, q.status == "answered"))
+                for pid, arm, opp, label, reward, created, answered in rows:
+                    pair = " | ".join(sorted((ids[arm], ids[opp])))
+                    winner = label if reward is None else ids[arm if float(reward) > 0.5 else opp]
+                    yield AnswerRecord(pid, pair, winner, int(created), int(answered))
+            return
         with self._connect(False) as conn:
             rows = conn.execute(
                 sa.select(q.participant_id, items.c.external_id, q.label, q.created_ms, q.answered_ms)

@@ -26,7 +26,8 @@ from purebandits.service.validation import DEFAULT_LABELS
 __all__ = ["PUBLIC_SUMMARY_COLUMNS", "SUMMARY_COLUMNS", "summary_columns", "stopping_progress", "summary_rows",
            "label_counts", "logged_label_counts", "rank_order", "ranking_page", "RANKING_SORTS",
            "ranking_rows", "timeline", "timeline_buckets", "timeline_of", "timeline_width", "TIMELINE_WIDTHS",
-           "answers_rows", "participants_rows", "ANSWERS_COLUMNS", "agreement", "iso_time", "learner_intervals"]
+           "answers_rows", "participants_rows", "ANSWERS_COLUMNS", "PAIRWISE_ANSWER_COLUMNS", "agreement", "iso_time",
+           "learner_intervals"]
 
 #: columns of the public caption-contest summaries (nextml/caption-contest-data)
 PUBLIC_SUMMARY_COLUMNS = ["rank", "funny", "somewhat_funny", "unfunny", "count", "score", "precision", "contest",
@@ -287,42 +288,56 @@ EXPORT_BATCH = 2_000
 #: participant is excluded now (their answers are kept; the learners are not told them)
 ANSWERS_COLUMNS = ["seq", "query_id", "participant_id", "algorithm", "arm", "item_id", "label", "reward", "asked_at",
                    "answered_at", "position", "gold_label", "excluded"]
+#: the columns answers.csv adds for a pairwise experiment: its ``arm`` / ``item_id`` are the learner's item, its
+#: ``label`` the side the participant chose (``left``, ``right`` or ``skip``) and its ``reward`` 1 when the learner's
+#: item won; then the item drawn against it, the items as shown and the winner (empty for a skip)
+PAIRWISE_ANSWER_COLUMNS = ["opponent", "opponent_id", "left_id", "right_id", "winner_id"]
 
 
 def answers_rows(conn: Connection, eid: int, items: list[dict[str, Any]], labels_of: dict[int, str],
-                 gold: list[tuple[Any, ...]] = (), excluded: set[str] = frozenset()) -> Iterator[list]:
+                 gold: list[tuple[Any, ...]] = (), excluded: set[str] = frozenset(),
+                 pairwise: bool = False) -> Iterator[list]:
     """CSV rows (with header :data:`ANSWERS_COLUMNS`) of every answer, in the order they were given: learners'
     answers (a skip has the label ``skip`` and no reward) and, merged in by time, the gold items' (``gold``:
     :meth:`~purebandits.service.participant_quality.ParticipantOperations.gold_rows`; algorithm ``gold``, no seq,
-    arm or reward). Answers given in the same millisecond are ordered by when they were asked."""
-    yield ANSWERS_COLUMNS
+    arm or reward). Answers given in the same millisecond are ordered by when they were asked. A ``pairwise``
+    experiment's rows have :data:`PAIRWISE_ANSWER_COLUMNS` too."""
+    yield ANSWERS_COLUMNS + (PAIRWISE_ANSWER_COLUMNS if pairwise else [])
     position: dict[str, int] = {}
-    merged = heapq.merge(_learner_answers(conn, eid, items, labels_of), _gold_answers(gold),
+    merged = heapq.merge(_learner_answers(conn, eid, items, labels_of, pairwise), _gold_answers(gold),
                          key=lambda r: (r[-1], r[8]))
     for row in merged:
         pid = row[2]
         position[pid] = position.get(pid, 0) + 1
-        yield [*row[:8], iso_time(row[8]), iso_time(row[9]), position[pid], row[10], int(pid in excluded)]
+        yield [*row[:8], iso_time(row[8]), iso_time(row[9]), position[pid], row[10], int(pid in excluded), *row[11]]
 
 
 def _gold_answers(gold: list[tuple[Any, ...]]) -> Iterator[list]:
     for pid, gid, label, expected, _position, created, answered in gold:
-        yield ["", "", pid, "gold", "", gid, label, "", created, answered, expected, answered]
+        yield ["", "", pid, "gold", "", gid, label, "", created, answered, expected, (), answered]
 
 
 def _learner_answers(conn: Connection, eid: int, items: list[dict[str, Any]],
-                     labels_of: dict[int, str]) -> Iterator[list]:
+                     labels_of: dict[int, str], pairwise: bool = False) -> Iterator[list]:
     q = queries.c
     rows = conn.execute(
         sa.select(q.end_seq, q.id, q.participant_id, q.learner, q.arm, q.label, q.reward, q.created_ms,
-                  q.answered_ms).where(q.experiment_id == eid, q.status == "answered")
+                  q.answered_ms, q.opponent, q.left_arm).where(q.experiment_id == eid, q.status == "answered")
         .order_by(q.answered_ms, q.learner, q.end_seq)
         .execution_options(yield_per=EXPORT_BATCH)  # a server-side cursor on PostgreSQL: rows as they are read
     )
     ids = [item["id"] for item in items]
-    for seq, qid, pid, idx, arm, label, reward, created, answered in rows.tuples():  # a million rows: no names
+    none = ()
+    for seq, qid, pid, idx, arm, label, reward, created, answered, opp, left in rows.tuples():  # no names: faster
+        extra: Any = none
+        if pairwise and opp is not None:
+            right = arm + opp - left
+            won = None if reward is None else float(reward) > 0.5
+            if won is not None:  # the side chosen, from what the learner was told
+                label = "left" if won == (left == arm) else "right"
+            extra = (opp, ids[opp], ids[left], ids[right], "" if won is None else ids[arm if won else opp])
         yield [seq, qid, pid, labels_of.get(idx, str(idx)), arm, ids[arm], label, "" if reward is None else reward,
-               created, answered, "", answered]
+               created, answered, "", extra, answered]
 
 
 def participants_rows(conn: Connection, eid: int, labels_of: dict[int, str], quota: int | None,

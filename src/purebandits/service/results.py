@@ -116,7 +116,8 @@ class ResultReads:
             raise BadRequest(str(exc)) from None
         done, n_told = bool(lrn.done), lrn.n_pulls
         return {
-            "experiment_id": eid, "name": meta.name, "algorithm": spec.algorithm, "params": spec.params,
+            "experiment_id": eid, "name": meta.name, "query": meta.query, "algorithm": spec.algorithm,
+            "params": spec.params,
             "algorithm_label": spec.label, "algorithms": [ls.label for ls in meta.learners],
             "status": status, "done": done, "version": version,
             "n_answers": int(counts.sum()), "n_told": n_told, "n_pending": n_pending,
@@ -287,13 +288,17 @@ class ResultReads:
 
         def rows() -> Iterator[list[Any]]:
             with self._connect(False) as conn:
-                yield from answers_rows(conn, eid, meta.items, labels_of, gold, excluded)
+                yield from answers_rows(conn, eid, meta.items, labels_of, gold, excluded, pairwise=meta.pairwise)
 
         return rows()
 
     def export_crowdkit(self, eid: int) -> Iterator[list[Any]]:
         """The learners' answers in crowd-kit's long format (``task``, ``worker``, ``label``; skips left out), the
-        table ``crowdkit.aggregation`` estimates rater quality from (Dawid-Skene, GLAD, MACE)."""
+        table ``crowdkit.aggregation`` estimates rater quality from (Dawid-Skene, GLAD, MACE). A pairwise
+        experiment's are crowd-kit's pairwise table instead (``worker``, ``left``, ``right``, ``label``: the winner,
+        :meth:`~purebandits.service.pairwise_results.PairwiseReads.export_pairs`)."""
+        if self.meta(eid).pairwise:
+            return self.export_pairs(eid)
         return crowdkit_rows(self._answer_records(eid))
 
     def export_summary(self, eid: int, learner: str | None = None) -> list[list[Any]]:

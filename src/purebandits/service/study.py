@@ -10,6 +10,8 @@ assembled from parts that each own one concern, found by name:
 - :mod:`~purebandits.service.owners`: creation, tokens, status, listing and deletion;
 - :mod:`~purebandits.service.crowd`: participants, asks and answers in group-committed batches, expiry;
 - :mod:`~purebandits.service.results`: rankings, history, activity, comparisons and CSV exports;
+- :mod:`~purebandits.service.pairwise_results`: a pairwise experiment's win matrix, Bradley-Terry strengths and
+  crowd-kit pairs;
 - :mod:`~purebandits.service.done_hooks`: auto-stop and webhooks when every learner has stopped;
 - :mod:`~purebandits.service.experiment_meta`: what they share (settings, cached learners, tokens).
 
@@ -64,6 +66,7 @@ from purebandits.service.experiment_meta import hash_token, now_ms
 from purebandits.service.learner_states import LearnerStates
 from purebandits.service.lru import LRU
 from purebandits.service.owners import OwnerOperations
+from purebandits.service.pairwise_results import PairwiseReads
 from purebandits.service.participant_quality import ParticipantOperations
 from purebandits.service.reports import SUMMARY_COLUMNS, summary_rows
 from purebandits.service.results import MAX_REPORT_CACHES, ResultReads
@@ -78,7 +81,7 @@ __all__ = ["Study", "DEFAULT_LABELS", "parse_items_csv", "hash_token", "SUMMARY_
 
 
 class Study(Transactions, LearnerStates, OwnerOperations, CrowdOperations, ParticipantOperations, ResultReads,
-            DoneHooks):
+            PairwiseReads, DoneHooks):
     """Experiments over a SQL database, driving registered learners; one per process.
 
     Parameters

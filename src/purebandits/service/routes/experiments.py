@@ -239,6 +239,39 @@ def get_certificate(eid: EidPath, study: StudyDep, token: TokenDep, learner: Ann
     return study.certificate(eid, learner=learner, max_rivals=rivals)
 
 
+@router.get("/{eid}/bradley-terry", responses=error_responses(409))
+@bounded
+def get_bradley_terry(eid: EidPath, study: StudyDep, token: TokenDep, learner: Annotated[
+        str | None, Query(max_length=40, description="one learner's label (default: every learner's comparisons "
+                                                     "pooled)")] = None,
+        alpha: Annotated[float | None, Query(ge=0, le=1e6, description="ridge penalty (default: 0 when the "
+                                             "comparison graph is strongly connected, else 0.1)")] = None,
+        ) -> dict[str, Any]:
+    """A pairwise experiment's Bradley-Terry log-strengths (mean 0), fitted to its win matrix by maximum likelihood
+    (``purebandits.pairwise.fit_bradley_terry``), items ranked by strength with their wins, losses and win rate.
+
+    ``components`` counts the comparison graph's strongly connected components (an edge i -> j when i beat j):
+    the maximum likelihood exists only when it is 1 (``strongly_connected``); otherwise the fit uses a ridge
+    penalty (``alpha``, a N(0, 1/alpha) prior on each log-strength) and ``note`` says so. The ranking by Borda
+    score, with the learner's intervals, is ``results``. 409 for a rating experiment, before the first
+    comparison, or for ``alpha=0`` on a graph that is not strongly connected."""
+    study.check_owner(eid, token)
+    return study.bradley_terry(eid, learner=learner, alpha=alpha)
+
+
+@router.get("/{eid}/wins.csv", response_class=Response, responses=error_responses(409))
+@bounded
+def export_wins(eid: EidPath, study: StudyDep, token: TokenDep, learner: Annotated[
+        str | None, Query(max_length=40, description="one learner's label (default: every learner's comparisons "
+                                                     "pooled)")] = None) -> Response:
+    """A pairwise experiment's win matrix: header ``winner,<item ids>``, then per item its id and how many times it
+    beat each item (row: winner, column: loser), as ``purebandits.pairwise.win_matrix_frame`` writes it
+    (``pd.read_csv(f, index_col=0)`` reads it back). Skips and excluded participants' answers are not counted.
+    409 for a rating experiment."""
+    study.check_owner(eid, token)
+    return _csv(study.export_wins(eid, learner=learner), f"experiment-{eid}-wins.csv")
+
+
 @router.get("/{eid}/state", response_model=LearnerState)
 @bounded
 def get_state(eid: EidPath, study: StudyDep, token: TokenDep, algorithm: LearnerQuery = None) -> Any:
@@ -341,12 +374,16 @@ def _csv(rows: Iterable[list[Any]], filename: str) -> Response:
 @router.get("/{eid}/answers.csv", response_class=Response)
 @bounded
 def export_answers(eid: EidPath, study: StudyDep, token: TokenDep, format: Annotated[
-        Literal["full", "crowdkit"], Query(description="'crowdkit': task, worker, label (crowd-kit's long format)")
+        Literal["full", "crowdkit"], Query(description="'crowdkit': task, worker, label (crowd-kit's long format); "
+                                           "a pairwise experiment's: worker, left, right, label (the winner)")
 ] = "full") -> Response:
     """Every answer in the order it was given, with participant, learner, item, label, times, its position in the
     participant's session, a gold item's known label and whether the participant is excluded; skips have the label
     ``skip``. With ``format=crowdkit``, the learners' answers as ``task, worker, label`` (skips left out), the
-    table crowd-kit's aggregation methods (Dawid-Skene, GLAD, MACE) read."""
+    table crowd-kit's aggregation methods (Dawid-Skene, GLAD, MACE) read. A pairwise experiment's rows also have
+    ``opponent, opponent_id, left_id, right_id, winner_id`` (``arm`` is the learner's item, ``label`` the side chosen);
+    its ``format=crowdkit`` is crowd-kit's pairwise table ``worker, left, right, label`` (the winner; skips left out),
+    which ``crowdkit.aggregation.BradleyTerry`` reads."""
     study.check_owner(eid, token)
     if format == "crowdkit":
         return _csv(study.export_crowdkit(eid), f"experiment-{eid}-crowdkit.csv")
