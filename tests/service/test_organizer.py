@@ -467,6 +467,8 @@ def test_upgrade_pins_the_kl_bound_form_existing_experiments_ran_with(tmp_path):
         for table in ("exclusions", "platform_sessions", "gold_queries"):  # 0009's
             conn.exec_driver_sql(f"DROP TABLE {table}")
         conn.exec_driver_sql("ALTER TABLE experiments DROP COLUMN crowd")
+        for table, column in (("experiments", "query_kind"), ("queries", "opponent"), ("queries", "left_arm")):
+            conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column}")  # 0010's
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0005'")
     upgrade(engine)
     study = Study(engine, Settings(database_url=url))

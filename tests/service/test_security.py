@@ -112,8 +112,9 @@ def test_participants_cannot_reach_results_exports_or_other_experiments(db_url):
         # the participant's only view of an experiment: name, labels, status, the organizer's
         # instructions and context image — no counts, no items
         pub = c.get(f"/api/experiments/{e1}/public").json()
-        assert set(pub) == {"id", "name", "labels", "status", "instructions", "image_url", "answers_per_participant",
-                            "allow_skip", "complete", "example"}  # example: an item's text, which any participant sees
+        assert set(pub) == {"id", "name", "query", "labels", "status", "instructions", "image_url",
+                            "answers_per_participant", "allow_skip", "complete",
+                            "example"}  # example: an item's text, which any participant sees
         for method, suffix in OWNER_ROUTES:
             assert c.request(method, f"/api/experiments/{e1}{suffix}").status_code == 401
             assert c.request(method, f"/api/experiments/{e1}{suffix}",

@@ -26,7 +26,6 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from purebandits.pairwise import ComparisonGraphError, comparison_graph_components, fit_bradley_terry
 from purebandits.service.errors import BadRequest, Conflict
 from purebandits.service.experiment_meta import ExperimentMeta
 from purebandits.service.models import exclusions, queries
@@ -84,6 +83,9 @@ class PairwiseReads:
         ridge penalty :data:`DEFAULT_RIDGE_ALPHA` with a ``note`` that says so; a given ``alpha`` is used as is
         (0 on a graph that is not strongly connected: 409, the maximum does not exist). 409 before the first
         comparison. Items ranked by strength, each with its wins, losses and win rate."""
+        # SciPy and numba: loaded on first use, not in every worker (tests/service/test_deployment.py)
+        from purebandits.pairwise import ComparisonGraphError, comparison_graph_components, fit_bradley_terry
+
         meta = self._pairwise_meta(eid)
         if alpha is not None and not (np.isfinite(alpha) and alpha >= 0):
             raise BadRequest(f"alpha must be a number >= 0, got {alpha!r}")
