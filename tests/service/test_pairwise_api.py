@@ -10,13 +10,17 @@ from itertools import combinations
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
+from alembic import command
 from fastapi.testclient import TestClient
-from study_support import Clock, LiveApp
+from study_support import Clock, LiveApp, open_study
 
 from purebandits.pairwise import bradley_terry_preferences
 from purebandits.service.app import create_app
 from purebandits.service.client import ApiError, ServiceClient, pair_label
+from purebandits.service.crowd import blocked_opponents, draw_opponent
 from purebandits.service.settings import Settings
+from purebandits.service.storage import _alembic_config, upgrade
 
 ITEMS = [{"id": f"c{i}", "text": f"caption {i}"} for i in range(5)]
 #: item c0 beats every other with probability 0.92; the others are even: Borda scores 0.92 and 0.395
@@ -203,6 +207,15 @@ def test_answers_labels_skip_and_conflicts(db_url):
         assert bt["items"][0]["id"] == winner and bt["items"][0]["wins"] == 1
         r = c.get(f"/api/experiments/{eid}/bradley-terry?alpha=0", headers=auth)
         assert r.status_code == 409 and "strongly connected" in r.json()["detail"]
+        # an excluded participant's comparisons leave the learner, the win matrix and the fit; the raw tables keep them
+        r = c.post(f"/api/experiments/{eid}/exclusions", headers=auth, json={"participant_id": pid, "excluded": True})
+        assert r.status_code == 200 and r.json()["excluded_answers"] == 1
+        assert c.get(f"/api/experiments/{eid}/results", headers=auth).json()["n_told"] == 0
+        r = c.get(f"/api/experiments/{eid}/bradley-terry", headers=auth)
+        assert r.status_code == 409 and "no comparisons yet" in r.json()["detail"]
+        wins = rows(c.get(f"/api/experiments/{eid}/wins.csv", headers=auth).text)
+        assert sum(int(x) for r in wins[1:] for x in r[1:]) == 0
+        assert len(rows(c.get(f"/api/experiments/{eid}/answers.csv?format=crowdkit", headers=auth).text)) == 2
 
 
 def test_rating_experiments_are_unchanged_and_have_no_pairwise_reports(sqlite_url):
@@ -249,3 +262,40 @@ def test_pair_label_helper():
     assert pair_label(q, "a") == "left" and pair_label(q, "b") == "right"
     with pytest.raises(ValueError):
         pair_label(q, "c")
+
+
+def test_the_opponent_is_uniform_among_the_others_and_the_repeat_policy_rules_out_pairs():
+    n, arm = 5, 2
+    draws = np.bincount([draw_opponent(n, arm, set()) for _ in range(4000)], minlength=n)
+    assert draws[arm] == 0 and all(850 <= d <= 1150 for d in np.delete(draws, arm))  # 1000 each (sd 27)
+    assert {draw_opponent(n, arm, {0, 1, 3}) for _ in range(50)} == {4}
+    pair = frozenset
+    rated = {pair((0, 1)), pair((0, 2)), pair((0, 3)), pair((0, 4))}
+    blocked = blocked_opponents("never", n, rated, {pair((1, 2))}, pair((0, 4)))
+    assert blocked[0] == {1, 2, 3, 4} and blocked[1] == {0, 2} and 3 not in blocked[2]
+    # every pair done: only the pairs held and the last one are ruled out, as under not_consecutive
+    every = {pair(p) for p in combinations(range(n), 2)}
+    assert blocked_opponents("never", n, every, set(), pair((3, 4))) == {3: {4}, 4: {3}}
+    assert blocked_opponents("not_consecutive", n, rated, set(), None) == {}
+
+
+def test_downgrade_below_0010_keeps_the_experiments_and_upgrade_restores_the_columns(db_url):
+    study = open_study(db_url)
+    rating, _ = study.create_experiment({"name": "r", "items": ITEMS})
+    pairwise, _ = study.create_experiment({"name": "p", "items": ITEMS, "query": "pairwise"})
+    pid = study.new_participant()
+    q = study.next_query(pairwise, pid)
+    study.answer(q["query_id"], pid, "left")
+    engine = study.engine
+    cfg = _alembic_config(engine)
+    with engine.connect() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0009")
+        conn.commit()
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM items")).scalar_one() == 2 * len(ITEMS)
+        assert conn.execute(sa.text("SELECT count(*) FROM queries")).scalar_one() == 1
+    upgrade(engine)
+    with engine.connect() as conn:
+        kinds = dict(conn.execute(sa.text("SELECT id, query_kind FROM experiments")).all())
+    assert kinds == {rating: "rating", pairwise: "rating"}  # a downgrade forgets what it cannot store
