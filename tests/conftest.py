@@ -90,9 +90,9 @@ def pytest_configure(config):
 #: fixtures whose tests need a PostgreSQL server (a cluster per xdist worker, or one of their own) or Chromium
 _POSTGRES_FIXTURES = {"pg_admin_url", "pg_url", "pg_with_password", "pg_cluster"}
 _BROWSER_FIXTURES = {"browser"}
-#: fixtures that start real ``purebandits serve`` processes (each start imports the service and loads the default
-#: learner's kernels: about 3 s of a core)
-_SLOW_FIXTURES = {"server_cls"}
+#: fixtures that start real ``purebandits serve`` processes (one per test, or one per module and worker; each start
+#: imports the service and loads the default learner's kernels: about 3 s of a core)
+_SLOW_FIXTURES = {"server_cls", "shared_server"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -124,6 +124,19 @@ def server_cls():
     return Server
 
 
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One ``purebandits serve`` on a SQLite file with the default settings, shared by a module's tests (under
+    xdist: by those of them a worker runs); each test works on experiments of its own there.
+
+    A server start costs about 3 s of a core (the service's imports, the migrations, the default learner's
+    kernels); a test that needs other settings, a fresh database, a restart or a crash starts its own with
+    ``server_cls``."""
+    tmp = tmp_path_factory.mktemp("shared-server")
+    with Server(f"sqlite:///{tmp / 'shared.sqlite'}", log_dir=tmp) as srv:
+        yield srv
+
+
 # ---------------------------------------------------------------- headless Chromium
 CHROMIUM = os.environ.get("PUREBANDITS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

@@ -97,8 +97,9 @@ def save(page, tmp_path, name: str) -> None:
         shutil.copy(shots / name, DOCS_IMG / name)
 
 
-def test_prolific_link_to_the_completion_redirect(browser, server_cls, tmp_path):
-    with Platform() as prolific, server_cls(f"sqlite:///{tmp_path / 'p.sqlite'}", log_dir=tmp_path) as srv:
+def test_prolific_link_to_the_completion_redirect(browser, shared_server, tmp_path):
+    srv = shared_server
+    with Platform() as prolific:
         exp = Exp(srv, answers_per_participant=3, completion_url=prolific.url + "/submissions/complete?cc={code}")
         pid = "5f0c1a2b3c4d5e6f7a8b9c0d"
         link = f"{srv.url}/rate/{exp.id}?PROLIFIC_PID={pid}&STUDY_ID=60aa1b2c&SESSION_ID=sess-77"
@@ -124,6 +125,7 @@ def test_prolific_link_to_the_completion_redirect(browser, server_cls, tmp_path)
 
 def test_mturk_preview_then_accepted_posts_the_assignment(browser, server_cls, tmp_path):
     with Platform() as mturk:
+        # a server of its own: its Content-Security-Policy lets the form go to this platform's origin
         env = {"PUREBANDITS_MTURK_SUBMIT_ORIGINS": mturk.url}
         with server_cls(f"sqlite:///{tmp_path / 'm.sqlite'}", log_dir=tmp_path, env=env) as srv:
             exp = Exp(srv, answers_per_participant=2)
@@ -155,8 +157,9 @@ def test_mturk_preview_then_accepted_posts_the_assignment(browser, server_cls, t
             ctx.close()
 
 
-def test_a_link_cannot_send_the_code_to_another_site(browser, server_cls, tmp_path):
-    with Platform() as elsewhere, server_cls(f"sqlite:///{tmp_path / 'x.sqlite'}", log_dir=tmp_path) as srv:
+def test_a_link_cannot_send_the_code_to_another_site(browser, shared_server):
+    srv = shared_server
+    with Platform() as elsewhere:
         exp = Exp(srv, answers_per_participant=1)
         ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}?assignmentId=A9&workerId=W9&hitId=H"
                                                f"&turkSubmitTo={elsewhere.url}")
@@ -168,28 +171,28 @@ def test_a_link_cannot_send_the_code_to_another_site(browser, server_cls, tmp_pa
         ctx.close()
 
 
-def test_skip_and_a_gold_item_at_its_position(browser, server_cls, tmp_path):
-    with server_cls(f"sqlite:///{tmp_path / 's.sqlite'}", log_dir=tmp_path) as srv:
-        exp = Exp(srv, allow_skip=True, gold=[GOLD], gold_positions=[3])
-        ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}?participant=W1")
-        texts = []
-        for i in range(5):
-            next_item(page)
-            texts.append(page.text_content("#item-text"))
-            if i == 0:
-                assert page.is_visible("#buttons button.skip")
-                save(page, tmp_path, "rate-skip.png")
-            page.keyboard.press("s" if i == 1 else "3")
-        wait_until(page, lambda: len(exp.csv("answers.csv")) == 5)
-        assert texts[2] == GOLD["text"] and GOLD["text"] not in texts[:2] + texts[3:]
-        answers = exp.csv("answers.csv")
-        assert [(a["label"], a["position"], a["algorithm"] == "gold") for a in answers] == \
-            [("funny", "1", False), ("skip", "2", False), ("funny", "3", True), ("funny", "4", False),
-             ("funny", "5", False)]
-        results = exp.get("results").json()
-        assert results["n_answers"] == 3  # the skip and the gold answer are not told to the learner
-        assert errors == []
-        ctx.close()
+def test_skip_and_a_gold_item_at_its_position(browser, shared_server, tmp_path):
+    srv = shared_server
+    exp = Exp(srv, allow_skip=True, gold=[GOLD], gold_positions=[3])
+    ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}?participant=W1")
+    texts = []
+    for i in range(5):
+        next_item(page)
+        texts.append(page.text_content("#item-text"))
+        if i == 0:
+            assert page.is_visible("#buttons button.skip")
+            save(page, tmp_path, "rate-skip.png")
+        page.keyboard.press("s" if i == 1 else "3")
+    wait_until(page, lambda: len(exp.csv("answers.csv")) == 5)
+    assert texts[2] == GOLD["text"] and GOLD["text"] not in texts[:2] + texts[3:]
+    answers = exp.csv("answers.csv")
+    assert [(a["label"], a["position"], a["algorithm"] == "gold") for a in answers] == \
+        [("funny", "1", False), ("skip", "2", False), ("funny", "3", True), ("funny", "4", False),
+         ("funny", "5", False)]
+    results = exp.get("results").json()
+    assert results["n_answers"] == 3  # the skip and the gold answer are not told to the learner
+    assert errors == []
+    ctx.close()
 
 
 def _top(exp) -> list[tuple]:
@@ -206,61 +209,61 @@ def _expected_top(exp, excluded: set[str]) -> dict[str, tuple]:
     return {i: (len(v), round(sum(v) / len(v), 9)) for i, v in told.items()}
 
 
-def test_flagged_participant_excluded_and_included_from_the_dashboard(browser, server_cls, tmp_path):
-    with server_cls(f"sqlite:///{tmp_path / 'q.sqlite'}", log_dir=tmp_path) as srv:
-        exp = Exp(srv, repeats="not_consecutive")
+def test_flagged_participant_excluded_and_included_from_the_dashboard(browser, shared_server, tmp_path):
+    srv = shared_server
+    exp = Exp(srv, repeats="not_consecutive")
 
-        def rate(pid: str, n: int, label_of, pause: float = 0.0) -> None:
-            httpx.post(f"{srv.url}/api/participants", json={"participant_id": pid})
-            for _ in range(n):
-                q = httpx.post(f"{srv.url}/api/experiments/{exp.id}/queries", json={"participant_id": pid}).json()
-                assert q["state"] == "ok", q
-                time.sleep(pause)
-                r = httpx.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
-                               json={"participant_id": pid, "label": label_of(q)})
-                assert r.status_code == 200
+    def rate(pid: str, n: int, label_of, pause: float = 0.0) -> None:
+        httpx.post(f"{srv.url}/api/participants", json={"participant_id": pid})
+        for _ in range(n):
+            q = httpx.post(f"{srv.url}/api/experiments/{exp.id}/queries", json={"participant_id": pid}).json()
+            assert q["state"] == "ok", q
+            time.sleep(pause)
+            r = httpx.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
+                           json={"participant_id": pid, "label": label_of(q)})
+            assert r.status_code == 200
 
-        # honest raters, side by side at a person's pace (1.7 s an answer: not "fast"): the caption's own funniness
-        honest = [threading.Thread(target=rate, args=(f"honest{k}", 8, lambda q: LABELS[CAPTIONS.index(
-            q["item"]["text"]) % 3], 1.7)) for k in range(4)]
-        for t in honest:
-            t.start()
-        for t in honest:
-            t.join()
-        rate("careless", 12, lambda q: "funny")  # one label for everything, at once
-        before = _top(exp)
-        ctx, page, errors = open_page(browser, f"{srv.url}/dashboard/{exp.id}#token={exp.token}",
-                                      viewport={"width": 1280, "height": 1000})
-        row = page.locator("#participants tr[data-participant='careless']")
-        row.wait_for()
-        assert row.locator("td.flags").text_content() == "fast, one label"
-        assert page.locator("#participants td.flags").all_text_contents() == ["fast, one label", "", "", "", ""]
-        assert page.locator("#participants tbody tr").first.get_attribute("data-participant") == "careless"
-        row.scroll_into_view_if_needed()
-        save(page, tmp_path, "dashboard-participants.png")
-        page.on("dialog", lambda d: d.accept())
-        row.locator("button.exclude").click()
-        page.locator("#participants tr.excluded[data-participant='careless']").wait_for()
-        after = _top(exp)
-        expected = _expected_top(exp, {"careless"})
-        assert {i: (c, m) for i, c, m in after if c} == expected  # the learner as the log without them says
-        assert after != before
-        page.locator("#participants tr[data-participant='careless'] button.include").click()
-        page.locator("#participants tr[data-participant='careless']:not(.excluded)").wait_for()
-        assert _top(exp) == before  # included again: as before
-        assert errors == []
-        ctx.close()
+    # honest raters, side by side at a person's pace (1.7 s an answer: not "fast"): the caption's own funniness
+    honest = [threading.Thread(target=rate, args=(f"honest{k}", 8, lambda q: LABELS[CAPTIONS.index(
+        q["item"]["text"]) % 3], 1.7)) for k in range(4)]
+    for t in honest:
+        t.start()
+    for t in honest:
+        t.join()
+    rate("careless", 12, lambda q: "funny")  # one label for everything, at once
+    before = _top(exp)
+    ctx, page, errors = open_page(browser, f"{srv.url}/dashboard/{exp.id}#token={exp.token}",
+                                  viewport={"width": 1280, "height": 1000})
+    row = page.locator("#participants tr[data-participant='careless']")
+    row.wait_for()
+    assert row.locator("td.flags").text_content() == "fast, one label"
+    assert page.locator("#participants td.flags").all_text_contents() == ["fast, one label", "", "", "", ""]
+    assert page.locator("#participants tbody tr").first.get_attribute("data-participant") == "careless"
+    row.scroll_into_view_if_needed()
+    save(page, tmp_path, "dashboard-participants.png")
+    page.on("dialog", lambda d: d.accept())
+    row.locator("button.exclude").click()
+    page.locator("#participants tr.excluded[data-participant='careless']").wait_for()
+    after = _top(exp)
+    expected = _expected_top(exp, {"careless"})
+    assert {i: (c, m) for i, c, m in after if c} == expected  # the learner as the log without them says
+    assert after != before
+    page.locator("#participants tr[data-participant='careless'] button.include").click()
+    page.locator("#participants tr[data-participant='careless']:not(.excluded)").wait_for()
+    assert _top(exp) == before  # included again: as before
+    assert errors == []
+    ctx.close()
 
 
-def test_phone_layout_of_the_skip_button(browser, server_cls, tmp_path):
-    with server_cls(f"sqlite:///{tmp_path / 'ph.sqlite'}", log_dir=tmp_path) as srv:
-        exp = Exp(srv, allow_skip=True)
-        ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}",
-                                      viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
-        next_item(page)
-        assert page.evaluate("document.documentElement.scrollWidth") <= 390
-        box = page.locator("#buttons button.skip").bounding_box()
-        assert box["x"] >= 0 and box["x"] + box["width"] <= 390 and box["y"] + box["height"] <= 844
-        save(page, tmp_path, "rate-skip-phone.png")
-        assert errors == []
-        ctx.close()
+def test_phone_layout_of_the_skip_button(browser, shared_server, tmp_path):
+    srv = shared_server
+    exp = Exp(srv, allow_skip=True)
+    ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}",
+                                  viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    next_item(page)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    box = page.locator("#buttons button.skip").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390 and box["y"] + box["height"] <= 844
+    save(page, tmp_path, "rate-skip-phone.png")
+    assert errors == []
+    ctx.close()

@@ -94,29 +94,29 @@ def assert_only_the_form(page) -> None:
 
 
 @pytest.fixture
-def served(server_cls, tmp_path):
-    with server_cls(f"sqlite:///{tmp_path / 'dash.sqlite'}", log_dir=tmp_path) as srv:
-        eid, token = create(srv.url)
-        answer(srv.url, eid, 18)
-        yield srv.url, eid, token
+def served(shared_server):
+    """An experiment of the test's own, with 18 answers, on the server the module's small tests share."""
+    eid, token = create(shared_server.url)
+    answer(shared_server.url, eid, 18)
+    return shared_server.url, eid, token
 
 
-def test_a_new_experiment_says_its_charts_have_nothing_yet(browser, server_cls, tmp_path):
+def test_a_new_experiment_says_its_charts_have_nothing_yet(browser, shared_server):
     """Before any answer: words over each chart instead of empty frames, and no recommendation shown as a result
     (the learner's pick before any data is arbitrary)."""
-    with server_cls(f"sqlite:///{tmp_path / 'new.sqlite'}", log_dir=tmp_path) as srv:
-        eid, token = create(srv.url)
-        ctx = browser.new_context(viewport={"width": 390, "height": 844})
-        page = ctx.new_page()
-        page.goto(f"{srv.url}/dashboard/{eid}#token={token}")
-        page.wait_for_selector("#chart-response[data-rows='0']")
-        page.wait_for_selector("#chart-leaders[data-rows='0']")
-        assert page.text_content("#recommendation") == "none yet (no answers)"
-        notes = page.locator("p.chart-empty").all_text_contents()
-        assert notes.count("Nothing yet: this chart fills in as participants answer.") == 4  # activity charts
-        assert notes.count("Nothing yet: the first point comes after 100 answers.") == 3  # history charts
-        assert page.evaluate("document.scrollingElement.scrollWidth") <= 390
-        ctx.close()
+    srv = shared_server
+    eid, token = create(srv.url)
+    ctx = browser.new_context(viewport={"width": 390, "height": 844})
+    page = ctx.new_page()
+    page.goto(f"{srv.url}/dashboard/{eid}#token={token}")
+    page.wait_for_selector("#chart-response[data-rows='0']")
+    page.wait_for_selector("#chart-leaders[data-rows='0']")
+    assert page.text_content("#recommendation") == "none yet (no answers)"
+    notes = page.locator("p.chart-empty").all_text_contents()
+    assert notes.count("Nothing yet: this chart fills in as participants answer.") == 4  # activity charts
+    assert notes.count("Nothing yet: the first point comes after 100 answers.") == 3  # history charts
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 390
+    ctx.close()
 
 
 def test_dashboard_shows_only_the_token_form_until_a_token_is_accepted(browser, served):

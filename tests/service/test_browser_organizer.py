@@ -378,64 +378,62 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
     assert time.monotonic() - t_start < 90
 
 
-def test_new_form_errors_stay_next_to_the_form(browser, server_cls, tmp_path):
+def test_new_form_errors_stay_next_to_the_form(browser, shared_server, tmp_path):
     """Client-side checks (bad parameters, a CSV without a text column) and a server 422 keep the form as it was."""
-    db = f"sqlite:///{tmp_path / 'errors.sqlite'}"
     bad_csv = tmp_path / "bad.csv"
     bad_csv.write_text("title\nsomething\n", encoding="utf-8")
     good_csv = tmp_path / "good.csv"
     write_captions_csv(good_csv)
-    with server_cls(db, log_dir=tmp_path) as srv:  # no admin token: anyone may create
-        ctx = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1,
-                                  is_mobile=True, has_touch=True)
-        page = ctx.new_page()
-        page.goto(f"{srv.url}/new")
-        assert page.evaluate("document.documentElement.scrollWidth") <= 390
-        page.fill("#name", "errors")
-        page.set_input_files("#items-file", str(bad_csv))
-        page.wait_for_function("document.getElementById('items-info').textContent.includes('\"text\"')")
-        page.locator(".learner-params").fill("preset heuristic")
-        page.click("#create")
-        page.wait_for_function("document.getElementById('form-error').textContent.includes('name=value')")
-        page.locator(".learner-params").fill('{"delta": 2}')
-        page.click("#create")
-        # the server refuses the CSV first or the delta: either way its message is shown
-        page.wait_for_function("document.getElementById('form-error').textContent.length > 0 && "
-                               "!document.getElementById('form-error').textContent.includes('name=value')")
-        assert page.is_visible("#new-form") and page.is_hidden("#created")
-        page.set_input_files("#items-file", str(good_csv))
-        page.click("#create")
-        page.wait_for_function("document.getElementById('form-error').textContent.includes('delta')")
-        assert page.input_value("#name") == "errors"
-        page.locator(".learner-params").fill("")
-        page.click("#create")
-        # on a fresh install, creating compiles the new learners' code first (service.warmup: LUCB1's
-        # ask/tell kernels take 15-45 s on two busy cores), so the answer may take that long
-        page.wait_for_selector("#created:not([hidden])", timeout=180_000)
-        assert page.is_hidden("#admin-token-row")
-        assert page.evaluate("document.documentElement.scrollWidth") <= 390
-        token = page.text_content("#owner-token")
-        eid = int(page.text_content("#created-id"))
-        info = httpx.get(f"{srv.url}/api/experiments/{eid}", headers={"Authorization": f"Bearer {token}"}).json()
-        assert info["algorithm"] == DEFAULT_ALGORITHM and len(info["algorithms"]) == 1 and info["n_items"] == 12
-        ctx.close()
+    srv = shared_server  # no admin token: anyone may create
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1,
+                              is_mobile=True, has_touch=True)
+    page = ctx.new_page()
+    page.goto(f"{srv.url}/new")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.fill("#name", "errors")
+    page.set_input_files("#items-file", str(bad_csv))
+    page.wait_for_function("document.getElementById('items-info').textContent.includes('\"text\"')")
+    page.locator(".learner-params").fill("preset heuristic")
+    page.click("#create")
+    page.wait_for_function("document.getElementById('form-error').textContent.includes('name=value')")
+    page.locator(".learner-params").fill('{"delta": 2}')
+    page.click("#create")
+    # the server refuses the CSV first or the delta: either way its message is shown
+    page.wait_for_function("document.getElementById('form-error').textContent.length > 0 && "
+                           "!document.getElementById('form-error').textContent.includes('name=value')")
+    assert page.is_visible("#new-form") and page.is_hidden("#created")
+    page.set_input_files("#items-file", str(good_csv))
+    page.click("#create")
+    page.wait_for_function("document.getElementById('form-error').textContent.includes('delta')")
+    assert page.input_value("#name") == "errors"
+    page.locator(".learner-params").fill("")
+    page.click("#create")
+    # on a fresh install, creating compiles the new learners' code first (service.warmup: LUCB1's
+    # ask/tell kernels take 15-45 s on two busy cores), so the answer may take that long
+    page.wait_for_selector("#created:not([hidden])", timeout=180_000)
+    assert page.is_hidden("#admin-token-row")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    token = page.text_content("#owner-token")
+    eid = int(page.text_content("#created-id"))
+    info = httpx.get(f"{srv.url}/api/experiments/{eid}", headers={"Authorization": f"Bearer {token}"}).json()
+    assert info["algorithm"] == DEFAULT_ALGORITHM and len(info["algorithms"]) == 1 and info["n_items"] == 12
+    ctx.close()
 
 
-def test_dashboard_with_one_learner_has_no_tabs(browser, server_cls, tmp_path):
-    db = f"sqlite:///{tmp_path / 'one.sqlite'}"
-    with server_cls(db, log_dir=tmp_path) as srv:
-        r = httpx.post(f"{srv.url}/api/experiments",
-                       json={"name": "one", "items": ["a", "b", "c"], "algorithm": "lil_ucb", "seed": 1})
-        eid, token = r.json()["id"], r.json()["owner_token"]
-        ctx = browser.new_context(viewport={"width": 1000, "height": 800}, accept_downloads=True)
-        dash = ctx.new_page()
-        dash.goto(f"{srv.url}/dashboard/{eid}#token={token}")
-        dash.wait_for_function("document.getElementById('n-items').textContent === '3'")
-        assert dash.is_hidden("#learner-tabs") and dash.is_hidden("#comparison")
-        assert dash.text_content("#export-summary") == "Summary CSV"
-        with dash.expect_download() as dl:
-            dash.click("#export-summary")
-        assert dl.value.suggested_filename == f"{eid}_summary_LilUCB.csv"  # as the server names it
-        text = Path(dl.value.path()).read_text(encoding="utf-8")
-        assert next(csv.reader(io.StringIO(text))) == SUMMARY_COLUMNS
-        ctx.close()
+def test_dashboard_with_one_learner_has_no_tabs(browser, shared_server):
+    srv = shared_server
+    r = httpx.post(f"{srv.url}/api/experiments",
+                   json={"name": "one", "items": ["a", "b", "c"], "algorithm": "lil_ucb", "seed": 1})
+    eid, token = r.json()["id"], r.json()["owner_token"]
+    ctx = browser.new_context(viewport={"width": 1000, "height": 800}, accept_downloads=True)
+    dash = ctx.new_page()
+    dash.goto(f"{srv.url}/dashboard/{eid}#token={token}")
+    dash.wait_for_function("document.getElementById('n-items').textContent === '3'")
+    assert dash.is_hidden("#learner-tabs") and dash.is_hidden("#comparison")
+    assert dash.text_content("#export-summary") == "Summary CSV"
+    with dash.expect_download() as dl:
+        dash.click("#export-summary")
+    assert dl.value.suggested_filename == f"{eid}_summary_LilUCB.csv"  # as the server names it
+    text = Path(dl.value.path()).read_text(encoding="utf-8")
+    assert next(csv.reader(io.StringIO(text))) == SUMMARY_COLUMNS
+    ctx.close()
