@@ -326,12 +326,10 @@ class Learner:
             check_param("n", n, low=1, integer=True)
         mask = self.allowed_mask(allowed)
         out: list[int] = []
-        if self.done_:
+        if self.done_ or not mask.any():
             return out
         pending = self._views()[0]
-        for _ in range(n):
-            if not mask.any():
-                break
+        for _ in range(n):  # the mask is not changed by the rules: one check above covers every arm
             arm = int(self._ask_allowed(mask))
             if arm < 0:
                 break
@@ -343,6 +341,8 @@ class Learner:
 
     def allowed_mask(self, allowed: ArrayLike) -> np.ndarray:
         """``allowed`` (a boolean mask of length ``n_arms_`` or arm indices) as a boolean mask; ValueError otherwise."""
+        if allowed.__class__ is np.ndarray and allowed.dtype == np.bool_ and allowed.shape == (self.n_arms_,):
+            return allowed  # the common case, checked without a copy
         arr = np.asarray(allowed)
         if arr.dtype == np.bool_:
             if arr.shape != (self.n_arms_,):

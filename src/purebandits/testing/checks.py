@@ -432,6 +432,15 @@ def _random_allowed(rng: np.random.Generator, n: int) -> np.ndarray:
     return mask
 
 
+def _allowed_block(rng: np.random.Generator, n: int, size: int = 1024) -> np.ndarray:
+    """``size`` masks of :func:`_random_allowed`'s law drawn at once (each arm allowed with probability 1/2, an
+    empty mask replaced by one uniform arm): the per-ask draw was a sixth of a restricted run's time."""
+    masks = rng.random((size, n)) < 0.5
+    empty = np.flatnonzero(~masks.any(axis=1))
+    masks[empty, rng.integers(n, size=empty.size)] = True
+    return masks
+
+
 def run_learner_allowed(learner: Learner, model: RewardModel, seed: int, *, max_pulls: int = MAX_PULLS,
                         record: list | None = None) -> Learner:
     """:func:`run_learner` with every ask restricted to a random non-empty set of arms (:func:`_random_allowed`).
@@ -442,8 +451,12 @@ def run_learner_allowed(learner: Learner, model: RewardModel, seed: int, *, max_
     stream = model.stream(seed)
     rng = np.random.default_rng([seed, 99])
     n = learner.n_arms_
+    masks, used = _allowed_block(rng, n), 0
     while not learner.done and learner.n_pulls < max_pulls:
-        mask = _random_allowed(rng, n)
+        if used == masks.shape[0]:
+            masks, used = _allowed_block(rng, n), 0
+        mask = masks[used]
+        used += 1
         arms = learner.ask(1, allowed=mask)
         if record is not None:
             record.append(("ask", mask, arms))
