@@ -221,3 +221,45 @@ def test_pairwise_layout_on_a_phone_and_a_desktop(browser, server_cls, tmp_path)
             ctx.close()
     for name in ("pairwise-phone.png", "pairwise-desktop.png"):
         assert (shots / name).stat().st_size > 1000
+
+
+def pending(exp: Exp) -> int:
+    """Pulls the experiment's learner counts as out (its state's ``pending_``)."""
+    r = httpx.get(f"{exp.url}/api/experiments/{exp.id}/state", headers=exp.auth)
+    return sum(r.json()["state"]["state"]["pending_"]["__ndarray__"])
+
+
+def test_completion_code_and_pairs_given_back_when_the_page_closes(browser, server_cls, tmp_path):
+    """The session's end works as on a rating page: after ``answers_per_participant`` comparisons the completion
+    code is shown; a page that closes gives back the pair on screen and the one fetched ahead."""
+    with server_cls(f"sqlite:///{tmp_path / 'session.sqlite'}", log_dir=tmp_path) as srv:
+        short = Exp(srv, answers_per_participant=2)
+        ctx, page, errors = open_page(browser, f"{srv.url}/rate/{short.id}")
+        for _ in range(2):
+            assert next_pair(page) == "ready"
+            page.keyboard.press("ArrowRight")
+        assert next_pair(page) == "idle"
+        page.wait_for_selector("#complete", state="visible")
+        assert page.text_content("#completion-code").strip()
+        assert "comparisons we asked of you" in page.text_content("#item-text")
+        assert [a["label"] for a in short.answers()] == ["right", "right"]
+        assert errors == []
+        ctx.close()
+
+        exp = Exp(srv)
+        ctx, page, errors = open_page(browser, f"{srv.url}/rate/{exp.id}")
+        assert next_pair(page) == "ready"
+        page.keyboard.press("1")
+        assert next_pair(page) == "ready"
+        page.wait_for_selector("#unsent", state="hidden")
+        deadline = time.monotonic() + 15
+        while pending(exp) != 2:  # the pair on screen and the one fetched ahead
+            assert time.monotonic() < deadline
+            page.wait_for_timeout(50)
+        page.goto("about:blank")
+        while pending(exp) != 0:
+            assert time.monotonic() < deadline + 15
+            time.sleep(0.05)
+        assert [a["label"] for a in exp.answers()] == ["left"]
+        assert errors == []
+        ctx.close()
