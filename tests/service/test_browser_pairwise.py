@@ -12,6 +12,7 @@ import base64
 import csv
 import io
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -261,5 +262,38 @@ def test_completion_code_and_pairs_given_back_when_the_page_closes(browser, serv
             assert time.monotonic() < deadline + 15
             time.sleep(0.05)
         assert [a["label"] for a in exp.answers()] == ["left"]
+        assert errors == []
+        ctx.close()
+
+
+def test_dashboard_of_a_pairwise_experiment(browser, server_cls, tmp_path):
+    """The dashboard names the ranking's mean the Borda score and shows the Bradley-Terry strengths (c0 first, the
+    graph's connectivity) with the win matrix and crowd-kit pairs as downloads."""
+    with server_cls(f"sqlite:///{tmp_path / 'dash.sqlite'}", log_dir=tmp_path) as srv:
+        exp = Exp(srv)
+        with httpx.Client(base_url=srv.url, timeout=10) as c:
+            pid = c.post("/api/participants").json()["participant_id"]
+            for _ in range(24):
+                q = c.post(f"/api/experiments/{exp.id}/queries", json={"participant_id": pid}).json()
+                assert q["state"] == "ok"
+                label = preferred(*(item["id"] for item in q["items"]))
+                r = c.post(f"/api/queries/{q['query_id']}/answer", json={"participant_id": pid, "label": label})
+                assert r.status_code == 200
+        token = exp.auth["Authorization"].split()[1]
+        ctx, page, errors = open_page(browser, f"{srv.url}/dashboard/{exp.id}#token={token}",
+                                      viewport={"width": 1280, "height": 1000})
+        page.wait_for_selector("#bt-table tbody tr")
+        assert page.is_visible("#pairwise-section")
+        assert [page.get_attribute(f"#bt-table tbody tr:nth-child({i})", "data-id") for i in (1, 4)] == ["c0", "c3"]
+        assert "comparisons; the comparison graph is" in page.text_content("#bt-summary")
+        assert "Borda score" in page.text_content("#ranking thead") + page.text_content("#ranking-note")
+        with page.expect_download() as download:
+            page.click("#export-wins")
+        assert download.value.suggested_filename == f"experiment-{exp.id}-wins.csv"
+        with page.expect_download() as download:
+            page.click("#export-pairs")
+        lines = (Path(download.value.path()).read_text()).splitlines()
+        assert lines[0] == "worker,left,right,label" and len(lines) == 25
+        page.locator("#pairwise-section").screenshot(path=str(tmp_path / "pairwise-dashboard.png"))
         assert errors == []
         ctx.close()
