@@ -309,6 +309,28 @@ def test_two_learners_image_list_archive_delete(db_url, server_cls, tmp_path, ca
 
 
 # ---------------------------------------------------------------------------- no server
+def test_create_pairwise_with_query_option(sqlite_url, server_cls, tmp_path, capsys, env):
+    """``--query pairwise`` creates a pairwise experiment (two items per query, answered left or right), which
+    ``show`` names; without it the experiment is a rating one."""
+    items = tmp_path / "duels.csv"
+    items.write_text(ITEMS_CSV, encoding="utf-8")
+    with server_cls(sqlite_url, log_dir=tmp_path) as srv:
+        env.setenv("PUREBANDITS_SERVER", srv.url)
+        code, out, err = run_cli(capsys, "create", "--items", items, "--query", "pairwise", "--seed", "3")
+        assert code == 0, err
+        eid, token = created(out)
+        public = httpx.get(f"{srv.url}/api/experiments/{eid}/public").json()
+        assert public["query"] == "pairwise" and public["labels"] == ["left", "right"]
+        code, out, err = run_cli(capsys, "show", eid, "--token", token)
+        assert code == 0 and re.search(r"query\s*:?\s+pairwise", out), out
+        code, out, err = run_cli(capsys, "create", "--items", items)
+        assert code == 0, err
+        eid, _ = created(out)
+        assert httpx.get(f"{srv.url}/api/experiments/{eid}/public").json()["query"] == "rating"
+        code, _, err = run_cli(capsys, "create", "--items", items, "--query", "pairwise", "--labels", "a=0,b=1")
+        assert code != 0 and "labels" in err
+
+
 def test_server_down_gives_a_clear_message(capsys, env):
     url = f"http://127.0.0.1:{free_port()}"
     code, out, err = run_cli(capsys, "show", "1", "--server", url, "--token", "t")

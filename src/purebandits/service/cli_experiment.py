@@ -117,6 +117,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the session positions of the gold items (1 = a participant's first item), e.g. 5,20")
     p.add_argument("--query-expiry", type=float, metavar="SECONDS",
                    help="unanswered queries expire after this many seconds (server default)")
+    p.add_argument("--query", choices=["rating", "pairwise"],
+                   help="rating: one item per query, rated with the labels (server default); pairwise: two items "
+                        "per query, answered left or right, ranked by Borda score (no --labels or --gold)")
 
     add("list", "list every experiment (needs the admin token when the server has one)", eid=False)
     add("show", "an experiment's settings, status and learners")
@@ -332,7 +335,7 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
                        ("budget", args.budget), ("seed", args.seed), ("repeats", args.repeats),
                        ("answers_per_participant", args.answers_per_participant),
                        ("query_expiry_seconds", args.query_expiry), ("completion_url", args.completion_url),
-                       ("allow_skip", args.allow_skip)):
+                       ("allow_skip", args.allow_skip), ("query", args.query)):
         if value is not None:
             spec[key] = value
     if args.gold is not None:
@@ -466,7 +469,8 @@ def _show(api: Any, args: argparse.Namespace) -> int:
         return 0
     labels = ", ".join(f"{lab['name']}={_num(lab.get('reward'))}" for lab in info.get("labels") or [])
     app = info.get("answers_per_participant")
-    lines = [("status", info.get("status")), ("created", _when(info.get("created_at"))),
+    lines = [("status", info.get("status")), ("query", info.get("query", "rating")),
+             ("created", _when(info.get("created_at"))),
              ("items", info.get("n_items")), ("labels", labels), ("k", info.get("k")),
              ("version", f"{info.get('version')} events"),
              ("query expiry", f"{_num(info.get('query_expiry_seconds'))} s")]

@@ -203,14 +203,16 @@
 
   // ---- the ranking: one page, searched, sorted and cut by the server
   let labelNames = [];
+  let pairwise = false;  // a pairwise experiment: its mean is the Borda score, and Bradley-Terry strengths are shown
   function columns() {
     // [sort key or null, header, card label]
-    return [["rank", "#"], ["text", "item"], ["mean", "mean"], [null, "interval"], ["count", "answers"],
+    return [["rank", "#"], ["text", "item"], ["mean", pairwise ? "Borda score" : "mean"], [null, "interval"],
+      ["count", "answers"],
       ...labelNames.map((n) => ["label:" + n, n])];
   }
   const SORT_NAMES = {rank: "rank", text: "item text", mean: "mean", lower: "lower bound", upper: "upper bound",
     count: "answers"};
-  const sortName = (key) => SORT_NAMES[key] || (key.startsWith("label:") ? `“${key.slice(6)}” answers` : key);
+  const sortName = (key) => (pairwise && key === "mean" ? "Borda score" : SORT_NAMES[key]) || (key.startsWith("label:") ? `“${key.slice(6)}” answers` : key);
   const defaultOrder = (key) => (key === "rank" || key === "text" ? "asc" : "desc");
 
   function sortButton(key, text) {
@@ -281,7 +283,15 @@
 
   function drawTable(res) {
     const names = res.labels.map((l) => l.name);
-    if (JSON.stringify(names) !== JSON.stringify(labelNames)) { labelNames = names; buildHeader(); }
+    const pair = res.query === "pairwise";
+    if (JSON.stringify(names) !== JSON.stringify(labelNames) || pair !== pairwise) {
+      labelNames = names; pairwise = pair; buildHeader();
+      $("ranking-note").textContent = pair
+        ? "(Borda score: the estimated probability of beating a uniformly drawn other item, with the learner's " +
+          "confidence interval; won and lost count the comparisons of the learner's item)"
+        : "(mean reward with the learner's confidence interval, clipped to the reward range)";
+      $("pairwise-section").hidden = !pair;
+    }
     const heads = columns().map(([, h]) => h);
     const tbody = $("ranking").querySelector("tbody");
     tbody.textContent = "";
@@ -1051,6 +1061,50 @@
     }
   }
 
+  // ---- a pairwise experiment: the Bradley-Terry fit of every comparison, refetched when the results changed (at
+  // most every CHARTS_EVERY ms); the first BT_ROWS items by strength
+  const BT_ROWS = 30;
+  let btKey = null, btAt = 0, btBusy = false;
+  async function pollBradleyTerry(res) {
+    const key = `${res.version}|${res.n_answers}`;
+    if (btBusy || key === btKey || Date.now() - btAt < CHARTS_EVERY) return;
+    btBusy = true;
+    try {
+      const r = await fetch(`/api/experiments/${eid}/bradley-terry`, {headers: auth()});
+      if (r.status === 401) { rejected(); return; }
+      const d = await r.json().catch(() => ({}));
+      btKey = key; btAt = Date.now();
+      drawBradleyTerry(r.ok ? d : null, typeof d.detail === "string" ? d.detail : String(r.status));
+    } catch (e) { /* the network: the results' poll says so */ } finally { btBusy = false; }
+  }
+
+  function drawBradleyTerry(bt, why) {
+    const body = $("bt-table").querySelector("tbody");
+    body.textContent = "";
+    $("bt-note").hidden = !(bt && bt.note);
+    $("bt-note").textContent = bt && bt.note ? "Note: " + bt.note + "." : "";
+    $("bt-more").hidden = !(bt && bt.items.length > BT_ROWS);
+    if (!bt) { $("bt-summary").textContent = `No fit yet (${why}).`; return; }
+    const c = bt.components;
+    $("bt-summary").textContent = `${count(bt.n_comparisons)} comparisons; the comparison graph is ` +
+      (bt.strongly_connected ? "strongly connected (maximum-likelihood fit)."
+        : `not strongly connected (${c} components): ridge alpha = ${bt.alpha}.`);
+    bt.items.slice(0, BT_ROWS).forEach((row) => {
+      const tr = document.createElement("tr");
+      tr.dataset.id = row.id;
+      cell(tr, String(row.rank), "rank");
+      cell(tr, row.text, "text").title = `item id ${row.id}`;
+      cell(tr, fmt(row.log_strength), "num");
+      cell(tr, String(row.wins), "num");
+      cell(tr, String(row.losses), "num");
+      cell(tr, row.win_rate === null ? "–" : fmt(row.win_rate), "num");
+      body.appendChild(tr);
+    });
+    $("bt-more").textContent = `… ${count(bt.items.length - BT_ROWS)} more items (the win matrix has them all).`;
+  }
+  $("export-wins").addEventListener("click", () => download("wins.csv", `experiment-${eid}-wins.csv`));
+  $("export-pairs").addEventListener("click", () => download("answers.csv?format=crowdkit", `experiment-${eid}-pairs.csv`));
+
   // the participants' quality flags, at most every PARTICIPANTS_EVERY ms, with an exclude / include button each
   const PARTICIPANTS_EVERY = 5000;
   let participantsAt = 0;
@@ -1133,6 +1187,7 @@
         if (charts.made) followNow(res);
         pollCharts(mine, res);  // not awaited: a slow chart fetch does not hold the ranking back
         pollParticipants(false);
+        if (res.query === "pairwise") pollBradleyTerry(res);  // not awaited either
         if (learners.length > 1) await pollComparison(mine);
       }
     } catch (e) { $("error").textContent = "Connection lost, retrying every second…"; }

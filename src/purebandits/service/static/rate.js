@@ -1,4 +1,7 @@
-// Rating page: one item at a time, one button per label (keys 1, 2, 3, ... pick them). The next item
+// Rating page: one item at a time, one button per label (keys 1, 2, 3, ... pick them). A pairwise experiment's
+// page is the same page: two items per query, each a big button ("which is funnier?"; Left arrow or 1 picks the
+// left one, Right arrow or 2 the right one), answered with the labels "left" and "right" through the same outbox,
+// prefetch, states and completion flow; `/public`'s "query" (or an ask's `items`) says which kind it is. The next item
 // is fetched while the participant rates the current one (asks with n), so
 // no rating waits for the server: a click shows the next item at once and its answer goes out
 // behind it, through an outbox kept in localStorage (a reload or a lost connection resends it).
@@ -53,6 +56,8 @@
   const preview = !!platform && platform.name === "mturk" && platform.session === MTURK_PREVIEW;
   const urlWorker = param("PROLIFIC_PID") || param("workerId") || param("participant");
   let allowSkip = false;
+  let pairwise = false;  // two items per query (the experiment's "query" is "pairwise"), answered left or right
+  let question = "Which is funnier?";  // a pairwise page's question: the experiment's instructions when it has them
   let participant = null;
   let labels = [];
   let current = null;  // the query on screen, until it is answered
@@ -214,10 +219,15 @@
   // ---------------------------------------------------------------- buttons and keys
   function buildButtons(names) {
     const box = $("buttons");
-    if (JSON.stringify(names) === JSON.stringify(labels) && box.children.length) return;
+    const kind = pairwise ? "pair" : "rating";
+    if (JSON.stringify(names) === JSON.stringify(labels) && box.children.length && box.dataset.kind === kind) return;
     labels = names.slice();
     box.textContent = "";
-    labels.forEach((label, i) => {
+    box.dataset.kind = kind;
+    box.classList.toggle("pair", pairwise);
+    if (pairwise) {
+      buildPairButtons();
+    } else labels.forEach((label, i) => {
       const b = document.createElement("button");
       b.type = "button";
       b.className = "label";
@@ -243,6 +253,51 @@
     const n = Math.min(labels.length, MAX_KEYS);
     $("keys-last").textContent = String(n);
     $("keys-hint").hidden = n < 2;
+  }
+
+  // a pairwise query's two buttons, left and right (labels[0] and labels[1]): each is a whole item, its picture and
+  // text filled in by show(); its key badge says which keys pick it
+  function buildPairButtons() {
+    const box = $("buttons");
+    box.setAttribute("aria-label", question);
+    [["← 1", "ArrowLeft 1"], ["2 →", "ArrowRight 2"]].forEach(([keys, shortcut], i) => {
+      const label = labels[i];
+      if (label === undefined) return;
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "label side";
+      b.dataset.label = label;
+      b.setAttribute("aria-keyshortcuts", shortcut);
+      const key = document.createElement("span");
+      key.className = "key";
+      key.setAttribute("aria-hidden", "true");
+      key.textContent = keys;
+      const img = document.createElement("img");
+      img.alt = "";
+      img.hidden = true;
+      const name = document.createElement("span");
+      name.className = "name";
+      b.append(key, img, name);
+      b.disabled = true;
+      b.addEventListener("click", () => pick(label));
+      box.appendChild(b);
+    });
+  }
+
+  // the page becomes a pairwise page: its question over the two items (in place of the instructions), its keys,
+  // "answered" for "rated"
+  function setPairwise(on, instructions) {
+    if (typeof instructions === "string" && instructions.trim()) question = instructions.trim();
+    if (on === pairwise && !instructions) return;
+    pairwise = on;
+    document.querySelector("main").classList.toggle("pairwise", on);
+    $("question").textContent = question;
+    $("question").hidden = !on;
+    if (on) $("instructions").hidden = true;
+    $("keys-rating").hidden = on;
+    $("keys-pair").hidden = !on;
+    $("n-rated-label").textContent = on ? "answered" : "rated";
+    $("buttons").setAttribute("aria-label", on ? question : "Your rating");
   }
 
   // "can't decide": recorded, never told to the learner as a rating (key S)
@@ -284,6 +339,14 @@
       if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
       ev.preventDefault();
       if (!ev.repeat) pick(SKIP);
+      return;
+    }
+    // a pairwise page: Left and Right arrows pick the left and the right item (as 1 and 2 do)
+    if (pairwise && (ev.key === "ArrowLeft" || ev.key === "ArrowRight")) {
+      const t = ev.target;
+      if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+      ev.preventDefault();  // no scrolling sideways
+      if (!ev.repeat && labels.length === 2) pick(labels[ev.key === "ArrowLeft" ? 0 : 1]);
       return;
     }
     // the digit key itself, also where it needs Shift (AZERTY) or is on the numeric keypad
@@ -409,16 +472,17 @@
     card.hidden = false;
     $("complete").hidden = true;
     document.querySelector("main").classList.remove("idle");
-    $("item-text").textContent = q.item.text;
-    const img = $("item-image");
-    if (q.item.image_url) {
-      img.src = q.item.image_url;
-      img.hidden = false;
-    } else {
-      img.hidden = true;
-      img.removeAttribute("src");
-    }
+    const pair = Array.isArray(q.items);
+    if (pair !== pairwise) setPairwise(pair);  // the ask's shape decides (the context may not have loaded)
+    card.classList.toggle("paired", pair);  // a pair's items are its buttons: the card only says what is going on
     if (Array.isArray(q.labels)) buildButtons(q.labels);
+    if (pair) {
+      $("item-text").textContent = "";
+      $("buttons").querySelectorAll("button.side").forEach((b, i) => fillSide(b, q.items[i]));
+    } else {
+      $("item-text").textContent = q.item.text;
+      setImage($("item-image"), q.item.image_url);
+    }
     blurButtons();
     armed = false;
     setButtons(false, {arming: true});
@@ -429,6 +493,24 @@
     }, ARM_MS);
   }
 
+  function setImage(img, url) {
+    if (url) {
+      img.src = url;
+      img.hidden = false;
+    } else {
+      img.hidden = true;
+      img.removeAttribute("src");
+    }
+  }
+
+  // one side of a pair: the item's text (and picture), its id for the record (tests read it too)
+  function fillSide(b, item) {
+    item = item || {text: ""};
+    b.querySelector(".name").textContent = item.text;
+    if (item.id !== undefined) b.dataset.itemId = String(item.id); else delete b.dataset.itemId;
+    setImage(b.querySelector("img"), item.image_url);
+  }
+
   // no item to show: `text` says why; opts.idle (no item for a while, or for good) hides the buttons
   // and the task's instructions and picture
   function showState(text, opts) {
@@ -437,6 +519,7 @@
     const card = $("card");
     delete card.dataset.queryId;
     card.classList.add("state");
+    card.classList.remove("paired");
     $("item-text").textContent = text;
     const img = $("item-image");
     img.hidden = true;
@@ -449,7 +532,8 @@
   // the assignment to turkSubmitTo/mturk/externalSubmit (only to a submit origin the server allows); Prolific or
   // another platform: the experiment's completion URL (with the code), to which the page goes by itself
   function showComplete(code, url, text) {
-    showState(text || "Thank you! You have rated all the items we asked of you.", {idle: true});
+    showState(text || (pairwise ? "Thank you! You have answered all the comparisons we asked of you."
+                                : "Thank you! You have rated all the items we asked of you."), {idle: true});
     if (!code) return;
     $("completion-code").textContent = code;
     $("complete").hidden = false;
@@ -576,7 +660,8 @@
         showState("This experiment is paused. Please come back later.", {idle: true});
         return later(10);
       case "exhausted":
-        showState("Thank you! You have rated every item we need from you right now.", {idle: true});
+        showState(pairwise ? "Thank you! You have compared every pair we need from you right now."
+                           : "Thank you! You have rated every item we need from you right now.", {idle: true});
         message("This page checks for new items every " + EXHAUSTED_POLL_S + " seconds.");
         return schedule(EXHAUSTED_POLL_S);
       case "complete":
@@ -589,7 +674,8 @@
         message("");
         if (q.study_complete && q.completion_code) {
           return showComplete(q.completion_code, q.completion_url,
-                              "This study is complete: it has found its answer. Thank you for your ratings!");
+                              "This study is complete: it has found its answer. Thank you for your " +
+                              (pairwise ? "answers!" : "ratings!"));
         }
         if (q.study_complete) {
           return showState("This study is complete: it has found its answer and needs no more answers. Thank you!",
@@ -635,7 +721,9 @@
       $("title").textContent = p.name;
       document.title = "Rate: " + p.name;
     }
-    if (typeof p.instructions === "string" && p.instructions.trim()) {
+    if (p.query === "pairwise") {
+      setPairwise(true, p.instructions);  // the instructions become the question over the two items
+    } else if (typeof p.instructions === "string" && p.instructions.trim()) {
       $("instructions").textContent = p.instructions;
       $("instructions").hidden = false;
     }
@@ -662,6 +750,10 @@
     const example = p && typeof p.example === "string" ? p.example : "An item to rate appears here.";
     $("card").classList.remove("state");
     $("item-text").textContent = example;
+    if (pairwise) {  // two sample sides: the worker sees how a comparison is answered
+      $("item-text").textContent = "Two items appear here; you pick the better one.";
+      $("buttons").querySelectorAll("button.side").forEach((b, i) => fillSide(b, {text: i ? "The other item" : example}));
+    }
     setButtons(false);
   }
 
