@@ -469,6 +469,9 @@ def test_upgrade_pins_the_kl_bound_form_existing_experiments_ran_with(tmp_path):
         conn.exec_driver_sql("ALTER TABLE experiments DROP COLUMN crowd")
         for table, column in (("experiments", "query_kind"), ("queries", "opponent"), ("queries", "left_arm")):
             conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column}")  # 0010's
+        conn.exec_driver_sql("DROP INDEX ix_experiments_stage_of")  # 0011's
+        for column in ("stage_of", "stages"):
+            conn.exec_driver_sql(f"ALTER TABLE experiments DROP COLUMN {column}")
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0005'")
     upgrade(engine)
     study = Study(engine, Settings(database_url=url))

@@ -37,6 +37,7 @@ from purebandits.service.models import (
     participants,
     queries,
 )
+from purebandits.service.stages import stage1_over
 from purebandits.service.validation import (
     check_participant_id,
     has_control,
@@ -143,6 +144,10 @@ class _BatchQueries:
 
 
 
+#: what stage 1 of a staged experiment answers an ask once stage 2 has started: ask there (never sent to a client)
+NEXT_STAGE = "next_stage"
+
+
 def _raise_or_return(result: Any) -> Any:
     if isinstance(result, BaseException):
         raise result
@@ -230,9 +235,14 @@ class CrowdOperations:
         ``"done"`` (the learner stopped), ``"waiting"`` (the learner needs answers to come back
         first) or ``"complete"`` (``answers_per_participant`` reached, with its ``completion_code``).
         """
-        eid, idx = self.prepare_ask(eid, pid)
         n = check_items_per_ask(n)
-        return _raise_or_return(self.run_ops(eid, idx, [("ask", pid) if n is None else ("ask", pid, n)])[0])
+        for _ in range(2):  # a staged experiment's stage 1 may answer "ask stage 2" (once)
+            eid, idx = self.prepare_ask(eid, pid)
+            res = _raise_or_return(self.run_ops(eid, idx, [("ask", pid) if n is None else ("ask", pid, n)])[0])
+            if res.get("state") != NEXT_STAGE:
+                return res
+            eid = self.next_stage(eid)
+        raise RuntimeError(f"experiment {eid}: stage 2 asked for a next stage")
 
     def answer(self, query_id: str, pid: str, label: str) -> dict[str, Any]:
         """Record ``label`` for a pending query, ``tell`` the learner, commit, then acknowledge.
@@ -246,7 +256,9 @@ class CrowdOperations:
         return _raise_or_return(self.run_ops(eid, idx, [("answer", pid, query_id, label)])[0])
 
     def prepare_ask(self, eid: int, pid: str) -> tuple[int, int]:
-        """Check an ask before it takes the learner's lock; returns (experiment, learner index) to run it on."""
+        """Check an ask before it takes the learner's lock; returns (experiment, learner index) to run it on: a
+        staged experiment's stage 2 once this process knows it has started (:mod:`~purebandits.service.stages`)."""
+        eid = self.stage_route(eid)
         meta = self.meta(eid)
         if pid not in self._known_participants:
             try:
@@ -376,6 +388,10 @@ class CrowdOperations:
         now = self.clock()
         if row.status != "active":
             return {"state": row.status, "retry_after": 5.0}
+        if meta.staged and stage1_over(meta, tx.learner):
+            # handed over in the transaction that made it so: the caller asks stage 2 (found outside this
+            # transaction, which may be in PostgreSQL's pipeline mode)
+            return {"state": NEXT_STAGE, "experiment_id": meta.id}
         eid, idx = meta.id, tx.idx
         if self.is_excluded(eid, pid, conn):
             return {"state": "excluded", "retry_after": 3600.0}

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 
-from purebandits.service.crowd import check_items_per_ask
+from purebandits.service.crowd import NEXT_STAGE, check_items_per_ask
 from purebandits.service.errors import Unavailable, WouldBlock
 from purebandits.service.settings import Settings
 from purebandits.service.storage import is_sqlite, liveness
@@ -121,8 +121,13 @@ class Dispatcher:
         """:meth:`Study.next_query` (``n`` items, or the single-query form), batched with concurrent requests for the
         same learner."""
         n = check_items_per_ask(n)
-        eid, idx = await self.call(self.study.prepare_ask, eid, pid)
-        return await self._submit(eid, (idx, ("ask", pid) if n is None else ("ask", pid, n)))
+        for _ in range(2):  # a staged experiment's stage 1 may answer "ask stage 2" (service.stages), once
+            eid, idx = await self.call(self.study.prepare_ask, eid, pid)
+            res = await self._submit(eid, (idx, ("ask", pid) if n is None else ("ask", pid, n)))
+            if res.get("state") != NEXT_STAGE:
+                return res
+            eid = await self.call(self.study.next_stage, eid)
+        raise RuntimeError(f"experiment {eid}: stage 2 asked for a next stage")
 
     async def answer(self, query_id: str, pid: str, label: str) -> dict[str, Any]:
         """:meth:`Study.answer`, batched with concurrent requests for the same learner."""

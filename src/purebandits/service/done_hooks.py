@@ -79,7 +79,14 @@ class DoneHooks:
             conn.execute(experiments.update().where(experiments.c.id == eid).values(**values))
             all_done = conn.execute(sa.select(sa.func.count()).select_from(learners).where(
                 learners.c.experiment_id == eid, learners.c.done_ms.is_(None))).scalar_one() == 0
-            if auto_stop and all_done:
+            # a staged experiment's settings are its stage 2's too (copied at the switch, and here after it);
+            # its stage 1 stopping hands over, it does not end the experiment
+            child = self.stage_child(eid, conn) if meta.staged else None
+            if child is not None:
+                conn.execute(experiments.update().where(experiments.c.id == child).values(
+                    **values, webhook_secret=conn.execute(sa.select(experiments.c.webhook_secret)
+                                                          .where(experiments.c.id == eid)).scalar()))
+            if auto_stop and all_done and not meta.staged:
                 conn.execute(experiments.update().where(
                     experiments.c.id == eid, experiments.c.status.in_(("active", "paused"))).values(status="stopped"))
             return {**self._on_done(conn, eid), "webhook_secret": new_secret}
@@ -103,13 +110,17 @@ class DoneHooks:
         stale = now - self.WEBHOOK_RECLAIM_MS
         undone = sa.select(learners.c.idx).where(learners.c.experiment_id == experiments.c.id,
                                                  learners.c.done_ms.is_(None)).exists()
+        # a staged experiment's stage 1 stopping only hands over: its stage 2 (which has the webhook) calls
+        stage2 = experiments.alias("stage2")
+        handed_over = sa.select(stage2.c.id).where(stage2.c.stage_of == experiments.c.id).exists()
         unclaimed = sa.or_(experiments.c.webhook_ms.is_(None), sa.and_(
             experiments.c.webhook_ms < stale, experiments.c.webhook_status.is_(None),
             experiments.c.webhook_error.is_(None)))
         with self._connect(False) as conn:
             due = [(r.id, r.webhook_url, r.webhook_secret) for r in conn.execute(
                 sa.select(experiments.c.id, experiments.c.webhook_url, experiments.c.webhook_secret)
-                .where(experiments.c.webhook_url.is_not(None), unclaimed, ~undone).order_by(experiments.c.id))]
+                .where(experiments.c.webhook_url.is_not(None), unclaimed, ~undone, ~handed_over)
+                .order_by(experiments.c.id))]
         n = 0
         for eid, url, secret in due:
             try:

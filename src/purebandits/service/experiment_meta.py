@@ -20,6 +20,7 @@ from purebandits.service.errors import (
 )
 from purebandits.service.validation import (
     PAIR_CHOICES,
+    STAGED,
     LearnerSpec,
 )
 
@@ -63,8 +64,13 @@ class ExperimentMeta:
     has_image: bool
     items: list[dict[str, Any]] = field(default_factory=list)
     crowd: CrowdSettings = field(default_factory=CrowdSettings)
-    #: what its queries ask: "rating" or "pairwise" (validation.QUERY_KINDS)
+    #: what its queries ask: "rating", "pairwise" or "rating_then_pairwise" (validation.QUERY_KINDS)
     query: str = "rating"
+    #: a staged experiment's stage settings (on stage 1, the experiment participants use) or its switch record (on
+    #: the stage 2 experiment the switch created): :mod:`purebandits.service.stages`; None otherwise
+    stages: dict[str, Any] | None = None
+    #: a stage 2 experiment: the id of the staged experiment whose stage 1 started it
+    stage_of: int | None = None
 
     @property
     def rewards(self) -> dict[str, float]:
@@ -75,6 +81,11 @@ class ExperimentMeta:
     def pairwise(self) -> bool:
         """Whether a query shows two items and asks which is better (the Borda reduction)."""
         return self.query == "pairwise"
+
+    @property
+    def staged(self) -> bool:
+        """Whether this is a staged experiment's stage 1: ratings that hand their top m to comparisons."""
+        return self.query == STAGED
 
     @property
     def answer_labels(self) -> list[str]:

@@ -48,6 +48,7 @@ from purebandits.service.models import (
     learners,
 )
 from purebandits.service.validation import (
+    STAGED,
     LearnerSpec,
 )
 
@@ -163,7 +164,10 @@ class LearnerStates:
             code_secret=secret, has_image=has_image,
             items=[{"arm": r.arm, "id": r.external_id, "text": r.text, "image_url": r.image_url} for r in its],
             crowd=CrowdSettings.from_json(row.crowd), query=row.query_kind or "rating",
+            stages=dict(row.stages) if row.stages else None, stage_of=row.stage_of,
         )
+        if m.stages is not None and m.stages.get("kind") == STAGED:  # stored as "rating": the column is short
+            m.query = STAGED
         self._meta[eid] = m
         return m
 

@@ -60,7 +60,12 @@ experiments = sa.Table(
     # what a query asks: "rating" (one item, one of the labels) or "pairwise" (two items, which is better: the
     # Borda reduction, purebandits.pairwise)
     sa.Column("query_kind", sa.String(16), nullable=False, server_default="rating"),
+    # a staged experiment (ratings then comparisons): the parent's stage settings, or a stage 2's switch record
+    sa.Column("stages", sa.JSON, nullable=True),
+    # a stage 2 experiment: the experiment whose stage 1 started it (at most one; deleted with it)
+    sa.Column("stage_of", sa.Integer, nullable=True),
     sa.Index("ix_experiments_origin_created", "origin", "created_ms"),
+    sa.Index("ix_experiments_stage_of", "stage_of", unique=True),
 )
 
 # One learner of an experiment (several run side by side, each with its own event log):

@@ -70,7 +70,8 @@ class OwnerOperations:
                 name=s.name, k=s.k, n_arms=len(s.items), labels=s.labels, status="active",
                 owner_token_hash=hash_token(token), query_expiry_seconds=s.query_expiry_seconds, created_ms=now,
                 instructions=s.instructions, repeats=s.repeats, answers_per_participant=s.answers_per_participant,
-                code_secret=secrets.token_hex(32), crowd=s.crowd.to_json(), query_kind=s.query,
+                code_secret=secrets.token_hex(32), crowd=s.crowd.to_json(),
+                query_kind="rating" if s.stages is not None else s.query, stages=s.stages,
             ).returning(experiments.c.id)).scalar_one()
             conn.execute(learners.insert(), [
                 {"experiment_id": eid, "idx": i, "label": ls.label, "algorithm": ls.algorithm, "params": ls.params,
@@ -87,7 +88,8 @@ class OwnerOperations:
             if s.image is not None:
                 conn.execute(images.insert().values(experiment_id=eid, content_type=s.image[0], data=s.image[1]))
         # compile a new kind of learner now, not inside its first participant's request (service.warmup)
-        warm_learners((ls.algorithm, ls.params) for ls in s.learners)
+        warm_learners([(ls.algorithm, ls.params) for ls in s.learners]
+                      + ([(s.stages["stage2"]["algorithm"], s.stages["stage2"]["params"])] if s.stages else []))
         return int(eid), token
 
     def learner_specs(self) -> list[tuple[str, dict[str, Any]]]:
@@ -112,6 +114,9 @@ class OwnerOperations:
                                .values(owner_token_hash=hash_token(token)))
             if res.rowcount == 0:
                 raise NotFound(f"experiment {eid} does not exist")
+            # a staged experiment's stage 2 is its owner's too
+            conn.execute(experiments.update().where(experiments.c.stage_of == eid)
+                         .values(owner_token_hash=hash_token(token)))
 
     def token_matches(self, eid: int, token: str) -> bool:
         """Whether ``token`` is the owner token of ``eid``."""
@@ -158,13 +163,27 @@ class OwnerOperations:
             if current == "stopped" and status not in ("stopped", "archived"):
                 raise Conflict("experiment is stopped; a stopped experiment cannot be resumed")
             conn.execute(experiments.update().where(experiments.c.id == eid).values(status=status))
+        child = self.stage_child(eid) if meta.staged else None
+        if child is not None:  # a staged experiment's status is its stage 2's too (that is what participants get)
+            self.set_status(child, status)
         for idx in range(len(meta.learners)):
             with self._locked(eid, idx) as (conn, _row, tx):
                 write_snapshot(conn, eid, idx, tx.version, tx.learner, self.clock())
         return {"id": eid, "status": status}
 
     def delete_experiment(self, eid: int) -> dict[str, Any]:
-        """Remove the experiment and every row of it (items, learners, events, queries, snapshots, image)."""
+        """Remove the experiment and every row of it (items, learners, events, queries, snapshots, image); a staged
+        experiment's stage 2 with it. A stage 2 alone cannot be deleted (Conflict): its stage 1 would lose it."""
+        meta = self.meta(eid)
+        if meta.stage_of is not None:
+            raise Conflict(f"experiment {eid} is stage 2 of experiment {meta.stage_of}: delete that one (both go)")
+        child = self.stage_child(eid) if meta.staged else None
+        if child is not None:
+            self._delete_one(child)
+        return self._delete_one(eid)
+
+    def _delete_one(self, eid: int) -> dict[str, Any]:
+        """:meth:`delete_experiment` of one experiment row and its rows."""
         meta = self.meta(eid)
         with ExitStack() as held:
             # the lock order ("Lock order" in transactions.py): every learner (this process's locks, then the rows), in
@@ -188,6 +207,7 @@ class OwnerOperations:
         with self._connect(False) as conn:
             rows = conn.execute(sa.select(experiments.c.id, experiments.c.name, experiments.c.status,
                                           experiments.c.n_arms, experiments.c.created_ms)
+                                .where(experiments.c.stage_of.is_(None))  # a stage 2 is shown by its stage 1
                                 .order_by(experiments.c.id)).all()
             answered = dict(conn.execute(
                 sa.select(queries.c.experiment_id, sa.func.count()).where(queries.c.status == "answered")

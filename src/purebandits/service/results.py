@@ -127,6 +127,7 @@ class ResultReads:
             "sort": sort, "order": order, "ranking": ranking, "timeline": tl, "now": now / 1000.0,
             "learner_done": None if done_ms is None else {"at_answers": done_answers, "at": done_ms / 1000.0},
             "on_done": on_done,
+            "stages": self.stage_info(eid) if meta.staged or meta.stage_of is not None else None,
         }
 
     def _forecast(self, meta: ExperimentMeta, idx: int, lrn: Learner, version: int, now: int) -> dict[str, Any]:
@@ -346,6 +347,7 @@ class ResultReads:
                 "instructions": meta.instructions, "has_image": meta.has_image, "repeats": meta.repeats,
                 "answers_per_participant": meta.answers_per_participant, "crowd": meta.crowd.to_json(),
                 "query": meta.query,
+                "stages": self.stage_info(eid) if meta.staged or meta.stage_of is not None else None,
                 "algorithms": [{"label": ls.label, "algorithm": ls.algorithm, "params": ls.params, "share": ls.share,
                                 "seed": ls.seed, "version": int(r.version), "done": r.done_ms is not None,
                                 "stopped_at_answers": r.done_answers,

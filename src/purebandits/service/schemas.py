@@ -94,11 +94,18 @@ class ExperimentCreate(BaseModel):
                                           "never told to a learner; a participant who gets them wrong is flagged")
     gold_positions: list[int] | None = Field(None, description="the session positions (1 = first item) at which "
                                              "gold items are shown, the i-th position showing gold item i mod len")
-    query: Literal["rating", "pairwise"] | None = Field(
+    query: Literal["rating", "pairwise", "rating_then_pairwise"] | None = Field(
         None, description="'rating' (default): one item per query, rated with a label; 'pairwise': two items per "
         "query ('items': [left, right]), answered 'left' or 'right' (the better one; 'skip' with allow_skip). The "
         "learner picks one item, the other is drawn uniformly, and it is told 1 if its item won (the Borda "
-        "reduction). Labels are fixed and gold items do not apply")
+        "reduction). Labels are fixed and gold items do not apply. 'rating_then_pairwise': ratings until the "
+        "learner has found the top top_m (or at ratings_budget), then comparisons among them, by itself")
+    top_m: int | None = Field(None, description="rating_then_pairwise: how many items stage 1 hands to the "
+                              "comparisons (2 <= top_m < items)")
+    ratings_budget: int | None = Field(None, description="rating_then_pairwise: stage 1 ends after this many "
+                                       "ratings even if its learner has not stopped (then not proven)")
+    stage2: dict[str, Any] | None = Field(None, description="rating_then_pairwise: stage 2's {algorithm, params, "
+                                          "instructions, label} (default: the service's default learner)")
 
     def to_spec(self) -> dict[str, Any]:
         """The request as the plain dict :meth:`Study.create_experiment` takes (unset fields left out)."""
@@ -205,9 +212,12 @@ class ExperimentInfo(BaseModel):
     answers_per_participant: int | None = None
     crowd: dict[str, Any] | None = Field(None, description="the crowd settings: allow_skip, completion_url, gold, "
                                          "gold_positions (null: none)")
-    query: Literal["rating", "pairwise"] = Field("rating", description="what a query asks; in a pairwise "
-                                                 "experiment 'labels' are the learners' (won 1, lost 0)")
+    query: Literal["rating", "pairwise", "rating_then_pairwise"] = Field(
+        "rating", description="what a query asks; in a pairwise experiment 'labels' are the learners' (won 1, lost 0)")
     algorithms: list[LearnerInfo] = Field(default_factory=list)
+    stages: dict[str, Any] | None = Field(None, description="a staged experiment (rating_then_pairwise) or its "
+                                          "stage 2: the stage running, stage 1's top m, stage 2's experiment id, "
+                                          "the winner (docs/service.md, 'Ratings then comparisons')")
 
 
 class ExperimentSummary(BaseModel):

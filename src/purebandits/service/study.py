@@ -13,6 +13,7 @@ assembled from parts that each own one concern, found by name:
 - :mod:`~purebandits.service.pairwise_results`: a pairwise experiment's win matrix, Bradley-Terry strengths and
   crowd-kit pairs;
 - :mod:`~purebandits.service.done_hooks`: auto-stop and webhooks when every learner has stopped;
+- :mod:`~purebandits.service.stages`: a staged experiment's switch from ratings to comparisons;
 - :mod:`~purebandits.service.experiment_meta`: what they share (settings, cached learners, tokens).
 
 Spec validation lives in :mod:`~purebandits.service.validation`, the event log and its replay in
@@ -71,6 +72,7 @@ from purebandits.service.participant_quality import ParticipantOperations
 from purebandits.service.reports import SUMMARY_COLUMNS, summary_rows
 from purebandits.service.results import MAX_REPORT_CACHES, ResultReads
 from purebandits.service.settings import Settings
+from purebandits.service.stages import StageOperations
 from purebandits.service.storage import is_sqlite
 from purebandits.service.transactions import Transactions
 from purebandits.service.validation import DEFAULT_LABELS, parse_items_csv
@@ -81,7 +83,7 @@ __all__ = ["Study", "DEFAULT_LABELS", "parse_items_csv", "hash_token", "SUMMARY_
 
 
 class Study(Transactions, LearnerStates, OwnerOperations, CrowdOperations, ParticipantOperations, ResultReads,
-            PairwiseReads, DoneHooks):
+            PairwiseReads, DoneHooks, StageOperations):
     """Experiments over a SQL database, driving registered learners; one per process.
 
     Parameters
@@ -124,6 +126,8 @@ class Study(Transactions, LearnerStates, OwnerOperations, CrowdOperations, Parti
         # pending queries issued here: id -> (eid, pid, learner); entries leave on answer / expiry,
         # so the map stays as large as the pending set (memory must not grow with the answers)
         self._query_owner: dict[str, tuple[int, str, int]] = {}
+        # staged experiments that have switched: stage 1's id -> stage 2's (final, so never evicted; one int each)
+        self._stage_children: dict[int, int] = {}
         self._x = HotStatements(engine)
         self._hot: tuple[int, Connection] | None = None  # (thread id, connection): see _loop_connection
         self._local = threading.local()  # .nowait: see nowait()

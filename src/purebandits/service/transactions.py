@@ -302,12 +302,18 @@ class Transactions:
             if due[idx].history:
                 point = history_point(tx.learner, meta.learners[idx].params, meta.k)
                 write_point(conn, meta.id, idx, point, self.clock())
+        if meta.staged:  # stage 1 stopping hands over to stage 2 (service.stages); the experiment goes on
+            self._after_stage_changes(conn, meta, parts)
+            return
+        stopped = [meta.id] if meta.stage_of is None else [meta.id, meta.stage_of]  # a stage 2 stops both
         if any(d.stopped for d in due.values()) and conn.execute(
                 sa.select(sa.func.count()).select_from(learners).where(
                     learners.c.experiment_id == meta.id, learners.c.done_ms.is_(None))).scalar_one() == 0:
-            conn.execute(experiments.update().where(
-                experiments.c.id == meta.id, experiments.c.auto_stop.is_(True),
-                experiments.c.status.in_(("active", "paused"))).values(status="stopped"))
+            auto = conn.execute(sa.select(experiments.c.auto_stop).where(experiments.c.id == meta.id)).scalar()
+            if auto:
+                conn.execute(experiments.update().where(
+                    experiments.c.id.in_(stopped), experiments.c.status.in_(("active", "paused")))
+                    .values(status="stopped"))
 
     def _pipeline(self, conn: Connection, write: bool) -> Any:
         """PostgreSQL writes: psycopg's pipeline mode, so statements whose rows nobody reads (the inserts and

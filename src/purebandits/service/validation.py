@@ -50,6 +50,7 @@ __all__ = [
     "ExperimentSpec", "LearnerSpec", "validate_spec", "parse_items_csv", "has_control", "check_text",
     "check_participant_id", "check_image_url", "check_webhook_url", "one_line", "read_items_csv", "ItemsFile",
     "decode_items_csv", "item_intake", "QUERY_KINDS", "PAIRWISE_LABELS", "PAIR_CHOICES", "MAX_PAIRWISE_ITEMS",
+    "STAGED", "stage2_learner",
 ]
 
 #: the caption contest's label set: name -> reward
@@ -59,7 +60,10 @@ DEFAULT_LABELS = [
     {"name": "funny", "reward": 1.0},
 ]
 #: what an experiment's queries ask: one item rated with a label, or two items, "which is better?"
-QUERY_KINDS = ("rating", "pairwise")
+QUERY_KINDS = ("rating", "pairwise", "rating_then_pairwise")
+#: a staged experiment: ratings over every item until its learner has found the top ``top_m`` (or at
+#: ``ratings_budget``), then comparisons among those (:mod:`purebandits.service.stages`)
+STAGED = "rating_then_pairwise"
 #: a pairwise experiment's labels as its learners see them (the Borda reduction, purebandits.pairwise): its item
 #: won (reward 1) or lost (reward 0) against the opponent drawn for it; stored as the experiment's labels, so
 #: counts, summaries and certificates read a pairwise experiment as the Bernoulli experiment it is
@@ -158,6 +162,15 @@ class ExperimentSpec:
     skipped_blank_lines: list[int] = field(default_factory=list)
     #: what its queries ask (:data:`QUERY_KINDS`)
     query: str = "rating"
+    #: a staged experiment's stage settings (:func:`_validate_stages`), else None
+    stages: dict[str, Any] | None = None
+
+
+def stage2_learner(stages: dict[str, Any]) -> LearnerSpec:
+    """The learner of a staged experiment's stage 2, as its stage settings store it."""
+    s2 = stages["stage2"]
+    return LearnerSpec(label=s2["label"], algorithm=s2["algorithm"], params=dict(s2["params"]), share=1.0,
+                       seed=int(s2["seed"]))
 
 
 def has_control(text: str) -> bool:
@@ -734,6 +747,9 @@ def _validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise BadRequest(f"{key} must be a number, got {type(value).__name__}")
         _check_json_numbers(value, key)
+    stages = None
+    if query == STAGED:
+        stages, shortcuts = _validate_stages(spec, len(items), shortcuts, seed)
     entries = spec.get("algorithms")
     if entries is not None:
         if spec.get("algorithm") is not None or spec.get("params"):
@@ -786,7 +802,7 @@ def _validate_spec(spec: dict[str, Any]) -> ExperimentSpec:
                           query_expiry_seconds=None if expiry is None else float(expiry),
                           instructions=instructions, image=_validate_image(spec.get("image")), repeats=repeats,
                           answers_per_participant=per, skipped_blank_lines=skipped, query=query,
-                          crowd=parse_crowd_settings(spec, [lab["name"] for lab in labels]))
+                          crowd=parse_crowd_settings(spec, [lab["name"] for lab in labels]), stages=stages)
 
 
 def _validate_query(spec: dict[str, Any], n_items: int) -> str:
@@ -800,6 +816,11 @@ def _validate_query(spec: dict[str, Any], n_items: int) -> str:
         raise BadRequest(f"query must be one of {list(QUERY_KINDS)}, got {query!r}")
     if query == "rating":
         return query
+    if query == STAGED:
+        if spec.get("gold") or spec.get("gold_positions"):
+            raise BadRequest("gold items are for rating experiments (a known label per item); an experiment of "
+                             "ratings then comparisons takes none")
+        return query
     if n_items < 2:
         raise BadRequest(f"a pairwise experiment compares two distinct items: give at least 2 items, got {n_items}")
     if n_items > MAX_PAIRWISE_ITEMS:
@@ -812,3 +833,70 @@ def _validate_query(spec: dict[str, Any], n_items: int) -> str:
         raise BadRequest("gold items are for rating experiments (a known label per item); a pairwise experiment "
                          "takes none")
     return query
+
+
+def _positive_int(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadRequest(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+    return value
+
+
+def _validate_stages(spec: dict[str, Any], n_items: int, shortcuts: dict[str, Any],
+                     seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A staged experiment's settings (``query: "rating_then_pairwise"``) and stage 1's learner shortcuts.
+
+    ``top_m`` (2 <= top_m < the number of items, at most :data:`MAX_PAIRWISE_ITEMS`): stage 1's learner finds the
+    top ``top_m`` by mean rating (its ``k``); ``ratings_budget`` (optional): stage 1 ends after that many ratings
+    told to its learner even if it has not stopped; ``k`` (default 1, below ``top_m``): what stage 2 finds among
+    them; ``stage2`` (optional ``{algorithm, params, instructions}``): stage 2's learner (default the service's
+    default learner) and the question above the two items. ``delta`` (default :data:`DEFAULT_DELTA`) is the whole
+    experiment's error probability, split evenly between the stages (a union bound); each learner turns its half
+    into its own parameter as a rating experiment's learner does. One learner per stage (no ``algorithms``), no
+    ``budget`` shortcut (``ratings_budget`` is stage 1's), no gold items.
+    """
+    if n_items < 3:
+        raise BadRequest(f"ratings then comparisons needs at least 3 items (top_m of them go on), got {n_items}")
+    top_m = spec.get("top_m")
+    if top_m is None:
+        raise BadRequest("ratings then comparisons needs top_m: how many items stage 1 hands to the comparisons")
+    top_m = _positive_int(top_m, "top_m", 2, min(n_items - 1, MAX_PAIRWISE_ITEMS))
+    budget = spec.get("ratings_budget")
+    if budget is not None:
+        budget = _positive_int(budget, "ratings_budget", 1, MAX_PARAM_INT)
+    if spec.get("algorithms") is not None:
+        raise BadRequest("ratings then comparisons runs one learner per stage: give 'algorithm' / 'params' for "
+                         "stage 1 and 'stage2' for stage 2, not 'algorithms'")
+    if "budget" in shortcuts:
+        raise BadRequest("ratings then comparisons: 'budget' is not taken; 'ratings_budget' ends stage 1")
+    k = shortcuts.get("k", 1)
+    if isinstance(k, float) or not 1 <= k < top_m:
+        raise BadRequest(f"k (what stage 2 finds among the top_m) must be an integer in [1, top_m - 1 = "
+                         f"{top_m - 1}], got {k!r}")
+    delta = shortcuts.get("delta", DEFAULT_DELTA)
+    if not 0 < delta < 1:
+        raise BadRequest(f"delta must be in (0, 1): it is the target error probability, got {delta!r}")
+    stage2 = spec.get("stage2") or {}
+    if not isinstance(stage2, dict) or set(stage2) - {"algorithm", "params", "instructions", "label"}:
+        raise BadRequest("stage2 must be an object {algorithm, params, instructions, label}")
+    instructions = stage2.get("instructions")
+    if instructions is not None:
+        if not isinstance(instructions, str) or len(instructions) > MAX_INSTRUCTIONS:
+            raise BadRequest(f"stage2.instructions must be text of at most {MAX_INSTRUCTIONS} characters")
+        check_text(instructions, "stage2.instructions")
+        instructions = instructions.strip() or None
+    seed2 = (seed + 1000) % 2**63
+    try:
+        ls, learner = _validate_learner(0, stage2, {"k": k, "delta": delta / 2}, seed2, PAIRWISE_LABELS)
+    except BadRequest as exc:
+        raise BadRequest("stage2: " + exc.message.removeprefix("algorithms[0]: ")) from None
+    try:
+        learner.start(top_m, seed=ls.seed)
+        learner.recommend()
+    except Exception:  # a value the learner refuses on top_m items: still the client's input
+        raise BadRequest(f"stage2: bad parameter for {ls.algorithm}: it cannot start on {top_m} items with "
+                         f"{ls.params}") from None
+    stages = {"kind": STAGED, "top_m": top_m, "ratings_budget": budget, "delta": float(delta),
+              "stage_delta": float(delta) / 2, "k": int(k),
+              "stage2": {"label": ls.label, "algorithm": ls.algorithm, "params": ls.params, "seed": ls.seed,
+                         "instructions": instructions}}
+    return stages, {"k": top_m, "delta": float(delta) / 2}

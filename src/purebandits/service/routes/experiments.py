@@ -254,9 +254,10 @@ def get_bradley_terry(eid: EidPath, study: StudyDep, token: TokenDep, learner: A
     the maximum likelihood exists only when it is 1 (``strongly_connected``); otherwise the fit uses a ridge
     penalty (``alpha``, a N(0, 1/alpha) prior on each log-strength) and ``note`` says so. The ranking by Borda
     score, with the learner's intervals, is ``results``. 409 for a rating experiment, before the first
-    comparison, or for ``alpha=0`` on a graph that is not strongly connected."""
+    comparison, or for ``alpha=0`` on a graph that is not strongly connected. A staged experiment's: its stage 2's
+    comparisons (409 before stage 2 starts)."""
     study.check_owner(eid, token)
-    return study.bradley_terry(eid, learner=learner, alpha=alpha)
+    return study.bradley_terry(study.comparisons_of(eid), learner=learner, alpha=alpha)
 
 
 @router.get("/{eid}/wins.csv", response_class=Response, responses=error_responses(409))
@@ -267,9 +268,9 @@ def export_wins(eid: EidPath, study: StudyDep, token: TokenDep, learner: Annotat
     """A pairwise experiment's win matrix: header ``winner,<item ids>``, then per item its id and how many times it
     beat each item (row: winner, column: loser), as ``purebandits.pairwise.win_matrix_frame`` writes it
     (``pd.read_csv(f, index_col=0)`` reads it back). Skips and excluded participants' answers are not counted.
-    409 for a rating experiment."""
+    409 for a rating experiment; a staged experiment's is its stage 2's."""
     study.check_owner(eid, token)
-    return _csv(study.export_wins(eid, learner=learner), f"experiment-{eid}-wins.csv")
+    return _csv(study.export_wins(study.comparisons_of(eid), learner=learner), f"experiment-{eid}-wins.csv")
 
 
 @router.get("/{eid}/state", response_model=LearnerState)

@@ -58,10 +58,14 @@ def public_info(eid: EidPath, study: StudyDep) -> Any:
     """What a participant needs to know: name, label names, status, instructions, the context image, whether there
     is a skip button, whether the study is complete (every learner has stopped: close recruitment) and an
     example item for a preview."""
-    info = study.experiment_info(eid)
-    meta = study.meta(eid)
+    current = study.current_stage(eid)  # a staged experiment: the stage its asks get now (stage 2's after the switch)
+    info = study.experiment_info(current)
+    meta = study.meta(current)
     complete = info["status"] in ("stopped", "archived") or all(a["done"] for a in info["algorithms"])
-    return {"id": eid, "name": info["name"], "query": meta.query, "labels": meta.answer_labels,
+    if meta.staged:  # stage 1 running: its learner stopping hands over to stage 2, it does not end the study
+        complete = info["status"] in ("stopped", "archived")
+    return {"id": eid, "name": study.meta(eid).name, "query": "pairwise" if meta.pairwise else "rating",
+            "labels": meta.answer_labels,
             "status": info["status"], "instructions": info["instructions"],
             "image_url": f"/api/experiments/{eid}/image" if info["has_image"] else None,
             "answers_per_participant": info["answers_per_participant"], "allow_skip": meta.crowd.allow_skip,

@@ -68,6 +68,9 @@
   let sending = false; // the outbox loop runs
   let refilling = null;  // the ask in flight, if any
   const acked = new Set();  // query ids whose answers the server acknowledged to this page
+  // a staged experiment: the experiment (stage) the last listed queries came from, the answers before it, and the
+  // queries of the stage before still held at the switch
+  let stageEid = null, stageBase = 0, carried = new Set();
   let counted = {n: 0, listed: null};  // the last ask's n_answered and the query ids it listed (unanswered then)
   const forgotten = new Set();  // query ids whose answers were given up while the server may hold them pending
   let lost = 0;
@@ -300,6 +303,12 @@
     $("buttons").setAttribute("aria-label", on ? question : "Your rating");
   }
 
+  // the comparisons' question of an experiment whose asks turned pairwise mid-session (ratings then comparisons)
+  async function loadQuestion() {
+    const r = await send(`/api/experiments/${eid}/public`);
+    if (r.status === 200 && r.data && r.data.query === "pairwise" && pairwise) setPairwise(true, r.data.instructions);
+  }
+
   // "can't decide": recorded, never told to the learner as a rating (key S)
   function addSkipButton() {
     const box = $("buttons");
@@ -387,7 +396,7 @@
   // twice an answer stored before an ask whose acknowledgement arrives after the ask's response.
   function showRated() {
     let n = counted.n;
-    acked.forEach((qid) => { if (!counted.listed || counted.listed.has(qid)) n += 1; });
+    acked.forEach((qid) => { if (!counted.listed || counted.listed.has(qid) || carried.has(qid)) n += 1; });
     $("n-rated").textContent = String(n);
   }
 
@@ -473,7 +482,10 @@
     $("complete").hidden = true;
     document.querySelector("main").classList.remove("idle");
     const pair = Array.isArray(q.items);
-    if (pair !== pairwise) setPairwise(pair);  // the ask's shape decides (the context may not have loaded)
+    if (pair !== pairwise) {  // the ask's shape decides (the context may not have loaded)
+      setPairwise(pair);
+      if (pair) loadQuestion();  // a staged experiment has moved to comparisons: their question, if it has one
+    }
     card.classList.toggle("paired", pair);  // a pair's items are its buttons: the card only says what is going on
     if (Array.isArray(q.labels)) buildButtons(q.labels);
     if (pair) {
@@ -626,7 +638,16 @@
     const listed = q.state !== "ok" ? [] : (Array.isArray(q.queries) ? q.queries : [q])
       .filter((x) => x && typeof x.query_id === "string");
     if (typeof q.n_answered === "number") {
-      counted = {n: q.n_answered, listed: new Set(listed.map((x) => x.query_id))};
+      // a staged experiment's asks come from its stage 2 after the switch, which counts its own answers: the
+      // answers of the stage before stay in the count
+      const stage = listed.length ? listed[0].experiment_id : stageEid;
+      if (stageEid !== null && stage !== stageEid) {
+        stageBase = Number($("n-rated").textContent) || 0;
+        // the queries of the stage before still held here count once answered (the new stage does not list them)
+        carried = new Set([current, ...queue].filter((x) => x && x.experiment_id !== stage).map((x) => x.query_id));
+      }
+      stageEid = stage;
+      counted = {n: stageBase + q.n_answered, listed: new Set(listed.map((x) => x.query_id))};
       showRated();
     }
     const later = (fallback) => schedule(q.retry_after > 0 ? q.retry_after : fallback);
@@ -637,8 +658,12 @@
       const fresh = listed.filter((x) => !known.has(x.query_id));
       if (fresh.some((x) => !forgotten.has(x.query_id))) {
         const live = new Set(listed.map((x) => x.query_id));
-        queue = queue.filter((x) => live.has(x.query_id));
-        if (current && !live.has(current.query_id)) {
+        // only for the stage that listed them: a query a staged experiment's stage 1 issued before the switch to
+        // comparisons is not listed by stage 2's asks, and is still answered (and stored)
+        const stages = new Set(listed.map((x) => x.experiment_id));
+        const kept = (x) => live.has(x.query_id) || !stages.has(x.experiment_id);
+        queue = queue.filter(kept);
+        if (current && !kept(current)) {
           current = null;
           showState("Loading…");
         }
