@@ -331,6 +331,74 @@ def test_create_pairwise_with_query_option(sqlite_url, server_cls, tmp_path, cap
         assert code != 0 and "labels" in err
 
 
+def test_create_ratings_then_comparisons_and_show_its_stages(sqlite_url, server_cls, tmp_path, capsys, env):
+    """``--query rating_then_pairwise --top-m 3 --ratings-budget 10`` creates a staged experiment; ``show`` prints
+    its stages: stage 1 running with its current top 3, then, past the ratings budget, stage 2 running over a top 3
+    said to be unproven. Missing or inconsistent options exit 2 before any request, in the server's words; what
+    only the server can check (--top-m against the item count) is its 422, exit 1."""
+    items = tmp_path / "staged.csv"
+    items.write_text(ITEMS_CSV, encoding="utf-8")
+    base = ["create", "--items", items, "--query", "rating_then_pairwise"]
+    with server_cls(sqlite_url, log_dir=tmp_path) as srv:
+        env.setenv("PUREBANDITS_SERVER", srv.url)
+        code, out, err = run_cli(capsys, *base, "--top-m", "3", "--ratings-budget", "10", "--seed", "4")
+        assert code == 0, err
+        eid, token = created(out)
+        info = httpx.get(f"{srv.url}/api/experiments/{eid}", headers={"Authorization": f"Bearer {token}"}).json()
+        assert info["query"] == "rating_then_pairwise" and info["stages"]["top_m"] == 3
+        assert info["stages"]["ratings_budget"] == 10
+        code, out, err = run_cli(capsys, "show", eid, "--token", token)
+        assert code == 0, err
+        assert re.search(r"stage:\s+1 of 2 \(ratings\)", out), out
+        assert re.search(r"top m:\s+3 \(ratings budget 10\)", out) and "current top m (not final)" in out
+        assert "stage 2:" not in out and "winner:" not in out
+        answer_some(srv.url, eid, 10)
+        code, out, err = run_cli(capsys, "show", eid, "--token", token)
+        assert code == 0, err
+        child = httpx.get(f"{srv.url}/api/experiments/{eid}",
+                          headers={"Authorization": f"Bearer {token}"}).json()["stages"]["stage2_experiment_id"]
+        assert re.search(r"stage:\s+2 of 2 \(comparisons\)", out), out
+        assert "not proven: taken at the ratings budget after 10 ratings" in out
+        assert re.search(rf"stage 2:\s+experiment {child}, 0 comparisons, running", out), out
+        code, out, err = run_cli(capsys, "show", child, "--token", token)
+        assert code == 0 and f"this is stage 2 (the comparisons) of experiment {eid}" in out, out
+        code, out, err = run_cli(capsys, *base, "--top-m", "8")  # 8 items: only the server knows
+        assert code == 1 and "top_m must be an integer in [2, 7]" in err, err
+    # before any request (no server at this address): exit 2 with the server's words
+    env.setenv("PUREBANDITS_SERVER", "http://127.0.0.1:9")
+    for extra, message in (([], "needs top_m (--top-m)"),
+                           (["--top-m", "1"], "top_m (--top-m) must be an integer of at least 2"),
+                           (["--top-m", "3", "--ratings-budget", "0"], "ratings_budget (--ratings-budget) must be"),
+                           (["--top-m", "3", "--k", "3"], "k (what stage 2 finds among the top_m)"),
+                           (["--top-m", "3", "--budget", "50"], "'ratings_budget' (--ratings-budget) ends stage 1"),
+                           (["--top-m", "3", "--arm", "A:lil_ucb"], "one learner per stage")):
+        code, _, err = run_cli(capsys, *base, *extra)
+        assert code == 2 and message in err, (extra, err)
+    for query in ("rating", "pairwise"):
+        code, _, err = run_cli(capsys, "create", "--items", items, "--query", query, "--top-m", "3")
+        assert code == 2 and "for --query rating_then_pairwise only" in err, err
+
+
+def test_show_prints_the_winner_of_a_staged_experiment(capsys):
+    """Once stage 2 has stopped, ``show`` names the winner, and says when stage 1's top m was not proven."""
+    from purebandits.service.cli_experiment import _show_stages
+
+    stages = {"stage": 2, "top_m": 3, "ratings_budget": None, "delta": 0.05, "stage_delta": 0.025,
+              "stage1": {"top_m": ["c0", "c1", "c2"], "answers": 900, "proven": True, "reason": "stopped"},
+              "stage2": {"experiment_id": 9, "answers": 120, "done": True, "recommendation": ["c0"]},
+              "winner": "c0", "proven": True}
+    _show_stages(stages)
+    out = capsys.readouterr().out
+    assert "proven (its learner stopped) after 900 ratings: c0, c1, c2" in out
+    assert re.search(r"stage 2:\s+experiment 9, 120 comparisons, stopped; recommendation: c0", out)
+    assert re.search(r"winner:\s+c0\n", out) and "(no ratings budget)" in out
+    _show_stages({**stages, "proven": False, "ratings_budget": 500,
+                  "stage1": {**stages["stage1"], "answers": 500, "proven": False, "reason": "ratings_budget"}})
+    out = capsys.readouterr().out
+    assert "not proven: taken at the ratings budget after 500 ratings" in out
+    assert "winner:" in out and "c0 (among an unproven top m)" in out
+
+
 def test_server_down_gives_a_clear_message(capsys, env):
     url = f"http://127.0.0.1:{free_port()}"
     code, out, err = run_cli(capsys, "show", "1", "--server", url, "--token", "t")

@@ -117,9 +117,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the session positions of the gold items (1 = a participant's first item), e.g. 5,20")
     p.add_argument("--query-expiry", type=float, metavar="SECONDS",
                    help="unanswered queries expire after this many seconds (server default)")
-    p.add_argument("--query", choices=["rating", "pairwise"],
+    p.add_argument("--query", choices=["rating", "pairwise", "rating_then_pairwise"],
                    help="rating: one item per query, rated with the labels (server default); pairwise: two items "
-                        "per query, answered left or right, ranked by Borda score (no --labels or --gold)")
+                        "per query, answered left or right, ranked by Borda score (no --labels or --gold); "
+                        "rating_then_pairwise: ratings until the top --top-m are found, then comparisons among them")
+    p.add_argument("--top-m", type=int, metavar="M",
+                   help="rating_then_pairwise: how many items stage 1 hands to the comparisons (2 <= M < items)")
+    p.add_argument("--ratings-budget", type=int, metavar="N",
+                   help="rating_then_pairwise: stage 1 ends after N ratings even if its learner has not proven "
+                        "the top M (they go on unproven)")
 
     add("list", "list every experiment (needs the admin token when the server has one)", eid=False)
     add("show", "an experiment's settings, status and learners")
@@ -338,6 +344,7 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
                        ("allow_skip", args.allow_skip), ("query", args.query)):
         if value is not None:
             spec[key] = value
+    spec.update(_stage_options(args))
     if args.gold is not None:
         spec["gold"] = read_gold_csv(args.gold)
     if args.gold_positions is not None:
@@ -347,6 +354,35 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(f"--gold-positions must be integers separated by commas, got {args.gold_positions!r}") \
                 from None
     return spec
+
+
+def _stage_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``top_m`` and ``ratings_budget`` of ``--query rating_then_pairwise``, checked before any request with the
+    server's own 422 wording where it has one (the range of --top-m against the item count is the server's)."""
+    top_m, budget = args.top_m, args.ratings_budget
+    if args.query != "rating_then_pairwise":
+        if top_m is not None or budget is not None:
+            raise UsageError("--top-m and --ratings-budget are for --query rating_then_pairwise only")
+        return {}
+    if top_m is None:
+        raise UsageError("ratings then comparisons needs top_m (--top-m): how many items stage 1 hands to the "
+                         "comparisons")
+    if top_m < 2:
+        raise UsageError(f"top_m (--top-m) must be an integer of at least 2, got {top_m}")
+    if budget is not None and budget < 1:
+        raise UsageError(f"ratings_budget (--ratings-budget) must be an integer of at least 1, got {budget}")
+    if args.k is not None and not 1 <= args.k < top_m:
+        raise UsageError(f"k (what stage 2 finds among the top_m) must be an integer in [1, top_m - 1 = "
+                         f"{top_m - 1}], got {args.k}")
+    if args.arm:
+        raise UsageError("ratings then comparisons runs one learner per stage: give --algorithm / --param for "
+                         "stage 1, not --arm")
+    if args.budget is not None:
+        raise UsageError("ratings then comparisons: 'budget' is not taken; 'ratings_budget' (--ratings-budget) "
+                         "ends stage 1")
+    if args.gold is not None:
+        raise UsageError("ratings then comparisons takes no gold items")
+    return {"top_m": top_m} | ({"ratings_budget": budget} if budget is not None else {})
 
 
 def read_gold_csv(path: str) -> list[dict[str, str]]:
@@ -500,7 +536,42 @@ def _show(api: Any, args: argparse.Namespace) -> int:
                                                if done else "no"),
                      str(lr.get("seed", "")), json.dumps(lr.get("params") or {}, ensure_ascii=False)])
     _table(["LABEL", "ALGORITHM", "SHARE", "DONE", "SEED", "PARAMS"], rows, indent="    ")
+    if info.get("stages"):
+        _show_stages(info["stages"])
     return 0
+
+
+def _show_stages(st: dict[str, Any]) -> None:
+    """A staged experiment's ``stages`` block in words: which stage runs, stage 1's top m and whether it was
+    proven, stage 2's experiment and recommendation, the winner; a stage 2 says whose stage it is."""
+    if st.get("stage_of") is not None:
+        print(f"  stages: this is stage 2 (the comparisons) of experiment {st['stage_of']}")
+        return
+    s1, s2 = st.get("stage1") or {}, st.get("stage2")
+    budget = st.get("ratings_budget")
+    lines = [("stage", "2 of 2 (comparisons)" if st.get("stage") == 2 else "1 of 2 (ratings)"),
+             ("top m", f"{st.get('top_m')}" + (f" (ratings budget {budget:,})" if budget else " (no ratings budget)")),
+             ("delta", f"{_num(st.get('delta'))} ({_num(st.get('stage_delta'))} per stage)")]
+    top = ", ".join(map(str, s1.get("top_m") or []))
+    if st.get("stage") == 1:
+        lines.append(("stage 1", f"running, {s1.get('answers', 0):,} ratings; current top m (not final): {top}"))
+    elif s1.get("proven"):
+        lines.append(("stage 1", f"proven (its learner stopped) after {s1.get('answers', 0):,} ratings: {top}"))
+    else:
+        lines.append(("stage 1", f"not proven: taken at the ratings budget after {s1.get('answers', 0):,} "
+                                 f"ratings: {top}"))
+    if s2:
+        rec = ", ".join(map(str, s2.get("recommendation") or []))
+        lines.append(("stage 2", f"experiment {s2.get('experiment_id')}, {s2.get('answers', 0):,} comparisons, "
+                                 f"{'stopped' if s2.get('done') else 'running'}; recommendation: {rec or '-'}"))
+    winner = st.get("winner")
+    if winner is not None:
+        text = ", ".join(winner) if isinstance(winner, list) else str(winner)
+        lines.append(("winner", text + ("" if st.get("proven") else " (among an unproven top m)")))
+    print("  stages:")
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"    {key + ':':<{width + 1}} {value}")
 
 
 def _set_status(api: Any, args: argparse.Namespace) -> int:

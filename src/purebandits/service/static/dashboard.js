@@ -1078,15 +1078,17 @@
     } catch (e) { /* the network: the results' poll says so */ } finally { btBusy = false; }
   }
 
-  function drawBradleyTerry(bt, why) {
-    const body = $("bt-table").querySelector("tbody");
+  // into the pairwise section's table, or with prefix "s2-" into the Stages section's (a staged experiment's stage 2)
+  function drawBradleyTerry(bt, why, prefix = "") {
+    const $p = (id) => $(prefix + id);
+    const body = $p("bt-table").querySelector("tbody");
     body.textContent = "";
-    $("bt-note").hidden = !(bt && bt.note);
-    $("bt-note").textContent = bt && bt.note ? "Note: " + bt.note + "." : "";
-    $("bt-more").hidden = !(bt && bt.items.length > BT_ROWS);
-    if (!bt) { $("bt-summary").textContent = `No fit yet (${why}).`; return; }
+    $p("bt-note").hidden = !(bt && bt.note);
+    $p("bt-note").textContent = bt && bt.note ? "Note: " + bt.note + "." : "";
+    $p("bt-more").hidden = !(bt && bt.items.length > BT_ROWS);
+    if (!bt) { $p("bt-summary").textContent = `No fit yet (${why}).`; return; }
     const c = bt.components;
-    $("bt-summary").textContent = `${count(bt.n_comparisons)} comparisons; the comparison graph is ` +
+    $p("bt-summary").textContent = `${count(bt.n_comparisons)} comparisons; the comparison graph is ` +
       (bt.strongly_connected ? "strongly connected (maximum-likelihood fit)."
         : `not strongly connected (${c} components): ridge alpha = ${bt.alpha}.`);
     bt.items.slice(0, BT_ROWS).forEach((row) => {
@@ -1100,10 +1102,127 @@
       cell(tr, row.win_rate === null ? "–" : fmt(row.win_rate), "num");
       body.appendChild(tr);
     });
-    $("bt-more").textContent = `… ${count(bt.items.length - BT_ROWS)} more items (the win matrix has them all).`;
+    $p("bt-more").textContent = `… ${count(bt.items.length - BT_ROWS)} more items (the win matrix has them all).`;
   }
   $("export-wins").addEventListener("click", () => download("wins.csv", `experiment-${eid}-wins.csv`));
   $("export-pairs").addEventListener("click", () => download("answers.csv?format=crowdkit", `experiment-${eid}-pairs.csv`));
+
+  // ---- a staged experiment (ratings then comparisons): which stage runs, stage 1's top m (proven, or taken at the
+  // ratings budget), stage 2's Borda ranking and Bradley-Terry strengths, and the winner once stage 2 stopped. The
+  // stage block comes with every results poll; stage 2's results and the parent's /bradley-terry (stage 2's) are
+  // refetched when stage 2's answers changed, at most every CHARTS_EVERY ms. Stage 2 has the same owner token.
+  const STAGE_ROWS = 30;  // top m items and stage 2 rows shown
+  const itemText = new Map();  // item id -> text, from the recommendation and stage 2's ranking
+  let stageKey = null, stageAt = 0, stageBusy = false;
+
+  function drawStages(res) {
+    const st = res.stages;
+    $("stages-section").hidden = !st;
+    if (!st) return;
+    if (st.stage_of !== undefined) {  // this is a stage 2: say whose, and link back
+      $("stage-detail").hidden = true;
+      $("stage-winner").hidden = true;
+      $("stage-now").textContent = "";
+      $("stage-now").append(`This is stage 2 (comparisons among the top ${st.arms ? st.arms.length : "m"}) of `);
+      const a = el("a", "", `experiment ${st.stage_of}`);
+      a.href = `/dashboard/${st.stage_of}`;
+      $("stage-now").append(a, ".");
+      return;
+    }
+    (res.recommendation || []).forEach((r) => itemText.set(r.id, r.text));
+    const s1 = st.stage1 || {}, s2 = st.stage2, m = st.top_m, top = s1.top_m || [];
+    const budget = st.ratings_budget;
+    $("stage-now").textContent = st.stage === 1
+      ? `Stage 1 of 2 is running: every item is rated until the top ${m} are found.`
+      : (s2 && s2.done ? `Both stages are done: stage 2's comparisons have decided among the top ${m}.`
+        : `Stage 2 of 2 is running: the top ${m} of stage 1 are compared in pairs.`);
+    $("stages-section").dataset.stage = String(st.stage);
+    const winner = st.winner === null || st.winner === undefined ? null : [].concat(st.winner);
+    $("stage-winner").hidden = !winner;
+    if (winner) {
+      $("stage-winner").textContent = (winner.length === 1 ? "Winner: " : `Top ${winner.length}: `) +
+        winner.map((id) => itemText.get(id) || id).join(" | ") +
+        (st.proven ? "" : ` (among stage 1's top ${m}, which were not proven: taken at the ratings budget)`);
+    }
+    if (st.stage === 1) {
+      $("stage1-text").textContent = `Running: ${count(s1.answers || 0)} ratings so far. Its learner's current ` +
+        `top ${m} (not final); stage 1 ends when its learner proves the top ${m}` +
+        (budget ? ` or at the ratings budget of ${count(budget)} ratings.` : ".");
+    } else if (s1.proven) {
+      $("stage1-text").textContent = `Proven: stage 1's learner stopped after ${count(s1.answers)} ratings, ` +
+        `certain of these ${m} at error probability ${st.stage_delta}.`;
+    } else {
+      $("stage1-text").textContent = `Not proven: stage 1 reached its ratings budget of ${count(budget || s1.answers)} ` +
+        `ratings before its learner could prove the top ${m}. These are its best ${m} at that point; nothing says ` +
+        `they are the true top ${m}.`;
+    }
+    $("stage1-text").className = st.stage === 1 || s1.proven ? "muted" : "stopping-reason";
+    $("stages-section").dataset.proven = st.stage === 1 ? "" : String(Boolean(s1.proven));
+    const ol = $("stage1-top");
+    ol.textContent = "";
+    top.slice(0, STAGE_ROWS).forEach((id) => {
+      const li = el("li", "", itemText.get(id) || id);
+      li.dataset.id = id;
+      li.title = `item id ${id}`;
+      ol.appendChild(li);
+    });
+    $("stage1-more").hidden = top.length <= STAGE_ROWS;
+    $("stage1-more").textContent = `… ${count(top.length - STAGE_ROWS)} more.`;
+    $("stage2-box").hidden = !s2;
+    if (!s2) return;
+    $("stage2-link").href = `/dashboard/${s2.experiment_id}`;
+    sessionStorage.setItem("pb.token." + s2.experiment_id, token);  // its dashboard opens with the same token
+    $("stage2-text").textContent = `Experiment ${s2.experiment_id}: ${count(s2.answers)} comparisons; ` +
+      (s2.done ? "its learner has stopped." : "its learner is still comparing.");
+    pollStage2(s2);  // not awaited
+  }
+
+  // the Borda ranking of stage 2 (its own results) and the Bradley-Terry fit of its comparisons
+  async function pollStage2(s2) {
+    const key = `${s2.experiment_id}|${s2.answers}|${s2.done}`;
+    if (stageBusy || key === stageKey || Date.now() - stageAt < CHARTS_EVERY) return;
+    stageBusy = true;
+    try {
+      const child = await getJson(`/api/experiments/${s2.experiment_id}/results?limit=${STAGE_ROWS}&timeline=false`);
+      const r = await fetch(`/api/experiments/${eid}/bradley-terry`, {headers: auth()});
+      if (r.status === 401) { rejected(); return; }
+      const bt = await r.json().catch(() => ({}));
+      stageKey = key; stageAt = Date.now();
+      if (child) drawBorda(child);
+      drawBradleyTerry(r.ok ? bt : null, typeof bt.detail === "string" ? bt.detail : String(r.status), "s2-");
+      ["s2-ranking", "s2-bt-table"].forEach(labelCells);
+    } catch (e) { /* the network: the results' poll says so */ } finally { stageBusy = false; }
+  }
+
+  // each cell named by its column's heading, for the one-card-per-row layout of narrow screens
+  function labelCells(tableId) {
+    const heads = [...$(tableId).querySelectorAll("thead th")].map((th) => th.textContent);
+    $(tableId).querySelectorAll("tbody tr").forEach((tr) => {
+      [...tr.children].forEach((td, i) => { td.dataset.label = heads[i] || ""; });
+    });
+  }
+
+  function drawBorda(child) {
+    const body = $("s2-ranking").querySelector("tbody");
+    body.textContent = "";
+    const [lo, hi] = [rmin, rmax];
+    rmin = 0; rmax = 1;  // a Borda score is a probability: its intervals are drawn on [0, 1]
+    try {
+      child.ranking.forEach((row) => {
+        itemText.set(row.id, row.text);
+        const tr = document.createElement("tr");
+        if (row.recommended) tr.className = "rec";
+        tr.dataset.id = row.id;
+        cell(tr, String(row.rank), "rank");
+        cell(tr, row.text, "text").title = `item id ${row.id}`;
+        cell(tr, fmt(row.mean), "num");
+        const [box, title] = intervalCell(row);
+        cell(tr, box, "interval").title = title;
+        cell(tr, String(row.count), "num");
+        body.appendChild(tr);
+      });
+    } finally { rmin = lo; rmax = hi; }
+  }
 
   // the participants' quality flags, at most every PARTICIPANTS_EVERY ms, with an exclude / include button each
   const PARTICIPANTS_EVERY = 5000;
@@ -1188,6 +1307,7 @@
         pollCharts(mine, res);  // not awaited: a slow chart fetch does not hold the ranking back
         pollParticipants(false);
         if (res.query === "pairwise") pollBradleyTerry(res);  // not awaited either
+        drawStages(res);  // a staged experiment's stages (hidden for any other)
         if (learners.length > 1) await pollComparison(mine);
       }
     } catch (e) { $("error").textContent = "Connection lost, retrying every second…"; }
