@@ -328,7 +328,7 @@ def _learner_answers(conn: Connection, eid: int, items: list[dict[str, Any]],
     )
     ids = [item["id"] for item in items]
     none = ()
-    for seq, qid, pid, idx, arm, label, reward, created, answered, opp, left in rows.tuples():  # no names: faster
+    for seq, qid, pid, idx, arm, label, reward, created, answered, opp, left in rows:  # rows unpack as tuples
         extra: Any = none
         if pairwise and opp is not None:
             right = arm + opp - left

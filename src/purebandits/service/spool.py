@@ -158,7 +158,8 @@ class Spool:
             call()
 
     def __del__(self) -> None:  # dropped unread: no producer holds a reference, so it never started or ended
-        self.close()
+        if "_cond" in self.__dict__:  # not an object whose __init__ refused its arguments
+            self.close()
 
     def _close_locked(self) -> None:
         if self._closed:
