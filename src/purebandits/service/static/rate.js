@@ -537,7 +537,8 @@
     img.hidden = true;
     img.removeAttribute("src");
     document.querySelector("main").classList.toggle("idle", !!opts.idle);
-    setButtons(false, {hide: !!opts.idle});
+    // a pairwise page's buttons are the last pair's captions: hidden while no pair is shown, not left dimmed
+    setButtons(false, {hide: !!opts.idle || pairwise});
   }
 
   // the end of a session: the completion code, and the way back to the crowd platform -- MTurk: a form POST of
