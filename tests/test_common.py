@@ -31,3 +31,47 @@ def test_algorithms_all_lists_every_learner():
     assert sorted(A.__all__) == sorted(c.__name__ for c in all_learners().values())
     for name in purebandits.__all__:
         assert hasattr(purebandits, name)
+
+
+def _curtailed_fail_probability(p: float, runs: int, target: float) -> tuple[float, float]:
+    """Exactly, by dynamic programming over the error count: P(the curtailed check fails) for a learner erring with
+    probability p per run, and the same for the full fixed-size test."""
+    import numpy as np
+    from scipy.stats import binom
+
+    from purebandits.testing.checks import ALTERNATIVE_FACTOR, binomial_tolerance
+
+    tol = binomial_tolerance(runs, target)
+    looks = list(range(30, runs, 10))
+    level = 1e-3 / len(looks)
+    alive = np.zeros(runs + 2)
+    alive[0] = 1.0  # P(still running with this many errors)
+    failed = 0.0
+    for m in range(1, runs + 1):
+        alive = np.concatenate([[alive[0] * (1 - p)], alive[1:] * (1 - p) + alive[:-1] * p])
+        failed += alive[tol + 1:].sum()
+        alive[tol + 1:] = 0.0
+        if m in looks:
+            alive[binom.cdf(np.arange(alive.size), m, ALTERNATIVE_FACTOR * target) <= level] = 0.0
+    return failed, float(binom.sf(tol, runs, p))
+
+
+def test_curtailed_error_check_keeps_the_full_tests_level_and_power():
+    """The early stops never make a correct learner fail more often, and cost at most 1e-3 of power against an
+    error rate 2.5 times the target (the union bound of :func:`curtailed_error_count`)."""
+    for runs in (200, 300):
+        for p in (0.0, 0.05, 0.1):
+            curtailed, full = _curtailed_fail_probability(p, runs, 0.1)
+            assert curtailed <= full + 1e-12 and full <= 1e-3
+        curtailed, full = _curtailed_fail_probability(0.25, runs, 0.1)
+        assert full - 1e-3 <= curtailed <= full and curtailed >= 0.99
+
+
+def test_curtailed_error_count_stops_early_only_when_the_verdict_is_clear():
+    from purebandits.testing.checks import curtailed_error_count
+
+    assert curtailed_error_count(lambda r: False, 200, 0.1)[:2] == (0, 40)  # 0.75 ** 40 < 1e-3 / 17 < 0.75 ** 30
+    errors, done, tol = curtailed_error_count(lambda r: True, 200, 0.1)
+    assert (errors, done) == (tol + 1, tol + 1)  # fails as soon as the full test must fail
+    errors, done, tol = curtailed_error_count(lambda r: r % 5 == 0, 200, 0.1)  # 20 %: never passes early
+    assert (errors, done, tol) == (35, 171, 34)  # run 171 is the 35th error: the full test is then lost
