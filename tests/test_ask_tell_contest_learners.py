@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from purebandits.registry import make_learner
+from purebandits.testing.state import assert_same_state
 
 CASES = [
     ("non_adaptive", {}),
@@ -64,7 +65,7 @@ def _run(name, params, means, seed, events, roundtrip=True):
             fast, ref = _reload(fast, name, params, False), _reload(ref, name, params, True)
         if rng.random() < 0.001:
             fast = copy.deepcopy(fast)
-        assert fast.state_json() == ref.state_json(), step
+        assert_same_state(fast, ref, step)
     return fast, ref
 
 
@@ -77,7 +78,7 @@ def test_incremental_path_equals_reference(name, params, seed):
     means = rng.uniform(0.0, 0.2, n)
     means[int(rng.integers(n))] = 1.0  # a clear best, so LS fires within the run
     fast, ref = _run(name, dict(params, delta=0.2), means, seed, 20000)
-    assert fast.state_json() == ref.state_json()
+    assert_same_state(fast, ref)
     assert fast.done_ == ref.done_ and fast.final_ == ref.final_
 
 
@@ -97,7 +98,7 @@ def test_incremental_path_many_arms_sequential_prefix(name, params):
         r = float(rng.random() < means[a[0]])
         fast.tell(a[0], r)
         ref.tell(a[0], r)
-    assert fast.state_json() == ref.state_json()
+    assert_same_state(fast, ref)
 
 
 def test_ucb1_cancel_back_to_zero():
@@ -129,7 +130,7 @@ def test_ucb1_cancel_back_to_zero():
         r = float(rng.random() < (1.0 if a[1] == 2 else 0.1))
         fast.tell(a[1], r)
         ref.tell(a[1], r)
-        assert fast.state_json() == ref.state_json()
+        assert_same_state(fast, ref)
     assert fast.done_
 
 
@@ -157,6 +158,6 @@ def test_ucb1_many_tied_arms(seed):
             arm = out.pop(int(rng.integers(len(out))))
             fast.cancel(arm)
             ref.cancel(arm)
-    assert fast.state_json() == ref.state_json()
+    assert_same_state(fast, ref)
     ub = fast._ub
     assert ub.classes and len(ub.cls) < 200  # ties were collapsed

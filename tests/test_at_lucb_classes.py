@@ -28,6 +28,7 @@ from purebandits.algorithms.at_lucb import (
 from purebandits.algorithms.kernels.lucb_round_incremental import _UHARM, _UKEY
 from purebandits.instances import lil_exponential, make_instance, nsar_setup
 from purebandits.instances.rewards import Bernoulli, Categorical
+from purebandits.testing.state import assert_same_state
 
 MODES = {"off": CLASSES_OFF, "on": CLASSES_ON, "auto": CLASSES_AUTO}
 
@@ -92,7 +93,7 @@ def _assert_same(rule_arms, rule, arms, fast):
     assert diff.size == 0, f"first different pull: {diff[0]} (rule {rule_arms[diff[0]]}, kernel {arms[diff[0]]})"
     assert len(arms) == len(rule_arms), (len(arms), len(rule_arms))
     assert fast.done == rule.done and fast.n_pulls == rule.n_pulls
-    assert fast.state_json() == rule.state_json()
+    assert_same_state(fast, rule)
 
 
 @pytest.mark.slow  # long runs of the compiled kernel against the rules

@@ -26,6 +26,7 @@ from purebandits.algorithms.top_two import TopTwo
 from purebandits.base import Learner
 from purebandits.instances.rewards import Bernoulli, Categorical
 from purebandits.simulate.engine import _advance_reference
+from purebandits.testing.state import assert_same_state
 
 CONFIGS = [
     (KLRandLUCB, {"form": "simplified"}),
@@ -157,7 +158,7 @@ def test_sequential_runs_match_reference_and_kernel(cls, params):
             pytest.fail("the kernel stopped early")
         ref = cls(**params).start(n, seed=seed)
         ref.run_compiled(model.stream(seed), 4000)
-        assert kernel.state_json() == ref.state_json()
+        assert_same_state(kernel, ref)
 
 
 def test_workspace_is_not_state():
@@ -184,7 +185,7 @@ def test_workspace_is_not_state():
             r = stream.draw(arm)
             learner.tell(arm, r)
             twin.tell(arm, r)
-        assert learner.state_json() == twin.state_json()
+        assert_same_state(learner, twin)
 
 
 def test_direct_state_writes_before_first_ask():
@@ -200,7 +201,7 @@ def test_direct_state_writes_before_first_ask():
         assert a == twin.ask(1)
         learner.cancel(a[0])
         twin.cancel(a[0])
-    assert learner.state_json() == twin.state_json()
+    assert_same_state(learner, twin)
 
 
 @pytest.mark.parametrize("cls,params", LUCB_CONFIGS, ids=LUCB_IDS)

@@ -29,6 +29,7 @@ from purebandits.algorithms.kernels.lucb_round_asktell import rat_note, rat_pair
 from purebandits.algorithms.kernels.lucb_rules import RULE_RANDOM, stop_test
 from purebandits.algorithms.lucb import KLLUCB, LUCB1
 from purebandits.instances.rewards import Categorical
+from purebandits.testing.state import assert_same_state
 
 
 class RandomLUCB1(LUCB1):
@@ -132,10 +133,10 @@ def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int) -> di
             if step % 10 == 0:
                 _check_keys(fast)
         assert fast.done == ref.done, step
-        assert fast.state_json() == ref.state_json(), step
+        assert_same_state(fast, ref, step)
         if step % 97 == 50:
             twin = _copy(fast, step % 3)
-            assert twin.state_json() == fast.state_json()
+            assert_same_state(twin, fast)
             progress = ref.stopping_progress()
             assert fast.stopping_progress() == progress and copy.deepcopy(fast).stopping_progress() == progress
             arms = rng.integers(0, n, 5)
@@ -305,7 +306,7 @@ def test_many_answers_in_one_round(cls):
                     if fast._rinc is not None:
                         listed = max(listed, _sets(fast)[0][2])
                         _check_keys(fast)
-            assert fast.state_json() == ref.state_json(), (seed, step)
+            assert_same_state(fast, ref, (seed, step))
     assert listed > n + 32  # the flush point was passed
 
 
@@ -357,7 +358,7 @@ def test_workspace_is_not_state():
         assert ref._rinc is None and a == lr.ask(1)
         ref.cancel(a[0])
         lr.cancel(a[0])
-    assert ref.state_json() == lr.state_json()
+    assert_same_state(ref, lr)
     # a level that is not positive at round 1 leaves the workspace out (the reference rule runs)
     small = LUCB1(k1=1e-9).start(4, seed=0)
     assert small.ask(3) == [0, 1, 2] and small._rinc is None
