@@ -75,6 +75,23 @@ def _prewarm_kernel_cache(jobs: int) -> None:
                          f"{time.perf_counter() - started:.0f} s (once per checkout and version of the kernels)\n")
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: a run with -p no:xdist does not know it
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: the cores plus as many again (at most four more). A third of the suite's worker time is spent
+    waiting (server processes starting and being killed, Chromium rendering, PostgreSQL restarts, a crowd's
+    pauses), which the extra workers fill; the cap bounds the PostgreSQL clusters and browsers (one per worker)."""
+    cores = os.cpu_count() or 1
+    return cores + min(cores, 4)
+
+
+def pytest_cmdline_main(config):
+    """Under ``-n``, deal the tests by work stealing unless ``--dist`` was given: the suite mixes thousands of
+    sub-second tests with a few of 20-40 s, which xdist's default chunks leave to one worker at the end."""
+    args = config.invocation_params.args
+    if getattr(config.option, "numprocesses", None) and not any(str(a).startswith("--dist") for a in args):
+        config.option.dist = "worksteal"
+
+
 def pytest_configure(config):
     """The xdist controller warms numba's cache once for all workers (see the module docstring)."""
     if hasattr(config, "workerinput") or os.environ.get("PUREBANDITS_TEST_PREWARM", "1") == "0":
