@@ -82,3 +82,32 @@ def session_database(tmp_path_factory: pytest.TempPathFactory, name: str, dst: P
             fcntl.flock(lock, fcntl.LOCK_UN)
     shift_times(dst, int(time.time() * 1000) - saved["built_ms"], saved["built_ms"])
     return saved["info"]
+
+
+# ---------------------------------------------------------------- the rating page's arming, in the page's own time
+#: rate.js's ARM_MS: a new item's buttons take clicks this long after it appeared (double clicks)
+ARM_MS = 250
+#: a new item shown since the test's last wait (``window.__waited``, as the tests' NEXT scripts keep it), or the
+#: page idle (nothing more for this participant)
+SHOWN_OR_IDLE = """() => document.querySelector('main').classList.contains('idle')
+  || Number(document.getElementById('card').dataset.shown || 0) > (window.__waited || 0)"""
+
+
+def let_arming_pass(page: Any, timeout_s: float = 15) -> None:
+    """On a page whose clock the test drives (``page.clock.install()`` before ``goto``): wait for the next item
+    (or the idle page), then let ``ARM_MS`` of the page's time pass at once, so that its buttons take answers.
+
+    A test that plays a hundred answers through the page otherwise waits a quarter of a second of real time for
+    each. The page's other timers (a retry's backoff, a request's timeout) move only when the test moves its
+    clock: while no new item comes, the clock is moved a second at a time, so that a retry still happens."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            page.wait_for_function(SHOWN_OR_IDLE, timeout=1000)
+            break
+        except PlaywrightTimeout:
+            assert time.monotonic() < deadline, "no new item on the page"
+            page.clock.run_for(1000)
+    page.clock.run_for(ARM_MS)
