@@ -93,9 +93,14 @@ SHOWN_OR_IDLE = """() => document.querySelector('main').classList.contains('idle
   || Number(document.getElementById('card').dataset.shown || 0) > (window.__waited || 0)"""
 
 
-def let_arming_pass(page: Any, timeout_s: float = 15) -> None:
+#: an item on the card other than the one whose query id is the argument
+NEW_ITEM = "(q) => { const id = document.getElementById('card').dataset.queryId; return !!id && id !== q; }"
+
+
+def let_arming_pass(page: Any, timeout_s: float = 15, shown: str = SHOWN_OR_IDLE, arg: Any = None) -> None:
     """On a page whose clock the test drives (``page.clock.install()`` before ``goto``): wait for the next item
-    (or the idle page), then let ``ARM_MS`` of the page's time pass at once, so that its buttons take answers.
+    (``shown(arg)`` true: by default a new item or the idle page), then let ``ARM_MS`` of the page's time pass at
+    once, so that its buttons take answers.
 
     A test that plays a hundred answers through the page otherwise waits a quarter of a second of real time for
     each. The page's other timers (a retry's backoff, a request's timeout) move only when the test moves its
@@ -105,7 +110,7 @@ def let_arming_pass(page: Any, timeout_s: float = 15) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            page.wait_for_function(SHOWN_OR_IDLE, timeout=1000)
+            page.wait_for_function(shown, arg=arg, timeout=1000)
             break
         except PlaywrightTimeout:
             assert time.monotonic() < deadline, "no new item on the page"
