@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tfast_web_support import NEW_ITEM, let_arming_pass
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
@@ -29,10 +30,14 @@ def test_rate_20_items_then_dashboard_updates(browser, server_cls, tmp_path):
         phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1,
                                     is_mobile=True, has_touch=True)
         page = phone.new_page()
+        # the page's clock is the test's: each item's 250 ms button arming passes at once in the page's time
+        page.clock.install()
         page.goto(f"{srv.url}/rate/1")
         seen = []
         labels = ["funny", "somewhat funny", "unfunny"]
+        qid = None
         for i in range(20):
+            let_arming_pass(page, shown=NEW_ITEM, arg=qid)
             page.wait_for_selector("#buttons button.label:not([disabled])")
             qid = page.get_attribute("#card", "data-query-id")
             seen.append(page.text_content("#item-text"))
@@ -61,7 +66,9 @@ def test_rate_20_items_then_dashboard_updates(browser, server_cls, tmp_path):
         dash.screenshot(path=str(shots / "dashboard-20.png"), full_page=False)
         # a few more answers from the rating page: the dashboard updates by itself
         for i in range(3):
+            let_arming_pass(page, shown=NEW_ITEM, arg=qid)
             page.wait_for_selector("#buttons button.label:not([disabled])")
+            qid = page.get_attribute("#card", "data-query-id")
             page.click("#buttons button[data-label='funny']")
             page.wait_for_function(f"document.getElementById('n-rated').textContent === '{21 + i}'")
         dash.wait_for_function("document.getElementById('n-answers').textContent === '23'")
@@ -113,9 +120,12 @@ def test_no_script_runs_from_item_texts_on_rating_page_or_dashboard(browser, ser
         page = ctx.new_page()
         dialogs = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.clock.install()  # the 250 ms button arming passes at once in the page's time (test_browser_pairwise)
         page.goto(f"{srv.url}/rate/{eid}")
         shown = set()
+        qid = None
         for _ in range(10):
+            let_arming_pass(page, shown=NEW_ITEM, arg=qid)
             page.wait_for_selector("#buttons button.label:not([disabled])")
             qid = page.get_attribute("#card", "data-query-id")
             text = page.text_content("#item-text")
@@ -126,6 +136,7 @@ def test_no_script_runs_from_item_texts_on_rating_page_or_dashboard(browser, ser
             page.wait_for_function("q => document.getElementById('card').dataset.queryId !== q", arg=qid)
         assert len(shown) >= 3
         assert page.evaluate(NO_INJECTED) == 0
+        page.clock.resume()  # the context's clock: time flows again for the dashboard (its polls are timers)
         dash = ctx.new_page()
         dash.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         dash.goto(f"{srv.url}/dashboard/{eid}#token={token}")

@@ -25,6 +25,7 @@ import httpx
 import numpy as np
 import pytest
 from study_support import open_study
+from tfast_web_support import session_database
 
 from conftest import Server
 from purebandits.instances.real import caption_contest
@@ -362,13 +363,10 @@ def simulate(study, clock: SimClock, runs: dict[int, tuple[int, int, float]], se
     return done
 
 
-@pytest.fixture(scope="module")
-def contest(tmp_path_factory):
-    """A server on a database where two 150-caption contests ran for hours: "two" (two learners, 8,000
-    answers, about half-way to stopping) and "one" (a learner a few answers short of stopping by its rule)."""
-    tmp = tmp_path_factory.mktemp("contest")
-    url = f"sqlite:///{tmp / 'contest.sqlite'}"
-    now = int(time.time() * 1000)
+def build_contest(url: str, now: int) -> dict:
+    """Fill ``url`` with two 150-caption contests that ran for hours before ``now`` (epoch ms): "two" (two
+    learners, 8,000 answers, about half-way to stopping) and "one" (a learner a few answers short of stopping
+    by its rule), and the "markup" experiment; their ids and owner tokens, and the answers "one" has."""
     clock = SimClock(now - 3 * HOUR_MS)
     study = open_study(url, clock=clock, history_every=HISTORY_EVERY, **ZERO_RATES)
     two, two_token = study.create_experiment({"name": "Caption contest 558: two learners", "items": CONTEST,
@@ -393,11 +391,23 @@ def contest(tmp_path_factory):
     assert clock.ms < now - 60_000, (clock.ms - now) / 60_000  # nothing in the future
     study.close()
     study.engine.dispose()
+    return {"two": [two, two_token], "one": [one, one_token], "markup": [markup, markup_token],
+            "one_answers": stops_at - LAST}
+
+
+@pytest.fixture(scope="module")
+def contest(tmp_path_factory):
+    """A server on the database of :func:`build_contest`, built once per test session: each further xdist worker
+    that runs a test of this module gets a copy with its times moved to now (tfast_web_support), as if built
+    then, instead of simulating the 23,000 answers again (about 25 s of a core)."""
+    tmp = tmp_path_factory.mktemp("contest")
+    db = tmp / "contest.sqlite"
+    info = session_database(tmp_path_factory, "dashboard-contest", db, build_contest)
     env = {"PUREBANDITS_HISTORY_EVERY": str(HISTORY_EVERY), "PUREBANDITS_EXPIRE_INTERVAL_SECONDS": "0.5",
            "PUREBANDITS_WEBHOOKS": "1", "PUREBANDITS_WEBHOOK_ALLOW_INTERNAL": "1"}  # the receiver: on the loopback
-    with Server(url, env=env, log_dir=tmp) as srv:
-        yield {"url": srv.url, "two": (two, two_token), "one": (one, one_token), "markup": (markup, markup_token),
-               "one_answers": stops_at - LAST, "tmp": tmp}
+    with Server(f"sqlite:///{db}", env=env, log_dir=tmp) as srv:
+        yield {"url": srv.url, "two": tuple(info["two"]), "one": tuple(info["one"]),
+               "markup": tuple(info["markup"]), "one_answers": info["one_answers"], "tmp": tmp}
 
 
 def answer_until_done(url: str, eid: int, limit: int = 1000) -> int:
