@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tfast_web_support import NEW_ITEM, let_arming_pass
+from browser_support import NEW_ITEM, let_arming_pass
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from browser_support import session_database
 from study_support import open_study
-from tfast_web_support import session_database
 
 from conftest import Server
 from purebandits.instances.real import caption_contest
@@ -398,7 +398,7 @@ def build_contest(url: str, now: int) -> dict:
 @pytest.fixture(scope="module")
 def contest(tmp_path_factory):
     """A server on the database of :func:`build_contest`, built once per test session: each further xdist worker
-    that runs a test of this module gets a copy with its times moved to now (tfast_web_support), as if built
+    that runs a test of this module gets a copy with its times moved to now (browser_support), as if built
     then, instead of simulating the 23,000 answers again (about 25 s of a core)."""
     tmp = tmp_path_factory.mktemp("contest")
     db = tmp / "contest.sqlite"

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tfast_web_support import let_arming_pass
+from browser_support import let_arming_pass
 
 pytestmark = pytest.mark.browser
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tfast_web_support import let_arming_pass
+from browser_support import let_arming_pass
 
 pytestmark = pytest.mark.browser
 
@@ -66,7 +66,7 @@ def open_page(browser: Any, url: str, fake_clock: bool = False, **context_args: 
     ctx = browser.new_context(**{"viewport": {"width": 1000, "height": 800}, **context_args})
     page = ctx.new_page()
     page.set_default_timeout(15000)
-    if fake_clock:  # the page's timers move when the test says (tfast_web_support.let_arming_pass)
+    if fake_clock:  # the page's timers move when the test says (browser_support.let_arming_pass)
         page.clock.install()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))  # also unhandled promise rejections

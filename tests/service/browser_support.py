@@ -62,7 +62,7 @@ def session_database(tmp_path_factory: pytest.TempPathFactory, name: str, dst: P
     about it, JSON-able); built once per session, copied (times shifted to now) for each further xdist worker."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):  # one process: nothing to share
         return build(f"sqlite:///{dst}", int(time.time() * 1000))
-    shared = tmp_path_factory.getbasetemp().parent / f"tfast-web-{name}"
+    shared = tmp_path_factory.getbasetemp().parent / f"session-db-{name}"
     shared.mkdir(exist_ok=True)
     db, meta = shared / "db.sqlite", shared / "meta.json"
     with open(shared / "lock", "w") as lock:
