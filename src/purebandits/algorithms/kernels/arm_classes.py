@@ -335,6 +335,23 @@ def class_fault(iw, rows, tab, mask, nfree, n):  # pragma: no cover - compiled
     return 0, -1
 
 
+@njit(cache=True)
+def _member_fault(iw: np.ndarray, rows: ClassRows, n: int, mbits: np.ndarray, counts: np.ndarray,
+                  sides: np.ndarray, with_sides: bool, fresh: np.ndarray, all_fresh: bool) -> int:
+    """The first arm (of those in a class, and ``fresh`` unless ``all_fresh``) whose class has another key than its
+    own mean bits, count (and side with ``with_sides``), or -1: :func:`check_classes`' member check, compiled (the
+    equality tests run it after every event)."""
+    for a in range(n):
+        c = iw[rows.cls, a]
+        if c < 0 or not (all_fresh or fresh[a]):
+            continue
+        if iw[rows.pb, c] != mbits[a] or iw[rows.t, c] != counts[a]:
+            return a
+        if with_sides and iw[rows.side, c] != sides[a]:
+            return a
+    return -1
+
+
 def check_classes(iw: np.ndarray, rows: ClassRows, tab: np.ndarray, nfree: int, n: int,
                   mbits: np.ndarray | None = None, counts: np.ndarray | None = None,
                   sides: np.ndarray | None = None, fresh: np.ndarray | None = None) -> None:
@@ -348,11 +365,10 @@ def check_classes(iw: np.ndarray, rows: ClassRows, tab: np.ndarray, nfree: int, 
         raise AssertionError(f"classes: {CLASS_FAULTS[code]} (at {where})")
     if mbits is None or counts is None:
         return
-    cls = iw[rows.cls, :n]
-    arms = np.flatnonzero((cls >= 0) if fresh is None else (cls >= 0) & fresh)
-    c = cls[arms]
-    bad = (iw[rows.pb, c] != mbits[arms]) | (iw[rows.t, c] != counts[arms])
-    if sides is not None and rows.side >= 0:
-        bad |= iw[rows.side, c] != sides[arms]
-    if bad.any():
-        raise AssertionError(f"classes: arm {arms[bad][0]} is in a class of another key")
+    with_sides = sides is not None and rows.side >= 0
+    arm = _member_fault(iw, rows, int(n), np.asarray(mbits, dtype=np.int64), np.asarray(counts, dtype=np.int64),
+                        np.asarray(sides if with_sides else counts, dtype=np.int64), with_sides,
+                        np.ones(1, dtype=np.bool_) if fresh is None else np.asarray(fresh, dtype=np.bool_),
+                        fresh is None)
+    if arm >= 0:
+        raise AssertionError(f"classes: arm {arm} is in a class of another key")
