@@ -335,6 +335,14 @@ def test_checker_compares_members_with_their_keys():
     fresh = np.ones(6, dtype=np.bool_)
     fresh[3] = False
     check_classes(w.iw, SIDED, w.tab, w.nfree, 6, mbits, counts, sides, fresh)
+    mbits[3] = 3
+    counts[1] = 3
+    with pytest.raises(AssertionError, match="arm 1"):
+        check_classes(w.iw, SIDED, w.tab, w.nfree, 6, mbits, counts, sides)
+    counts[1] = 2
+    sides[5] = 1
+    with pytest.raises(AssertionError, match="arm 5"):
+        check_classes(w.iw, SIDED, w.tab, w.nfree, 6, mbits, counts, sides)
 
 
 # --------------------------------------------------------------------------------- AT-LUCB's kernel
