@@ -15,14 +15,14 @@ import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from pathlib import Path
 
 import httpx
 import pytest
 from study_support import Clock, open_study
 
-from conftest import HTTP
+from conftest import HTTP, Server
 from purebandits.service.errors import Gone
 
 ITEMS = [f"caption {i}" for i in range(6)]
@@ -33,6 +33,15 @@ FAST_ENV = {"PUREBANDITS_DB_WAIT_SECONDS": str(WAIT), "PUREBANDITS_VERIFY_ON_STA
 #: hang it must not wait for lasts longer than BOUND; what must not wait at all answers within one WAIT
 BOUND = 4 * WAIT + 4.0
 HANG = BOUND + 4.0
+
+
+@pytest.fixture(scope="module")
+def fast_sqlite_server(tmp_path_factory):
+    """One server with ``FAST_ENV`` on a SQLite file for this module's two outside-lock tests (each on an experiment
+    of its own, the lock released at its end): a server start costs about 2 s of a core."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('hardening') / 'service.sqlite'}"
+    with Server(url, env=FAST_ENV) as srv:
+        yield srv
 
 
 def _create(url: str, name: str, **extra) -> tuple[int, str]:
@@ -51,10 +60,11 @@ def _timed(fn, *args, **kw) -> tuple[float, httpx.Response]:
     return time.monotonic() - t0, r
 
 
-def test_sqlite_write_lock_held_by_another_process_bounds_waits(sqlite_url, server_cls, tmp_path):
+def test_sqlite_write_lock_held_by_another_process_bounds_waits(fast_sqlite_server):
     """Another process holds SQLite's write lock until the asks are answered: asks fail with 503 + Retry-After
     after a bounded wait, while /healthz, pages and reads answer at once; afterwards everything works again."""
-    with server_cls(sqlite_url, env=FAST_ENV) as srv:
+    sqlite_url = fast_sqlite_server.db_url
+    with nullcontext(fast_sqlite_server) as srv:
         eid, _ = _create(srv.url, "locked")
         pid = _participant(srv.url)
         assert HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).status_code == 200
@@ -86,8 +96,9 @@ def test_sqlite_write_lock_held_by_another_process_bounds_waits(sqlite_url, serv
         assert r.status_code == 200 and r.json()["state"] == "ok"
 
 
-def test_sqlite_new_ask_under_outside_lock_is_503_with_retry_after(sqlite_url, server_cls):
-    with server_cls(sqlite_url, env=FAST_ENV) as srv:
+def test_sqlite_new_ask_under_outside_lock_is_503_with_retry_after(fast_sqlite_server):
+    sqlite_url = fast_sqlite_server.db_url
+    with nullcontext(fast_sqlite_server) as srv:
         eid, _ = _create(srv.url, "locked")
         pid = _participant(srv.url)
         holder = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
