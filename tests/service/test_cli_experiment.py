@@ -14,11 +14,13 @@ import struct
 import subprocess
 import sys
 import zlib
+from contextlib import nullcontext
 from pathlib import Path
 
 import httpx
 import pytest
 
+from conftest import HTTP
 from purebandits.cli import main
 from purebandits.service.cli_experiment import image_payload, parse_arm, parse_labels, parse_param
 
@@ -98,10 +100,12 @@ def env(monkeypatch, tmp_path):
 
 
 # ---------------------------------------------------------------------------- live server
-def test_one_learner_lifecycle_exports_errors_and_token_recovery(db_url, server_cls, tmp_path, capsys, env):
+def test_one_learner_lifecycle_exports_errors_and_token_recovery(shared_server_on, tmp_path, capsys, env):
+    """(On the module's server of each backend: everything here is about experiments of the test's own.)"""
     items = tmp_path / "contest 900.csv"
     items.write_text(ITEMS_CSV, encoding="utf-8")
-    with server_cls(db_url, log_dir=tmp_path) as srv:
+    db_url = shared_server_on.db_url
+    with nullcontext(shared_server_on) as srv:
         env.setenv("PUREBANDITS_SERVER", srv.url)  # the default server comes from the environment
 
         # create: URLs, token, and the warning that the token is shown once
@@ -146,8 +150,8 @@ def test_one_learner_lifecycle_exports_errors_and_token_recovery(db_url, server_
         # pause / resume: participants see it
         code, out, _ = run_cli(capsys, "pause", eid)
         assert (code, out.strip()) == (0, f"experiment {eid}: paused")
-        pid = httpx.post(srv.url + "/api/participants").json()["participant_id"]
-        q = httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+        pid = HTTP.post(srv.url + "/api/participants").json()["participant_id"]
+        q = HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
         assert q["state"] == "paused"
         code, out, _ = run_cli(capsys, "resume", eid, "--json")
         assert code == 0 and json.loads(out) == {"id": eid, "status": "active"}
@@ -234,9 +238,9 @@ def test_two_learners_image_list_archive_delete(db_url, server_cls, tmp_path, ca
         assert [a["share"] for a in info["algorithms"]] == [0.5, 0.5]
         assert info["has_image"] is True and info["answers_per_participant"] == 6
         assert [lab["name"] for lab in info["labels"]] == ["no", "meh", "yes"]
-        public = httpx.get(f"{srv.url}/api/experiments/{eid}/public").json()
+        public = HTTP.get(f"{srv.url}/api/experiments/{eid}/public").json()
         assert public["instructions"] == "Rate how funny the caption is."
-        image = httpx.get(srv.url + public["image_url"])
+        image = HTTP.get(srv.url + public["image_url"])
         assert image.status_code == 200 and image.content == png
         assert image.headers["content-type"].startswith("image/png")
 
@@ -283,8 +287,8 @@ def test_two_learners_image_list_archive_delete(db_url, server_cls, tmp_path, ca
         # archive: read-only and final
         code, out, _ = run_cli(capsys, "archive", eid)
         assert (code, out.strip()) == (0, f"experiment {eid}: archived")
-        pid = httpx.post(srv.url + "/api/participants").json()["participant_id"]
-        q = httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+        pid = HTTP.post(srv.url + "/api/participants").json()["participant_id"]
+        q = HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
         assert q["state"] == "archived"
         code, _, err = run_cli(capsys, "resume", eid)
         assert code == 1 and "(HTTP 409)" in err
@@ -309,42 +313,43 @@ def test_two_learners_image_list_archive_delete(db_url, server_cls, tmp_path, ca
 
 
 # ---------------------------------------------------------------------------- no server
-def test_create_pairwise_with_query_option(sqlite_url, server_cls, tmp_path, capsys, env):
+def test_create_pairwise_with_query_option(shared_server, tmp_path, capsys, env):
     """``--query pairwise`` creates a pairwise experiment (two items per query, answered left or right), which
-    ``show`` names; without it the experiment is a rating one."""
+    ``show`` names; without it the experiment is a rating one. (On the module's SQLite server.)"""
     items = tmp_path / "duels.csv"
     items.write_text(ITEMS_CSV, encoding="utf-8")
-    with server_cls(sqlite_url, log_dir=tmp_path) as srv:
+    with nullcontext(shared_server) as srv:
         env.setenv("PUREBANDITS_SERVER", srv.url)
         code, out, err = run_cli(capsys, "create", "--items", items, "--query", "pairwise", "--seed", "3")
         assert code == 0, err
         eid, token = created(out)
-        public = httpx.get(f"{srv.url}/api/experiments/{eid}/public").json()
+        public = HTTP.get(f"{srv.url}/api/experiments/{eid}/public").json()
         assert public["query"] == "pairwise" and public["labels"] == ["left", "right"]
         code, out, err = run_cli(capsys, "show", eid, "--token", token)
         assert code == 0 and re.search(r"query\s*:?\s+pairwise", out), out
         code, out, err = run_cli(capsys, "create", "--items", items)
         assert code == 0, err
         eid, _ = created(out)
-        assert httpx.get(f"{srv.url}/api/experiments/{eid}/public").json()["query"] == "rating"
+        assert HTTP.get(f"{srv.url}/api/experiments/{eid}/public").json()["query"] == "rating"
         code, _, err = run_cli(capsys, "create", "--items", items, "--query", "pairwise", "--labels", "a=0,b=1")
         assert code != 0 and "labels" in err
 
 
-def test_create_ratings_then_comparisons_and_show_its_stages(sqlite_url, server_cls, tmp_path, capsys, env):
+def test_create_ratings_then_comparisons_and_show_its_stages(shared_server, tmp_path, capsys, env):
     """``--query rating_then_pairwise --top-m 3 --ratings-budget 10`` creates a staged experiment; ``show`` prints
     its stages: stage 1 running with its current top 3, then, past the ratings budget, stage 2 running over a top 3
     said to be unproven. Missing or inconsistent options exit 2 before any request, in the server's words; what
-    only the server can check (--top-m against the item count) is its 422, exit 1."""
+    only the server can check (--top-m against the item count) is its 422, exit 1. (On the module's SQLite
+    server.)"""
     items = tmp_path / "staged.csv"
     items.write_text(ITEMS_CSV, encoding="utf-8")
     base = ["create", "--items", items, "--query", "rating_then_pairwise"]
-    with server_cls(sqlite_url, log_dir=tmp_path) as srv:
+    with nullcontext(shared_server) as srv:
         env.setenv("PUREBANDITS_SERVER", srv.url)
         code, out, err = run_cli(capsys, *base, "--top-m", "3", "--ratings-budget", "10", "--seed", "4")
         assert code == 0, err
         eid, token = created(out)
-        info = httpx.get(f"{srv.url}/api/experiments/{eid}", headers={"Authorization": f"Bearer {token}"}).json()
+        info = HTTP.get(f"{srv.url}/api/experiments/{eid}", headers={"Authorization": f"Bearer {token}"}).json()
         assert info["query"] == "rating_then_pairwise" and info["stages"]["top_m"] == 3
         assert info["stages"]["ratings_budget"] == 10
         code, out, err = run_cli(capsys, "show", eid, "--token", token)
@@ -355,7 +360,7 @@ def test_create_ratings_then_comparisons_and_show_its_stages(sqlite_url, server_
         answer_some(srv.url, eid, 10)
         code, out, err = run_cli(capsys, "show", eid, "--token", token)
         assert code == 0, err
-        child = httpx.get(f"{srv.url}/api/experiments/{eid}",
+        child = HTTP.get(f"{srv.url}/api/experiments/{eid}",
                           headers={"Authorization": f"Bearer {token}"}).json()["stages"]["stage2_experiment_id"]
         assert re.search(r"stage:\s+2 of 2 \(comparisons\)", out), out
         assert "not proven: taken at the ratings budget after 10 ratings" in out

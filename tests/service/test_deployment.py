@@ -21,11 +21,10 @@ from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 import sqlalchemy as sa
 
-from conftest import SRC, Server
+from conftest import HTTP, SRC, Server
 from purebandits.testing.postgres import create_database, drop_database
 
 HEAVY = ("numba", "scipy", "purebandits.algorithms", "llvmlite")
@@ -102,17 +101,17 @@ def test_four_workers_start_and_stay_on_a_loaded_machine(pg_url, tmp_path):
         srv = Server(pg_url, "--workers", "4", "--log-level", "info", log_dir=tmp_path)
         srv.start(timeout=240)
         try:
-            eid = httpx.post(srv.url + "/api/experiments", timeout=60, json={
+            eid = HTTP.post(srv.url + "/api/experiments", timeout=60, json={
                 "name": "workers", "items": [{"id": str(i), "text": f"caption {i}"} for i in range(30)],
                 "seed": 1}).json()["id"]
             answered = 0
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:  # a new connection per request: spread over the workers
-                pid = httpx.post(srv.url + "/api/participants", timeout=30).json()["participant_id"]
-                q = httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid},
+                pid = HTTP.post(srv.url + "/api/participants", timeout=30).json()["participant_id"]
+                q = HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid},
                                timeout=30).json()
                 if q["state"] == "ok":
-                    r = httpx.post(f"{srv.url}/api/queries/{q['query_id']}/answer", timeout=30,
+                    r = HTTP.post(f"{srv.url}/api/queries/{q['query_id']}/answer", timeout=30,
                                    json={"participant_id": pid, "label": "funny"})
                     answered += r.status_code == 200
         finally:
@@ -131,7 +130,7 @@ def _register(urls: list[str], n: int) -> tuple[list[str], int]:
 
     def one(k: int) -> None:
         nonlocal refused
-        r = httpx.post(urls[k % len(urls)] + "/api/participants", timeout=60)
+        r = HTTP.post(urls[k % len(urls)] + "/api/participants", timeout=60)
         with lock:
             if r.status_code == 201:
                 ids.append(r.json()["participant_id"])
@@ -160,7 +159,7 @@ def test_two_servers_on_one_postgres_under_load(pg_url, tmp_path):
     with loaded_machine(1), Server(pg_url, env=env, log_dir=tmp_path) as a, \
             Server(pg_url, env=env, log_dir=tmp_path) as b:
         urls = [a.url, b.url]
-        eid = httpx.post(a.url + "/api/experiments", timeout=60, json={
+        eid = HTTP.post(a.url + "/api/experiments", timeout=60, json={
             "name": "two hosts", "repeats": "never", "seed": 3,
             "items": [{"id": str(i), "text": f"caption {i}"} for i in range(items)]}).json()["id"]
         ids, refused = _register(urls, 2 * burst)
@@ -174,13 +173,13 @@ def test_two_servers_on_one_postgres_under_load(pg_url, tmp_path):
         def participant(k: int, pid: str) -> None:
             for step in range(items):
                 ask_at, answer_at = urls[(k + step) % 2], urls[(k + step + 1) % 2]
-                q = httpx.post(f"{ask_at}/api/experiments/{eid}/queries", json={"participant_id": pid},
+                q = HTTP.post(f"{ask_at}/api/experiments/{eid}/queries", json={"participant_id": pid},
                                timeout=60).json()
                 if q["state"] != "ok":
                     time.sleep(q.get("retry_after", 1.0) / 4)
                     continue
                 label = labels[(k + step) % 3]
-                r = httpx.post(f"{answer_at}/api/queries/{q['query_id']}/answer", timeout=60,
+                r = HTTP.post(f"{answer_at}/api/queries/{q['query_id']}/answer", timeout=60,
                                json={"participant_id": pid, "label": label})
                 with lock:
                     handed.append(q["query_id"])

@@ -25,6 +25,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import HTTP
+
 WAIT = 1.0
 BOUND = 2 * WAIT  # what docs/service.md promises: twice db_wait_seconds
 MARGIN = 4.0      # generous: two loaded cores shared with other test runs
@@ -96,12 +98,12 @@ def stopped(url: str, seconds: float = HANG) -> Iterator[None]:
 
 def _timed(method: str, url: str, **kw) -> tuple[float, httpx.Response]:
     t0 = time.monotonic()
-    r = httpx.request(method, url, timeout=HANG + 30, **kw)
+    r = HTTP.request(method, url, timeout=HANG + 30, **kw)
     return time.monotonic() - t0, r
 
 
 def _create(url: str, name: str) -> tuple[int, str]:
-    r = httpx.post(f"{url}/api/experiments", json={"name": name, "items": ITEMS}, timeout=60)
+    r = HTTP.post(f"{url}/api/experiments", json={"name": name, "items": ITEMS}, timeout=60)
     assert r.status_code == 201, r.text
     return r.json()["id"], r.json()["owner_token"]
 
@@ -113,11 +115,11 @@ def test_pages_and_owner_endpoints_answer_within_the_bound_while_postgres_hangs(
         eid, token = _create(srv.url, "hung pages")
         other, _ = _create(srv.url, "to delete")
         owner = {"Authorization": f"Bearer {token}"}
-        pid = httpx.post(f"{srv.url}/api/participants", timeout=60).json()["participant_id"]
-        r = httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}, timeout=60)
+        pid = HTTP.post(f"{srv.url}/api/participants", timeout=60).json()["participant_id"]
+        r = HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}, timeout=60)
         assert r.status_code == 200, r.text  # the server has read the experiment's settings: it caches them
         fresh = server_cls(pg_url, env=ENV).start(timeout=300)  # has never read the experiment
-        httpx.get(f"{fresh.url}/healthz", timeout=30)
+        HTTP.get(f"{fresh.url}/healthz", timeout=30)
         # what needs the database: 503 + Retry-After within the bound
         needs_db = [("GET", srv.url + "/", {}), ("GET", f"{srv.url}/api/experiments/{eid}/public", {}),
                     ("GET", f"{srv.url}/api/experiments/{eid}/image", {}),
@@ -162,13 +164,13 @@ def test_pages_and_owner_endpoints_answer_within_the_bound_while_postgres_hangs(
         # the database is back: everything answers again
         deadline = time.monotonic() + 60
         while True:
-            r = httpx.get(f"{srv.url}/api/experiments/{eid}/results", headers=owner, timeout=60)
+            r = HTTP.get(f"{srv.url}/api/experiments/{eid}/results", headers=owner, timeout=60)
             if r.status_code != 503 or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         assert r.status_code == 200, r.text
-        assert httpx.get(f"{fresh.url}/rate/{eid}", timeout=60).status_code == 200
-        assert httpx.get(f"{fresh.url}/rate/{eid + 100}", timeout=60).status_code == 404
+        assert HTTP.get(f"{fresh.url}/rate/{eid}", timeout=60).status_code == 200
+        assert HTTP.get(f"{fresh.url}/rate/{eid + 100}", timeout=60).status_code == 404
     finally:
         if fresh is not None:
             fresh.stop()

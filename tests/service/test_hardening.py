@@ -15,13 +15,14 @@ import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from pathlib import Path
 
 import httpx
 import pytest
 from study_support import Clock, open_study
 
+from conftest import HTTP, Server
 from purebandits.service.errors import Gone
 
 ITEMS = [f"caption {i}" for i in range(6)]
@@ -34,14 +35,23 @@ BOUND = 4 * WAIT + 4.0
 HANG = BOUND + 4.0
 
 
+@pytest.fixture(scope="module")
+def fast_sqlite_server(tmp_path_factory):
+    """One server with ``FAST_ENV`` on a SQLite file for this module's two outside-lock tests (each on an experiment
+    of its own, the lock released at its end): a server start costs about 2 s of a core."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('hardening') / 'service.sqlite'}"
+    with Server(url, env=FAST_ENV) as srv:
+        yield srv
+
+
 def _create(url: str, name: str, **extra) -> tuple[int, str]:
-    r = httpx.post(f"{url}/api/experiments", json={"name": name, "items": ITEMS, **extra}, timeout=30)
+    r = HTTP.post(f"{url}/api/experiments", json={"name": name, "items": ITEMS, **extra}, timeout=30)
     assert r.status_code == 201, r.text
     return r.json()["id"], r.json()["owner_token"]
 
 
 def _participant(url: str) -> str:
-    return httpx.post(f"{url}/api/participants", timeout=30).json()["participant_id"]
+    return HTTP.post(f"{url}/api/participants", timeout=30).json()["participant_id"]
 
 
 def _timed(fn, *args, **kw) -> tuple[float, httpx.Response]:
@@ -50,24 +60,25 @@ def _timed(fn, *args, **kw) -> tuple[float, httpx.Response]:
     return time.monotonic() - t0, r
 
 
-def test_sqlite_write_lock_held_by_another_process_bounds_waits(sqlite_url, server_cls, tmp_path):
+def test_sqlite_write_lock_held_by_another_process_bounds_waits(fast_sqlite_server):
     """Another process holds SQLite's write lock until the asks are answered: asks fail with 503 + Retry-After
     after a bounded wait, while /healthz, pages and reads answer at once; afterwards everything works again."""
-    with server_cls(sqlite_url, env=FAST_ENV) as srv:
+    sqlite_url = fast_sqlite_server.db_url
+    with nullcontext(fast_sqlite_server) as srv:
         eid, _ = _create(srv.url, "locked")
         pid = _participant(srv.url)
-        assert httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).status_code == 200
+        assert HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).status_code == 200
         holder = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
         try:
             with ThreadPoolExecutor(4) as pool:
-                asks = [pool.submit(_timed, httpx.post, f"{srv.url}/api/experiments/{eid}/queries",
+                asks = [pool.submit(_timed, HTTP.post, f"{srv.url}/api/experiments/{eid}/queries",
                                     json={"participant_id": _p}, timeout=30) for _p in
                         [pid] + [f"x{i}" for i in range(2)]]
                 time.sleep(0.2)
-                health = [_timed(httpx.get, f"{srv.url}/healthz", timeout=30) for _ in range(5)]
-                page = _timed(httpx.get, f"{srv.url}/rate/{eid}", timeout=30)
-                public = _timed(httpx.get, f"{srv.url}/api/experiments/{eid}/public", timeout=30)
+                health = [_timed(HTTP.get, f"{srv.url}/healthz", timeout=30) for _ in range(5)]
+                page = _timed(HTTP.get, f"{srv.url}/rate/{eid}", timeout=30)
+                public = _timed(HTTP.get, f"{srv.url}/api/experiments/{eid}/public", timeout=30)
                 done = [f.result() for f in asks]
         finally:
             holder.execute("ROLLBACK")
@@ -81,27 +92,28 @@ def test_sqlite_write_lock_held_by_another_process_bounds_waits(sqlite_url, serv
             assert took < BOUND, (took, r.status_code)
             assert r.status_code in (200, 403, 503), r.text
         fresh = _participant(srv.url)
-        r = httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": fresh}, timeout=30)
+        r = HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": fresh}, timeout=30)
         assert r.status_code == 200 and r.json()["state"] == "ok"
 
 
-def test_sqlite_new_ask_under_outside_lock_is_503_with_retry_after(sqlite_url, server_cls):
-    with server_cls(sqlite_url, env=FAST_ENV) as srv:
+def test_sqlite_new_ask_under_outside_lock_is_503_with_retry_after(fast_sqlite_server):
+    sqlite_url = fast_sqlite_server.db_url
+    with nullcontext(fast_sqlite_server) as srv:
         eid, _ = _create(srv.url, "locked")
         pid = _participant(srv.url)
         holder = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
         try:
-            took, r = _timed(httpx.post, f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid},
+            took, r = _timed(HTTP.post, f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid},
                              timeout=30)
-            health = _timed(httpx.get, f"{srv.url}/healthz", timeout=30)
+            health = _timed(HTTP.get, f"{srv.url}/healthz", timeout=30)
         finally:
             holder.execute("ROLLBACK")
             holder.close()
         assert r.status_code == 503 and int(r.headers["Retry-After"]) >= 1, r.text
         assert WAIT * 0.8 < took < BOUND
         assert health[1].status_code == 200 and health[0] < WAIT
-        assert httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()["state"] \
+        assert HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()["state"] \
             == "ok"
 
 
@@ -121,19 +133,19 @@ def test_postgres_learner_locked_elsewhere_delays_only_that_experiment(pg_admin_
             with psycopg.connect(url) as holder:
                 holder.execute("SELECT * FROM learners WHERE experiment_id = %s FOR UPDATE", (e1,))
                 with ThreadPoolExecutor(2) as pool:
-                    blocked = pool.submit(_timed, httpx.post, f"{srv.url}/api/experiments/{e1}/queries",
+                    blocked = pool.submit(_timed, HTTP.post, f"{srv.url}/api/experiments/{e1}/queries",
                                           json={"participant_id": p1}, timeout=30)
                     time.sleep(0.1)
-                    other = [_timed(httpx.post, f"{srv.url}/api/experiments/{e2}/queries",
+                    other = [_timed(HTTP.post, f"{srv.url}/api/experiments/{e2}/queries",
                                     json={"participant_id": p2}, timeout=30) for _ in range(3)]
-                    health = _timed(httpx.get, f"{srv.url}/healthz", timeout=30)
+                    health = _timed(HTTP.get, f"{srv.url}/healthz", timeout=30)
                     took, r = blocked.result()
                 holder.rollback()
             assert r.status_code == 503 and "Retry-After" in r.headers, r.text
             assert took < BOUND
             assert all(o[1].status_code == 200 and o[0] < WAIT for o in other), [(o[0], o[1].text) for o in other]
             assert health[1].status_code == 200 and health[0] < WAIT
-            r = httpx.post(f"{srv.url}/api/experiments/{e1}/queries", json={"participant_id": p1}, timeout=30)
+            r = HTTP.post(f"{srv.url}/api/experiments/{e1}/queries", json={"participant_id": p1}, timeout=30)
             assert r.status_code == 200 and r.json()["state"] == "ok"
     finally:
         drop_database(pg_admin_url, url)
@@ -174,7 +186,7 @@ def test_postgres_server_that_stops_answering_fails_requests_not_the_server(serv
         with server_cls(url, env=FAST_ENV) as srv:
             eid, _ = _create(srv.url, "hung")
             pid = _participant(srv.url)
-            q = httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+            q = HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
             pids = _cluster_pids(url)
             for p in pids:
                 with suppress(ProcessLookupError):  # a backend that just ended (the one that listed them)
@@ -190,10 +202,10 @@ def test_postgres_server_that_stops_answering_fails_requests_not_the_server(serv
 
             threading.Thread(target=resume, daemon=True).start()
             try:
-                took, r = _timed(httpx.post, f"{srv.url}/api/queries/{q['query_id']}/answer",
+                took, r = _timed(HTTP.post, f"{srv.url}/api/queries/{q['query_id']}/answer",
                                  json={"participant_id": pid, "label": "funny"}, timeout=30)
-                health = [_timed(httpx.get, f"{srv.url}/healthz", timeout=30) for _ in range(3)]
-                page = _timed(httpx.get, f"{srv.url}/new", timeout=30)
+                health = [_timed(HTTP.get, f"{srv.url}/healthz", timeout=30) for _ in range(3)]
+                page = _timed(HTTP.get, f"{srv.url}/new", timeout=30)
             finally:
                 resumed.wait(HANG + 10)
             assert r.status_code == 503 and "Retry-After" in r.headers, r.text
@@ -203,7 +215,7 @@ def test_postgres_server_that_stops_answering_fails_requests_not_the_server(serv
             # the retry after the outage is acknowledged once (whether or not the first attempt committed)
             deadline = time.monotonic() + 30
             while True:
-                r = httpx.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
+                r = HTTP.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
                                json={"participant_id": pid, "label": "funny"}, timeout=30)
                 if r.status_code != 503 or time.monotonic() > deadline:
                     break

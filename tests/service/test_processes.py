@@ -8,6 +8,7 @@ import time
 import httpx
 import pytest
 
+from conftest import HTTP
 from purebandits.service.settings import Settings
 from purebandits.service.storage import make_engine
 from purebandits.service.study import Study
@@ -18,7 +19,7 @@ LABELS = ["unfunny", "somewhat funny", "funny"]
 
 def _create(url: str) -> tuple[int, dict[str, str]]:
     # 25 answers per participant on 12 items: repeats allowed, never twice in a row
-    r = httpx.post(url + "/api/experiments", json={"name": "p", "items": ITEMS, "seed": 11,
+    r = HTTP.post(url + "/api/experiments", json={"name": "p", "items": ITEMS, "seed": 11,
                                                    "params": {"delta": 0.05}, "repeats": "not_consecutive"})
     assert r.status_code == 201, r.text
     return r.json()["id"], {"Authorization": "Bearer " + r.json()["owner_token"]}
@@ -32,33 +33,33 @@ def test_restart_restores_state_counts_and_recommendation(db_url, tmp_path, serv
     Server = server_cls
     with Server(db_url, log_dir=tmp_path) as srv:
         eid, auth = _create(srv.url)
-        pids = [httpx.post(srv.url + "/api/participants").json()["participant_id"] for _ in range(3)]
+        pids = [HTTP.post(srv.url + "/api/participants").json()["participant_id"] for _ in range(3)]
         pending = []
         for i in range(40):
             pid = pids[i % 3]
             if i % 9 == 4:  # a participant who leaves (their next ask would get the same query back)
-                pid = httpx.post(srv.url + "/api/participants").json()["participant_id"]
-            q = httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+                pid = HTTP.post(srv.url + "/api/participants").json()["participant_id"]
+            q = HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
             assert q["state"] == "ok"
             if i % 9 == 4:
                 pending.append((pid, q["query_id"]))  # left unanswered across the restart
                 continue
-            r = httpx.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
+            r = HTTP.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
                            json={"participant_id": pid, "label": LABELS[(i * 7) % 3]})
             assert r.status_code == 200
-        before_state = httpx.get(f"{srv.url}/api/experiments/{eid}/state", headers=auth).json()
-        before = _stable(httpx.get(f"{srv.url}/api/experiments/{eid}/results", headers=auth).json())
+        before_state = HTTP.get(f"{srv.url}/api/experiments/{eid}/state", headers=auth).json()
+        before = _stable(HTTP.get(f"{srv.url}/api/experiments/{eid}/results", headers=auth).json())
     assert before["n_pending"] == len(pending)
     with Server(db_url, log_dir=tmp_path) as srv:
-        after_state = httpx.get(f"{srv.url}/api/experiments/{eid}/state", headers=auth).json()
-        after = _stable(httpx.get(f"{srv.url}/api/experiments/{eid}/results", headers=auth).json())
+        after_state = HTTP.get(f"{srv.url}/api/experiments/{eid}/state", headers=auth).json()
+        after = _stable(HTTP.get(f"{srv.url}/api/experiments/{eid}/results", headers=auth).json())
         assert after_state == before_state
         assert after == before
         # a query issued before the restart can still be answered
         pid, qid = pending[0]
-        r = httpx.post(f"{srv.url}/api/queries/{qid}/answer", json={"participant_id": pid, "label": "funny"})
+        r = HTTP.post(f"{srv.url}/api/queries/{qid}/answer", json={"participant_id": pid, "label": "funny"})
         assert r.status_code == 200
-        res = httpx.get(f"{srv.url}/api/experiments/{eid}/results", headers=auth).json()
+        res = HTTP.get(f"{srv.url}/api/experiments/{eid}/results", headers=auth).json()
         assert res["n_answers"] == before["n_answers"] + 1
 
 
@@ -109,9 +110,9 @@ def test_two_processes_one_database(db_url, tmp_path, n_threads, server_cls):
             t.join()
         assert errors == []
         assert len(acked) == len(set(acked)) == n_threads * 25
-        state_a = httpx.get(f"{a.url}/api/experiments/{eid}/state", headers=auth).json()
-        state_b = httpx.get(f"{b.url}/api/experiments/{eid}/state", headers=auth).json()
-        res = httpx.get(f"{b.url}/api/experiments/{eid}/results", headers=auth).json()
+        state_a = HTTP.get(f"{a.url}/api/experiments/{eid}/state", headers=auth).json()
+        state_b = HTTP.get(f"{b.url}/api/experiments/{eid}/state", headers=auth).json()
+        res = HTTP.get(f"{b.url}/api/experiments/{eid}/results", headers=auth).json()
     finally:
         a.stop()
         b.stop()

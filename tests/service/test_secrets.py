@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import SRC, Server
+from conftest import HTTP, SRC, Server
 from purebandits.service.settings import Settings
 from purebandits.testing.postgres import PostgresUnavailable, create_database, temporary_postgres
 
@@ -71,8 +71,8 @@ def test_serve_takes_the_admin_token_from_a_file(tmp_path):
     srv = Server(f"sqlite:///{tmp_path / 's.sqlite'}", "--workers", "2", env=env)
     with srv.start(timeout=300):  # the first start after a change to the kernels compiles them first
         spec = {"name": "e", "items": [{"id": "a", "text": "a"}, {"id": "b", "text": "b"}]}
-        assert httpx.post(srv.url + "/api/experiments", json=spec, timeout=60).status_code == 401
-        r = httpx.post(srv.url + "/api/experiments", json=spec, timeout=60,
+        assert HTTP.post(srv.url + "/api/experiments", json=spec, timeout=60).status_code == 401
+        r = HTTP.post(srv.url + "/api/experiments", json=spec, timeout=60,
                        headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 201, r.text
         lines = _cmdlines(srv.proc.pid)
@@ -117,7 +117,7 @@ def test_postgres_password_from_pgpass_or_url_file(pg_with_password, tmp_path):
 
     pgpass = _secret(tmp_path / "pgpass", f"{parts.host}:{parts.port}:*:postgres:{password}")
     with Server(bare, env={"PGPASSFILE": str(pgpass)}).start(timeout=300) as srv:
-        assert httpx.get(srv.url + "/healthz", timeout=30).status_code == 200
+        assert HTTP.get(srv.url + "/healthz", timeout=30).status_code == 200
         assert not [line for line in _cmdlines(srv.proc.pid) if password in line]
 
     url_file = _secret(tmp_path / "db-url", with_password)

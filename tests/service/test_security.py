@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 
-import httpx
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 import purebandits.service.owners as study_mod
+from conftest import HTTP
 from purebandits.service.app import create_app
 from purebandits.service.errors import BadRequest
 from purebandits.service.settings import Settings, normalize_url
@@ -244,9 +244,9 @@ def test_live_server_refuses_every_probe_class_with_4xx_and_logs_no_traceback(se
     srv = server_cls(db, log_dir=tmp_path)
     with srv:
         base = srv.url
-        eid = httpx.post(f"{base}/api/experiments", json={"items": ITEMS}).json()["id"]
-        pid = httpx.post(f"{base}/api/participants").json()["participant_id"]
-        qid = httpx.post(f"{base}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()["query_id"]
+        eid = HTTP.post(f"{base}/api/experiments", json={"items": ITEMS}).json()["id"]
+        pid = HTTP.post(f"{base}/api/participants").json()["participant_id"]
+        qid = HTTP.post(f"{base}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()["query_id"]
         ask, ans, create, reg = (f"/api/experiments/{eid}/queries", f"/api/queries/{qid}/answer", "/api/experiments",
                                  "/api/participants")
         deep_list, deep_obj = b"[" * 1200 + b"]" * 1200, b'{"a":' * 1200 + b"1" + b"}" * 1200
@@ -278,11 +278,11 @@ def test_live_server_refuses_every_probe_class_with_4xx_and_logs_no_traceback(se
             (ans, b"\xff\xfe\x00 not utf-8"),
         ]
         for path, body in probes:
-            r = httpx.post(base + path, content=body, headers={"Content-Type": "application/json"}, timeout=30)
+            r = HTTP.post(base + path, content=body, headers={"Content-Type": "application/json"}, timeout=30)
             assert 400 <= r.status_code < 500, (path, body[:60], r.status_code, r.text[:200])
             assert isinstance(r.json()["detail"], str) and "\n" not in r.json()["detail"]
         # the pending query survived all of it
-        assert httpx.post(base + ans, json={"participant_id": pid, "label": "funny"}).status_code == 200
+        assert HTTP.post(base + ans, json={"participant_id": pid, "label": "funny"}).status_code == 200
     log = (tmp_path / f"server-{srv.port}.log").read_text(errors="replace")
     for marker in ("Traceback", "Exception in ASGI application", "--- Logging error ---", "Fatal Python error"):
         assert marker not in log, log[-3000:]
