@@ -364,15 +364,78 @@ def test_vectorised_equals_scalar():
 STREAMS, STEPS, CHUNK = 2000, 20000, 250
 
 
+#: below this t every count is checked exactly (the band's margin argument wants a few dozen answers)
+BAND_FROM = 64
+
+
+def _sure_band(miss_fn, mu: float, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Per t = 1..STEPS, integers [lo_t, hi_t] of counts k (a stream's mean at t being k * scale / t) for which
+    ``miss_fn`` is surely False, so that only the counts outside need evaluating (a few per stream).
+
+    Each bound here misses on the two tails outside an interval around mu (``|m - mu| > r`` and ``d(m, mu) > level``
+    are convex in m). Bisection from the count nearest mu finds the extreme counts L_t, U_t that ``miss_fn`` accepts;
+    the band is one count inside them, [L_t + 1, U_t - 1]: every count there lies between two accepted ones and
+    a whole step 1/t away from the last, far more (for t >= BAND_FROM) than rounding could move the comparison.
+    The counts outside the band are evaluated with the same function on the same floats (k * scale / t) as
+    evaluating every count, so the number of streams that ever miss is the same."""
+    i = np.arange(STEPS)
+    T = i + 1.0
+    n = np.round(T / scale).astype(np.int64)  # the largest count at t
+    miss = lambda k: np.asarray(miss_fn(k * scale / T, i))  # noqa: E731
+    k0 = np.clip(np.round(mu * n), 0, n).astype(np.int64)
+    inside = ~miss(k0)
+    a, b = k0.copy(), n + 1  # accepted, missed (n + 1: beyond the largest count)
+    while np.any(act := b - a > 1):
+        mid = (a + b) // 2
+        f = miss(np.where(act, mid, k0))
+        a, b = np.where(act & ~f, mid, a), np.where(act & f, mid, b)
+    hi = a - 1
+    a, b = np.full(STEPS, -1), k0.copy()  # missed (-1: below the smallest count), accepted
+    while np.any(act := b - a > 1):
+        mid = (a + b) // 2
+        f = miss(np.where(act, mid, k0))
+        a, b = np.where(act & f, mid, a), np.where(act & ~f, mid, b)
+    lo = b + 1
+    empty = ~inside | (T < BAND_FROM)
+    return np.where(empty, 1, lo), np.where(empty, 0, hi)
+
+
+def _missed_streams(K: np.ndarray, band, miss_fn, scale: float = 1.0) -> int:
+    """Streams (rows of running counts K, mean k * scale / t) whose interval misses at some t: ``miss_fn`` evaluated
+    on the counts outside the sure band only (:func:`_sure_band`)."""
+    lo, hi = band
+    rows, cols = np.nonzero((K < lo) | (K > hi))
+    hit = np.asarray(miss_fn(K[rows, cols] * scale / (cols + 1.0), cols), dtype=bool)
+    return int(np.unique(rows[hit]).size)
+
+
 def _ever_missed(mu: float, seed: int, miss_fn, streams: int = STREAMS) -> int:
-    """Number of seeded Bernoulli(mu) streams whose interval misses mu at some t <= STEPS."""
+    """Number of seeded Bernoulli(mu) streams whose interval misses mu at some t <= STEPS.
+
+    ``miss_fn(m, i)``: does the interval at t = i + 1 miss mu when the empirical mean is m (arrays, broadcast)."""
     rng = np.random.default_rng(seed)
-    T = np.arange(1, STEPS + 1, dtype=np.float64)
+    band = _sure_band(miss_fn, mu)
     missed = 0
     for _ in range(streams // CHUNK):
         S = np.cumsum(rng.random((CHUNK, STEPS)) < mu, axis=1, dtype=np.int32)
-        missed += int(miss_fn(S / T, T).any(axis=1).sum())
+        missed += _missed_streams(S, band, miss_fn)
     return missed
+
+
+def test_sure_band_evaluates_as_every_count():
+    """The screen changes no count: no entry in the band misses, and the streams that miss, found from the counts
+    outside it, are those of miss_fn on every entry (bounds of three shapes, each missing on some streams)."""
+    rng = np.random.default_rng(3)
+    r = B.lil_radius(np.arange(1, STEPS + 1), 0.05, epsilon=0.0, sigma=0.5, plus2=True)
+    level = B.lil_kl_level(np.arange(1, STEPS + 1), 0.05, 8)
+    for mu, miss in [(0.5, lambda m, i: np.abs(m - 0.5) > r[i]),
+                     (0.05, lambda m, i: B.kl_bernoulli(m, 0.05) > level[i]),
+                     (0.95, lambda m, i: B.kl_bernoulli((8 * m + 0.95) / 9, 0.95) > level[i] / 4)]:
+        S = np.cumsum(rng.random((CHUNK, STEPS)) < mu, axis=1, dtype=np.int32)
+        full = miss(S / np.arange(1, STEPS + 1.0), np.arange(STEPS))
+        lo, hi = _sure_band(miss, mu)
+        assert not full[(S >= lo) & (S <= hi)].any()  # nothing in the band misses
+        assert _missed_streams(S, (lo, hi), miss) == int(full.any(axis=1).sum()) > 0
 
 
 @pytest.mark.slow
@@ -382,7 +445,7 @@ def test_anytime_coverage_lil(mu):
     eps, w = 0.01, 2e-6
     per_tail = B.c_epsilon(eps) * w ** (1 + eps)
     r = B.lil_radius(np.arange(1, STEPS + 1), w, epsilon=eps, sigma=0.5)
-    missed = _ever_missed(mu, 11, lambda m, T: np.abs(m - mu) > r)
+    missed = _ever_missed(mu, 11, lambda m, i: np.abs(m - mu) > r[i])
     assert missed <= binomial_tolerance(STREAMS, min(1.0, 2 * per_tail))
 
 
@@ -392,7 +455,7 @@ def test_anytime_coverage_lil_plus2_heuristic(mu):
     """The "+2", eps = 0 LIL radius (no theorem); at w = 0.05 it still covers in practice."""
     w = 0.05
     r = B.lil_radius(np.arange(1, STEPS + 1), w, epsilon=0.0, sigma=0.5, plus2=True)
-    missed = _ever_missed(mu, 12, lambda m, T: np.abs(m - mu) > r)
+    missed = _ever_missed(mu, 12, lambda m, i: np.abs(m - mu) > r[i])
     assert missed <= binomial_tolerance(STREAMS, 2 * w)
 
 
@@ -405,9 +468,9 @@ def test_anytime_coverage_lil_kl(form, mu):
     level = B.lil_kl_level(np.arange(1, STEPS + 1), d, N)
     if form == "simplified":
         level = B.lil_kl_c(N) * level
-        miss = lambda m, T: B.kl_bernoulli(m, mu) > level  # noqa: E731 - mu outside [L', U']
+        miss = lambda m, i: B.kl_bernoulli(m, mu) > level[i]  # noqa: E731 - mu outside [L', U']
     else:
-        miss = lambda m, T: B.kl_bernoulli((N * m + mu) / (N + 1), mu) > level  # noqa: E731 - eqs. (2)-(3)
+        miss = lambda m, i: B.kl_bernoulli((N * m + mu) / (N + 1), mu) > level[i]  # noqa: E731 - eqs. (2)-(3)
     missed = _ever_missed(mu, 13, miss)
     assert missed <= binomial_tolerance(STREAMS, 2 * d)
 
@@ -430,7 +493,7 @@ def test_anytime_coverage_kt(mu):
     """bounds.kt_kl_level_s: each side holds for all T w.p. >= 1 - delta on Bernoulli(mu) streams."""
     d = 0.05
     level = B._kt_kl_level_v(np.arange(1, STEPS + 1, dtype=np.float64), d)
-    missed = _ever_missed(mu, 14, lambda m, T: B.kl_bernoulli(m, mu) > level)
+    missed = _ever_missed(mu, 14, lambda m, i: B.kl_bernoulli(m, mu) > level[i])
     assert missed <= binomial_tolerance(STREAMS, 2 * d)
 
 
@@ -443,12 +506,13 @@ def test_anytime_coverage_kt_ratings():
     mu = float(probs @ values)
     level = B._kt_kl_level_v(np.arange(1, STEPS + 1, dtype=np.float64), d)
     rng = np.random.default_rng(15)
-    T = np.arange(1, STEPS + 1, dtype=np.float64)
+    miss = lambda m, i: B.kl_bernoulli(m, mu) > level[i]  # noqa: E731
+    band = _sure_band(miss, mu, scale=0.5)
     missed = 0
     for _ in range(STREAMS // CHUNK):
-        draws = values[np.searchsorted(np.cumsum(probs), rng.random((CHUNK, STEPS)), side="right")]
-        m = np.cumsum(draws, axis=1) / T
-        missed += int((B.kl_bernoulli(m, mu) > level).any(axis=1).sum())
+        # the running sums of the ratings in halves: 2 x the sum (values[j] = j / 2), exact as the float sums are
+        halves = np.searchsorted(np.cumsum(probs), rng.random((CHUNK, STEPS)), side="right")
+        missed += _missed_streams(np.cumsum(halves, axis=1, dtype=np.int32), band, miss, scale=0.5)
     assert missed <= binomial_tolerance(STREAMS, 2 * d)
 
 
@@ -458,7 +522,7 @@ def test_anytime_coverage_sg2(mu):
     """KCG16 Thm 8 (beta = 3/2) per tail below delta for delta <~ 0.09."""
     d = 0.05
     r = B.sg2_radius(np.arange(1, STEPS + 1), d)
-    missed = _ever_missed(mu, 14, lambda m, T: np.abs(m - mu) > r)
+    missed = _ever_missed(mu, 14, lambda m, i: np.abs(m - mu) > r[i])
     assert missed <= binomial_tolerance(STREAMS, 2 * d)
 
 
@@ -466,7 +530,7 @@ def test_coverage_harness_detects_a_too_narrow_bound():
     """The harness can fail: a fixed-time Hoeffding radius used at every t misses far too often."""
     d = 0.05
     r = B.hoeffding_radius(np.arange(1, STEPS + 1), d / 2)
-    missed = _ever_missed(0.5, 15, lambda m, T: np.abs(m - 0.5) > r, streams=250)
+    missed = _ever_missed(0.5, 15, lambda m, i: np.abs(m - 0.5) > r[i], streams=250)
     print("fixed-time Hoeffding: missed", missed, "of 250")
     assert missed > binomial_tolerance(250, d)
 

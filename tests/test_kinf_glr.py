@@ -151,6 +151,13 @@ def test_growth_bound_after_more_answers():
         assert both <= U[0] + s * c + 1e-9
 
 
+def _log_wealth(b, X, m):
+    """``log W_n(b) = sum_i log(1 - b (X_i - m)/(1 - m))`` for every bet b: the answers take the few support values,
+    so the sum runs over the values seen, each term times its count (one log per value and bet, not per answer)."""
+    vals, counts = np.unique(X, return_counts=True)
+    return np.log1p(-np.outer(b, vals - m) / (1 - m)) @ counts
+
+
 def test_universal_portfolio_step_of_the_proof():
     """n K_inf^+(F_n, m) <= log(int_0^1 prod_i (1 - b (X_i - m)/(1 - m)) db) + log(n + 1) (kinf_portfolio_threshold)."""
     rng = np.random.default_rng(3)
@@ -160,7 +167,7 @@ def test_universal_portfolio_step_of_the_proof():
         X = rng.choice(V3, size=n, p=rng.dirichlet([1, 1, 1]))
         m = float(rng.uniform(0.01, 0.99))
         with np.errstate(divide="ignore"):  # W_n(1) = 0 when an answer is 1
-            logw = np.log1p(-np.outer(b, X - m) / (1 - m)).sum(axis=1)  # log W_n(b) for every b on the grid
+            logw = _log_wealth(b, X, m)  # log W_n(b) for every b on the grid
         # trapezoid in log space; log W is concave in b, so the trapezoid underestimates the integral:
         log_mix = special.logsumexp(logw, b=np.r_[0.5, np.ones(b.size - 2), 0.5]) + math.log(b[1] - b[0])
         counts = np.array([(X == v).sum() for v in V3])
@@ -177,7 +184,7 @@ def _kt_log_mixture(X, m):
     theta = np.linspace(0.0, math.pi / 2, 40001)
     b = np.sin(theta) ** 2
     with np.errstate(divide="ignore"):
-        logw = np.log1p(-np.outer(b, X - m) / (1 - m)).sum(axis=1)
+        logw = _log_wealth(b, X, m)
     w = np.r_[0.5, np.ones(b.size - 2), 0.5] * (theta[1] - theta[0]) * 2 / math.pi
     return special.logsumexp(logw, b=w), logw
 
@@ -281,36 +288,52 @@ def test_stop_rule_bad_inputs(kwargs, match):
 # --------------------------------------------------------------------------- validity at equal means
 def null_stop_counts(p, v, R=R_RUNS, T=T_MAX, delta=DELTA, seed=0, beta_fn=kinf_portfolio_threshold):
     """(runs that ever stop, ... recommending arm 0, ... arm 1, statistic evaluations) for two arms with the same
-    label distribution p on support v; exact decision after every answer (see the module docstring)."""
+    label distribution p on support v; exact decision after every answer (see the module docstring).
+
+    Each run is checked only at its own next possible crossing, so the runs are not stepped answer by answer
+    together: every round evaluates all live runs at once, each at its own next check time, with its label counts
+    read from per-arm running sums (the same checks, decisions and evaluation count as stepping every answer, in
+    ~300 vectorised rounds instead of T = 3000 small ones: 5x less CPU)."""
     rng = np.random.default_rng(seed)
     labels = rng.choice(len(v), size=(R, T), p=p)
-    C = np.zeros((2, R, len(v)))
-    eye = np.eye(len(v))
+    S = len(v)
+    # cum[a][r, j] = label counts of arm a after its first j answers; arm 0 answers at odd t, arm 1 at even t
+    cum = []
+    for a in (0, 1):
+        onehot = labels[:, a::2, None] == np.arange(S)
+        c = np.zeros((R, onehot.shape[1] + 1, S), dtype=np.int16)  # counts <= T / 2 = 1500
+        np.cumsum(onehot, axis=1, dtype=np.int16, out=c[:, 1:])
+        cum.append(c)
     beta = np.array([beta_fn(t, 2, delta) for t in range(1, T + 1)])
     stopped = np.zeros(R, dtype=bool)
     rec = np.full(R, -1)
     next_check = np.full(R, 2)  # from the second answer on both arms have one
+    live = np.arange(R)
     evaluations = 0
-    for t in range(1, T + 1):
-        C[(t - 1) % 2] += eye[labels[:, t - 1]]
-        act = np.flatnonzero(~stopped & (next_check <= t))
-        if not act.size:
-            continue
-        C0, C1 = C[0][act], C[1][act]
+    while live.size:
+        t = next_check[live]
+        C0 = cum[0][live, (t + 1) // 2].astype(np.float64)
+        C1 = cum[1][live, t // 2].astype(np.float64)
         lead0 = (C0 @ v) / C0.sum(axis=1) >= (C1 @ v) / C1.sum(axis=1)  # ties to arm 0
         A = np.where(lead0[:, None], C0, C1)
         B = np.where(lead0[:, None], C1, C0)
-        evaluations += act.size
-        hit = kinf_pair_exceeds(A, B, v, beta[t - 1])
-        stopped[act[hit]] = True
-        rec[act[hit]] = np.where(lead0[hit], 0, 1)
+        evaluations += live.size
+        b = beta[t - 1]
+        # kinf_pair_exceeds(A, B, v, b), sharing its upper bound U with the skip below: Z <= U decides where U <= b
         U, x = kinf_pair_upper(A, B, v)
+        hit = np.zeros(live.size, dtype=bool)
+        need = np.flatnonzero(U > b)
+        if need.size:
+            hit[need] = kinf_pair_cost(A[need], B[need], v) > b[need]
+        stopped[live[hit]] = True
+        rec[live[hit]] = np.where(lead0[hit], 0, 1)
         x = np.where(np.isnan(x), (A @ v) / A.sum(axis=1), x)  # Z = 0: any level between the (equal) means
         with np.errstate(divide="ignore", invalid="ignore"):
             c = np.maximum(-np.log(x), -np.log1p(-x))
-            s = np.floor((beta[t - 1] - U) / c)
+            s = np.floor((b - U) / c)
         s = np.where(np.isfinite(s), np.maximum(s, 1), 1).astype(int)
-        next_check[act] = t + s
+        next_check[live] = t + s
+        live = live[~hit & (t + s <= T)]
     counts = np.bincount(rec[stopped], minlength=2)
     return int(stopped.sum()), int(counts[0]), int(counts[1]), evaluations
 

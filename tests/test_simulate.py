@@ -1,6 +1,8 @@
 """The simulation engine: both drivers agree, seeding is executor-independent, Dask matches local."""
 
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -201,6 +203,10 @@ def test_dask_local_cluster_matches_local_run():
 
 
 # --------------------------------------------------------------------------- speed helpers stay exact
+# The compiled helpers below are built once per process (functools.cache): each build is a numba compilation of
+# about a second, and the parametrized tests call them several times with the same argument types. They are not
+# cached on disk (numba would not see a change in the package's kernels they inline).
+@functools.cache
 def _compiled_draws():
     from numba import njit
 
@@ -324,14 +330,13 @@ def test_heap_and_ls_tracker_match_brute_force():
     assert (got >= 0).any()
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 17, 60])
-def test_ls_tracker_certificate_decides_as_the_full_scan(n):
-    """Random (not round-robin) pulls, tied means, arms left unpulled for a while, stops."""
+@functools.cache
+def _ls_tracker_run():
+    """The LS tracker run pull by pull in compiled code (filled at ``fill_at``), built once per process."""
     from numba import njit
 
-    from purebandits.bounds import lil_stopping_arm, ls_delta
     from purebandits.jit import borrow
-    from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
+    from purebandits.stopping import borrow_tracker, ls_tracker_fill, ls_tracker_update
 
     @njit
     def run(tr, sums, counts, arms, rewards, d_ls, fill_at):
@@ -345,6 +350,16 @@ def test_ls_tracker_certificate_decides_as_the_full_scan(n):
             out[i] = ls_tracker_update(borrow_tracker(tr), sums, counts, arms[i], d_ls, 0.5) if i >= fill_at else -2
         return out
 
+    return run
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 60])
+def test_ls_tracker_certificate_decides_as_the_full_scan(n):
+    """Random (not round-robin) pulls, tied means, arms left unpulled for a while, stops."""
+    from purebandits.bounds import lil_stopping_arm, ls_delta
+    from purebandits.stopping import LS_EPSILON, ls_workspace
+
+    run = _ls_tracker_run()
     rng = np.random.default_rng(n)
     stops, rescans = 0, 0
     for trial in range(4):
