@@ -21,6 +21,16 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+# the compiled helpers of the tests (``@njit(cache=True)`` in test modules) call the package's kernels: their cache
+# entries are stamped with the tests' and the package's sources, so an edit to either compiles them again
+# (numba's own stamp is the helper's file alone: it would run stale machine code after an edit to a kernel)
+try:
+    from purebandits import kernel_cache
+except ImportError:  # numba missing: the tests that need it fail on their own
+    pass
+else:
+    kernel_cache.stamp_package_kernels(Path(__file__).parent, extra=kernel_cache.PACKAGE_DIGEST)
+
 settings.register_profile("purebandits", deadline=None)
 settings.load_profile("purebandits")
 

@@ -121,3 +121,13 @@ def test_package_kernels_are_stamped_and_others_are_not(tmp_path: Path) -> None:
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("outside_mod", None)
+
+
+def test_the_tests_compiled_helpers_are_stamped_with_the_package_sources():
+    """tests/conftest.py stamps the tests' cached helpers with their sources and the package's: a kernel edit
+    compiles them again (numba's own stamp would keep their stale machine code)."""
+    from purebandits import kernel_cache
+
+    tests_dir = Path(__file__).parent
+    digest = kernel_cache.stamped_digest(tests_dir)
+    assert digest == kernel_cache.sources_digest(tests_dir) + kernel_cache.PACKAGE_DIGEST

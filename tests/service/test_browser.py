@@ -6,9 +6,10 @@ import os
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
 from browser_support import NEW_ITEM, let_arming_pass
+
+from conftest import HTTP
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
@@ -25,7 +26,7 @@ def test_rate_20_items_then_dashboard_updates(browser, server_cls, tmp_path):
         log = next(tmp_path.glob("server-*.log")).read_text()
         token = [ln.split()[-1] for ln in log.splitlines() if "owner token:" in ln][0]
         auth = {"Authorization": f"Bearer {token}"}
-        assert httpx.get(f"{srv.url}/api/experiments/1/results", headers=auth).json()["n_answers"] == 0
+        assert HTTP.get(f"{srv.url}/api/experiments/1/results", headers=auth).json()["n_answers"] == 0
 
         phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1,
                                     is_mobile=True, has_touch=True)
@@ -50,7 +51,7 @@ def test_rate_20_items_then_dashboard_updates(browser, server_cls, tmp_path):
                 "q => document.getElementById('card').dataset.queryId !== q", arg=qid)
             page.wait_for_function(f"document.getElementById('n-rated').textContent === '{i + 1}'")
         assert all(seen)
-        res = httpx.get(f"{srv.url}/api/experiments/1/results", headers=auth).json()
+        res = HTTP.get(f"{srv.url}/api/experiments/1/results", headers=auth).json()
         assert res["n_answers"] == 20
 
         desk = browser.new_context(viewport={"width": 1200, "height": 900})
@@ -110,7 +111,7 @@ def test_no_script_runs_from_item_texts_on_rating_page_or_dashboard(browser, ser
         items = [{"id": f"<b>{i}</b>", "text": t} for i, t in enumerate(XSS_TEXTS)]
         items.append({"id": "img", "text": "image item <script>window.__xss=1</script>",
                       "image_url": "/x\" onerror=\"window.__xss=1"})
-        r = httpx.post(f"{srv.url}/api/experiments", json={
+        r = HTTP.post(f"{srv.url}/api/experiments", json={
             "name": "<script>window.__xss=1</script><img src=x onerror=window.__xss=1>", "items": items,
             "seed": 4})
         assert r.status_code == 201

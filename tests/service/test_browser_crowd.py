@@ -18,9 +18,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import pytest
 from test_browser_rate import CAPTIONS, LABELS, next_item, open_page, wait_until
+
+from conftest import HTTP
 
 pytestmark = pytest.mark.browser
 
@@ -72,14 +73,14 @@ class Platform:
 class Exp:
     def __init__(self, srv, **spec):
         spec = {"name": "Caption contest: the island", "items": CAPTIONS, "seed": 3, **spec}
-        r = httpx.post(f"{srv.url}/api/experiments", json=spec)
+        r = HTTP.post(f"{srv.url}/api/experiments", json=spec)
         assert r.status_code == 201, r.text
         self.url, self.id, token = srv.url, r.json()["id"], r.json()["owner_token"]
         self.token = token
         self.auth = {"Authorization": f"Bearer {token}"}
 
     def get(self, path: str, **params):
-        r = httpx.get(f"{self.url}/api/experiments/{self.id}/{path}", headers=self.auth, params=params)
+        r = HTTP.get(f"{self.url}/api/experiments/{self.id}/{path}", headers=self.auth, params=params)
         assert r.status_code == 200, r.text
         return r
 
@@ -214,12 +215,12 @@ def test_flagged_participant_excluded_and_included_from_the_dashboard(browser, s
     exp = Exp(srv, repeats="not_consecutive")
 
     def rate(pid: str, n: int, label_of, pause: float = 0.0) -> None:
-        httpx.post(f"{srv.url}/api/participants", json={"participant_id": pid})
+        HTTP.post(f"{srv.url}/api/participants", json={"participant_id": pid})
         for _ in range(n):
-            q = httpx.post(f"{srv.url}/api/experiments/{exp.id}/queries", json={"participant_id": pid}).json()
+            q = HTTP.post(f"{srv.url}/api/experiments/{exp.id}/queries", json={"participant_id": pid}).json()
             assert q["state"] == "ok", q
             time.sleep(pause)
-            r = httpx.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
+            r = HTTP.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
                            json={"participant_id": pid, "label": label_of(q)})
             assert r.status_code == 200
 

@@ -27,7 +27,7 @@ import pytest
 from browser_support import session_database
 from study_support import open_study
 
-from conftest import Server
+from conftest import HTTP, Server
 from purebandits.instances.real import caption_contest
 
 pytestmark = pytest.mark.browser
@@ -69,7 +69,7 @@ SPLIT_WORDS = """() => {
 def create(url: str) -> tuple[int, str]:
     # on a fresh install, creating compiles the new learners' code first (service.warmup: LUCB1's ask/tell
     # kernels take 15-45 s on two busy cores)
-    r = httpx.post(f"{url}/api/experiments", json={"name": "dashboard layout", "items": ITEMS, "labels": LABELS,
+    r = HTTP.post(f"{url}/api/experiments", json={"name": "dashboard layout", "items": ITEMS, "labels": LABELS,
                                                    "algorithms": LEARNERS, "seed": 5}, timeout=180)
     assert r.status_code == 201, r.text
     return r.json()["id"], r.json()["owner_token"]
@@ -79,10 +79,10 @@ def answer(url: str, eid: int, n: int) -> None:
     """n answers from fresh participants through the API (labels cycle through good, ok, bad)."""
     names = [lab["name"] for lab in LABELS]
     for i in range(n):
-        pid = httpx.post(f"{url}/api/participants").json()["participant_id"]
-        q = httpx.post(f"{url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+        pid = HTTP.post(f"{url}/api/participants").json()["participant_id"]
+        q = HTTP.post(f"{url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
         assert q["state"] == "ok", q
-        r = httpx.post(f"{url}/api/queries/{q['query_id']}/answer",
+        r = HTTP.post(f"{url}/api/queries/{q['query_id']}/answer",
                        json={"participant_id": pid, "label": names[i % 3]})
         assert r.status_code == 200, r.text
 
@@ -528,7 +528,7 @@ TWO_CHARTS = {"chart-leaders-0", "chart-leaders-1", "chart-progress", "chart-mar
 
 
 def api(url: str, token: str, path: str) -> dict:
-    r = httpx.get(f"{url}{path}", headers={"Authorization": f"Bearer {token}"})
+    r = HTTP.get(f"{url}{path}", headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200, (path, r.text)
     return r.json()
 
@@ -872,16 +872,16 @@ def test_bokehjs_is_served_from_the_installed_package(contest):
     import bokeh
 
     url, version = contest["url"], bokeh.__version__
-    page = httpx.get(f"{url}/dashboard/1").text
+    page = HTTP.get(f"{url}/dashboard/1").text
     for name in ("bokeh.min.js", "bokeh-api.min.js"):
         assert f'<script src="/static/bokeh/{version}/{name}"></script>' in page
-        r = httpx.get(f"{url}/static/bokeh/{version}/{name}")
+        r = HTTP.get(f"{url}/static/bokeh/{version}/{name}")
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/javascript")
         assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
         assert r.headers["x-content-type-options"] == "nosniff" and len(r.content) > 50_000
     for path in ("0.0.1/bokeh.min.js", f"{version}/bokeh-widgets.min.js", f"{version}/compiler.js",
                  f"{version}/..%2F..%2F__init__.py", f"{version}/lib"):
-        assert httpx.get(f"{url}/static/bokeh/{path}").status_code == 404, path
+        assert HTTP.get(f"{url}/static/bokeh/{path}").status_code == 404, path
 
 
 def test_contest_size_counts_fit_a_phone_and_answers_per_item_is_on_a_log_scale(browser, contest):

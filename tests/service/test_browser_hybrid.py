@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 from browser_support import let_arming_pass
+
+from conftest import HTTP
 
 pytestmark = pytest.mark.browser
 
@@ -38,7 +39,7 @@ def test_the_page_moves_from_ratings_to_comparisons_without_a_reload(shared_serv
     srv = shared_server
     spec = {"name": "staged page test", "items": ITEMS, "query": "rating_then_pairwise", "top_m": 3,
             "ratings_budget": 4, "seed": 2}
-    r = httpx.post(f"{srv.url}/api/experiments", json=spec)
+    r = HTTP.post(f"{srv.url}/api/experiments", json=spec)
     assert r.status_code == 201, r.text
     eid, auth = r.json()["id"], {"Authorization": f"Bearer {r.json()['owner_token']}"}
     ctx = browser.new_context(viewport={"width": 1000, "height": 800})
@@ -72,10 +73,10 @@ def test_the_page_moves_from_ratings_to_comparisons_without_a_reload(shared_serv
     page.wait_for_function("() => Number(document.getElementById('n-rated').textContent) === "
                            f"{len([k for k in kinds if k != 'idle'])}")  # the count goes on across the switch
     ctx.close()
-    res = httpx.get(f"{srv.url}/api/experiments/{eid}/results", headers=auth).json()
+    res = HTTP.get(f"{srv.url}/api/experiments/{eid}/results", headers=auth).json()
     assert res["stages"]["stage"] == 2 and res["stages"]["stage1"]["reason"] == "ratings_budget"
     assert res["n_answers"] == kinds.count("rating")  # every rating stored, one held across the switch too
     child = res["stages"]["stage2_experiment_id"]
-    pairs = httpx.get(f"{srv.url}/api/experiments/{child}/results", headers=auth).json()
+    pairs = HTTP.get(f"{srv.url}/api/experiments/{child}/results", headers=auth).json()
     assert pairs["n_answers"] == 3
     assert not errors, errors

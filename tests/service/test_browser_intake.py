@@ -20,7 +20,7 @@ import httpx
 import pytest
 from test_intake import LATIN1, published_summary
 
-from conftest import Server
+from conftest import HTTP, Server
 
 pytestmark = pytest.mark.browser
 
@@ -46,7 +46,7 @@ def server(tmp_path_factory):
 
 def experiments(url: str, token: str | None = None) -> list[dict]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.get(f"{url}/api/experiments", headers=headers).json()["experiments"]
+    return HTTP.get(f"{url}/api/experiments", headers=headers).json()["experiments"]
 
 
 def open_form(browser, url: str, width: int = 1280, height: int = 800):
@@ -101,7 +101,7 @@ def test_the_form_confirms_the_number_of_items_created(browser, server, tmp_path
         "with 3,658 items; 2 rows with a blank text left out (lines 8, 2001)")
     eid = int(page.text_content("#created-id"))
     token = page.text_content("#owner-token")
-    info = httpx.get(f"{server.url}/api/experiments/{eid}", headers={"Authorization": f"Bearer {token}"}).json()
+    info = HTTP.get(f"{server.url}/api/experiments/{eid}", headers={"Authorization": f"Bearer {token}"}).json()
     assert info["n_items"] == 3658
     shot(page, tmp_path, "new-created-count.png")
     # the form's own look at the file before it goes up: rows, not lines
@@ -154,7 +154,7 @@ STOPPERS = [  # two fixed-budget learners that stop after a few answers each, an
 
 
 def create(url: str, **body) -> tuple[int, str]:
-    r = httpx.post(f"{url}/api/experiments", json={"name": "dashboard", "seed": 4, **body}, timeout=180)
+    r = HTTP.post(f"{url}/api/experiments", json={"name": "dashboard", "seed": 4, **body}, timeout=180)
     assert r.status_code == 201, r.text
     return r.json()["id"], r.json()["owner_token"]
 
@@ -175,7 +175,7 @@ def answer(url: str, eid: int, n: int, label_of=None) -> None:
 
 
 def comparison(url: str, eid: int, token: str) -> dict:
-    return httpx.get(f"{url}/api/experiments/{eid}/comparison", headers={"Authorization": f"Bearer {token}"}).json()
+    return HTTP.get(f"{url}/api/experiments/{eid}/comparison", headers={"Authorization": f"Bearer {token}"}).json()
 
 
 def open_dashboard(browser, url: str, eid: int, token: str, width: int = 1280, height: int = 800, **kw):
@@ -252,7 +252,7 @@ def test_pause_resume_and_stop_follow_the_experiments_status(browser, server, tm
 
     eid, token = create(server.url, items=CAPTIONS, algorithm="successive_rejects", params={"k": 1, "budget": 12})
     auth = {"Authorization": f"Bearer {token}"}
-    while not httpx.get(f"{server.url}/api/experiments/{eid}/results?limit=1", headers=auth).json()["done"]:
+    while not HTTP.get(f"{server.url}/api/experiments/{eid}/results?limit=1", headers=auth).json()["done"]:
         answer(server.url, eid, 1)
     ctx, page, errors = open_dashboard(browser, server.url, eid, token)
     expect(page.locator("#done-text")).to_contain_text(re.compile(

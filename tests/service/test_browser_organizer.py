@@ -12,9 +12,9 @@ import shutil
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
+from conftest import HTTP
 from purebandits.service.validation import DEFAULT_ALGORITHM
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
@@ -204,13 +204,13 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
         assert token not in page.evaluate("JSON.stringify(sessionStorage) + JSON.stringify(localStorage)")
 
         auth = {"Authorization": f"Bearer {token}"}
-        info = httpx.get(f"{srv.url}/api/experiments/{eid}", headers=auth).json()
+        info = HTTP.get(f"{srv.url}/api/experiments/{eid}", headers=auth).json()
         assert info["n_items"] == 12 and info["k"] == 2 and info["has_image"] and info["repeats"] == "never"
         assert info["instructions"].startswith("How funny") and info["answers_per_participant"] == 12
         assert [(a["label"], a["algorithm"], a["share"]) for a in info["algorithms"]] == [
             ("LUCB", "lucb1", 0.5), ("Random", "random_sampling", 0.5)]
         assert info["algorithms"][0]["params"]["sigma"] == 0.05
-        assert httpx.get(f"{srv.url}/api/experiments/{eid}/image").content == cartoon.read_bytes()
+        assert HTTP.get(f"{srv.url}/api/experiments/{eid}/image").content == cartoon.read_bytes()
 
         # ---- participants: separate browser contexts, keyboard or mouse, until the learners are
         # done or every participant has seen every item (repeats = never) or a cap of answers
@@ -220,7 +220,7 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
         assert people[0].page.is_visible("#context-image")
 
         def comparison() -> dict:
-            return httpx.get(f"{srv.url}/api/experiments/{eid}/comparison", headers=auth).json()
+            return HTTP.get(f"{srv.url}/api/experiments/{eid}/comparison", headers=auth).json()
 
         cap, n_answers, idle_since = 60, 0, None
         deadline = time.monotonic() + 45
@@ -256,7 +256,7 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
         assert not by_label["Random"]["done"]  # the baseline never stops by itself
         assert by_label["Random"]["n_answers"] <= 12 * by_label["Random"]["n_participants"]
         assigned = {row["participant_id"]: row for row in csv.DictReader(io.StringIO(
-            httpx.get(f"{srv.url}/api/experiments/{eid}/participants.csv", headers=auth).text))}
+            HTTP.get(f"{srv.url}/api/experiments/{eid}/participants.csv", headers=auth).text))}
         for p in people:
             assert int(assigned[p.pid]["answers"]) == len(p.seen)
             if assigned[p.pid]["algorithm"] == "Random" and len(p.seen) == 12:  # thanked with a code
@@ -314,7 +314,7 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
         assert dl.value.suggested_filename == f"{eid}_summary_Random.csv"
 
         # ---- admin page: a second experiment to delete, then archive the first
-        other = httpx.post(f"{srv.url}/api/experiments", headers=admin_auth, timeout=180,  # may compile (above)
+        other = HTTP.post(f"{srv.url}/api/experiments", headers=admin_auth, timeout=180,  # may compile (above)
                            json={"name": "scratch experiment", "items": ["a", "b", "c"], "algorithm": "lucb1"})
         assert other.status_code == 201
         other_id = other.json()["id"]
@@ -341,9 +341,9 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
         admin.wait_for_selector(f"#archived tbody tr[data-eid='{eid}']")
         assert admin.locator(f"#experiments tbody tr[data-eid='{eid}']").count() == 0
         assert "archived" in admin.text_content("#notice").lower()
-        assert httpx.get(f"{srv.url}/api/experiments/{eid}", headers=auth).json()["status"] == "archived"
-        pid = httpx.post(f"{srv.url}/api/participants").json()["participant_id"]
-        ask = httpx.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid})
+        assert HTTP.get(f"{srv.url}/api/experiments/{eid}", headers=auth).json()["status"] == "archived"
+        pid = HTTP.post(f"{srv.url}/api/participants").json()["participant_id"]
+        ask = HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid})
         assert ask.json()["state"] == "archived"
         # its dashboard still opens from the list, with the admin token this tab holds
         admin.click(f"#archived tbody tr[data-eid='{eid}'] a:has-text('dashboard')")
@@ -364,9 +364,9 @@ def test_organizer_creates_runs_compares_archives_and_deletes(browser, server_cl
         admin.click("#delete-go")
         admin.wait_for_selector(f"#experiments tbody tr[data-eid='{other_id}']", state="detached")
         assert "deleted" in admin.text_content("#notice").lower()
-        listed = httpx.get(f"{srv.url}/api/experiments", headers=admin_auth).json()["experiments"]
+        listed = HTTP.get(f"{srv.url}/api/experiments", headers=admin_auth).json()["experiments"]
         assert [(e["id"], e["status"]) for e in listed] == [(eid, "archived")]
-        assert httpx.get(f"{srv.url}/api/experiments/{other_id}", headers=admin_auth).status_code in (401, 404)
+        assert HTTP.get(f"{srv.url}/api/experiments/{other_id}", headers=admin_auth).status_code in (401, 404)
         assert dialogs == []
         desk.close()
     for name in SHOTS:
@@ -415,14 +415,14 @@ def test_new_form_errors_stay_next_to_the_form(browser, shared_server, tmp_path)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     token = page.text_content("#owner-token")
     eid = int(page.text_content("#created-id"))
-    info = httpx.get(f"{srv.url}/api/experiments/{eid}", headers={"Authorization": f"Bearer {token}"}).json()
+    info = HTTP.get(f"{srv.url}/api/experiments/{eid}", headers={"Authorization": f"Bearer {token}"}).json()
     assert info["algorithm"] == DEFAULT_ALGORITHM and len(info["algorithms"]) == 1 and info["n_items"] == 12
     ctx.close()
 
 
 def test_dashboard_with_one_learner_has_no_tabs(browser, shared_server):
     srv = shared_server
-    r = httpx.post(f"{srv.url}/api/experiments",
+    r = HTTP.post(f"{srv.url}/api/experiments",
                    json={"name": "one", "items": ["a", "b", "c"], "algorithm": "lil_ucb", "seed": 1})
     eid, token = r.json()["id"], r.json()["owner_token"]
     ctx = browser.new_context(viewport={"width": 1000, "height": 800}, accept_downloads=True)

@@ -19,6 +19,8 @@ import httpx
 import pytest
 from browser_support import let_arming_pass
 
+from conftest import HTTP
+
 pytestmark = pytest.mark.browser
 
 #: caption i beats caption j whenever i < j: Borda scores 1, 2/3, 1/3, 0, so c0 is the Borda winner
@@ -48,16 +50,16 @@ class Exp:
 
     def __init__(self, srv: Any, **spec: Any) -> None:
         spec = {"name": "pairwise page test", "items": ITEMS, "query": "pairwise", "seed": 3, **spec}
-        r = httpx.post(f"{srv.url}/api/experiments", json=spec)
+        r = HTTP.post(f"{srv.url}/api/experiments", json=spec)
         assert r.status_code == 201, r.text
         self.url, self.id, token = srv.url, r.json()["id"], r.json()["owner_token"]
         self.auth = {"Authorization": f"Bearer {token}"}
 
     def results(self) -> dict[str, Any]:
-        return httpx.get(f"{self.url}/api/experiments/{self.id}/results", headers=self.auth).json()
+        return HTTP.get(f"{self.url}/api/experiments/{self.id}/results", headers=self.auth).json()
 
     def answers(self) -> list[dict[str, str]]:
-        r = httpx.get(f"{self.url}/api/experiments/{self.id}/answers.csv", headers=self.auth)
+        r = HTTP.get(f"{self.url}/api/experiments/{self.id}/answers.csv", headers=self.auth)
         assert r.status_code == 200
         return list(csv.DictReader(io.StringIO(r.text)))
 
@@ -96,7 +98,7 @@ def test_pairwise_page_runs_to_the_borda_winner_with_the_arrow_keys(browser, sha
     found its answer: the learner stopped on c0, every answer is stored once with the side that was chosen."""
     srv = shared_server
     exp = Exp(srv, delta=0.1)
-    public = httpx.get(f"{srv.url}/api/experiments/{exp.id}/public").json()
+    public = HTTP.get(f"{srv.url}/api/experiments/{exp.id}/public").json()
     assert public["query"] == "pairwise" and public["labels"] == ["left", "right"]
     # the page's clock is the test's: each pair's buttons are armed after 250 ms of the page's time, passed at
     # once (a hundred-odd answers would wait half a minute of real time for it)
@@ -234,7 +236,7 @@ def test_pairwise_layout_on_a_phone_and_a_desktop(browser, shared_server, tmp_pa
 
 def pending(exp: Exp) -> int:
     """Pulls the experiment's learner counts as out (its state's ``pending_``)."""
-    r = httpx.get(f"{exp.url}/api/experiments/{exp.id}/state", headers=exp.auth)
+    r = HTTP.get(f"{exp.url}/api/experiments/{exp.id}/state", headers=exp.auth)
     return sum(r.json()["state"]["state"]["pending_"]["__ndarray__"])
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import HTTP
+
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 LABELS = ["unfunny", "somewhat funny", "funny"]  # the default label set, in button order
 CAPTIONS = [
@@ -64,16 +66,16 @@ class Exp:
 
     def __init__(self, srv, **spec):
         spec = {"name": "rating page test", "items": CAPTIONS, "seed": 3, **spec}
-        r = httpx.post(f"{srv.url}/api/experiments", json=spec)
+        r = HTTP.post(f"{srv.url}/api/experiments", json=spec)
         assert r.status_code == 201, r.text
         self.url, self.id, token = srv.url, r.json()["id"], r.json()["owner_token"]
         self.auth = {"Authorization": f"Bearer {token}"}
 
     def results(self) -> dict:
-        return httpx.get(f"{self.url}/api/experiments/{self.id}/results", headers=self.auth).json()
+        return HTTP.get(f"{self.url}/api/experiments/{self.id}/results", headers=self.auth).json()
 
     def answers(self) -> list[dict]:
-        r = httpx.get(f"{self.url}/api/experiments/{self.id}/answers.csv", headers=self.auth)
+        r = HTTP.get(f"{self.url}/api/experiments/{self.id}/answers.csv", headers=self.auth)
         assert r.status_code == 200
         return list(csv.DictReader(io.StringIO(r.text)))
 
@@ -476,17 +478,17 @@ def test_pages_without_an_item_exhausted_done_paused_ended(browser, shared_serve
     page.wait_for_function("document.getElementById('item-text').textContent.includes('found its answer')")
     page.unroute("**/api/experiments/*/queries")
     owner = f"{srv.url}/api/experiments/{exp.id}"
-    assert httpx.post(f"{owner}/pause", headers=exp.auth).status_code == 200
+    assert HTTP.post(f"{owner}/pause", headers=exp.auth).status_code == 200
     page.reload()
     page.wait_for_function("document.getElementById('item-text').textContent.includes('paused')")
     assert page.is_hidden("#buttons")
-    assert httpx.post(f"{owner}/resume", headers=exp.auth).status_code == 200
+    assert HTTP.post(f"{owner}/resume", headers=exp.auth).status_code == 200
     next_item(page)  # by itself, after the server's retry_after
-    assert httpx.post(f"{owner}/stop", headers=exp.auth).status_code == 200
+    assert HTTP.post(f"{owner}/stop", headers=exp.auth).status_code == 200
     page.reload()
     page.wait_for_function("document.getElementById('item-text').textContent.includes('has ended')")
     assert page.is_hidden("#buttons")
-    assert httpx.post(f"{owner}/archive", headers=exp.auth).status_code == 200
+    assert HTTP.post(f"{owner}/archive", headers=exp.auth).status_code == 200
     page.reload()
     page.wait_for_function("document.getElementById('item-text').textContent.includes('has ended')")
     assert errors == []
@@ -536,7 +538,7 @@ def test_instructions_and_context_image_on_phone_and_desktop(browser, shared_ser
     png = cartoon_png()
     exp = Exp(srv, name="Caption contest: the island", instructions=INSTRUCTIONS,
               image={"content_type": "image/png", "data": base64.b64encode(png).decode()})
-    public = httpx.get(f"{srv.url}/api/experiments/{exp.id}/public").json()
+    public = HTTP.get(f"{srv.url}/api/experiments/{exp.id}/public").json()
     assert public["instructions"] == INSTRUCTIONS and public["image_url"]
     sizes = {"phone": dict(viewport={"width": 390, "height": 844}, device_scale_factor=1, is_mobile=True,
                            has_touch=True),
@@ -571,10 +573,10 @@ def test_every_page_links_the_svg_favicon(shared_server):
     srv = shared_server
     exp = Exp(srv)
     for path in ("/", f"/rate/{exp.id}", f"/dashboard/{exp.id}"):
-        html = httpx.get(srv.url + path).text
+        html = HTTP.get(srv.url + path).text
         links = re.findall(r'<link rel="icon" href="([^"]+)" type="image/svg\+xml">', html)
         assert len(links) == 1, path
-        r = httpx.get(httpx.URL(srv.url + path).join(links[0]))
+        r = HTTP.get(httpx.URL(srv.url + path).join(links[0]))
         assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
         assert r.text.lstrip().startswith("<svg") and len(r.content) < 2000
 
@@ -745,5 +747,5 @@ def test_a_page_that_closes_gives_back_the_items_it_holds(browser, shared_server
 
 def pending(exp: Exp) -> int:
     """Pulls the experiment's learner counts as out (its state's ``pending_``)."""
-    r = httpx.get(f"{exp.url}/api/experiments/{exp.id}/state", headers=exp.auth)
+    r = HTTP.get(f"{exp.url}/api/experiments/{exp.id}/state", headers=exp.auth)
     return sum(r.json()["state"]["state"]["pending_"]["__ndarray__"])

@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import HTTP
+
 pytestmark = pytest.mark.browser
 
 ITEMS = [{"id": f"c{i}", "text": f"Caption number {i}: a fairly long caption that has to wrap on a phone"}
@@ -68,7 +70,7 @@ def test_the_stages_section_follows_a_staged_experiment_to_its_winner(browser, s
     srv = shared_server
     spec = {"name": "staged dashboard test", "items": ITEMS, "query": "rating_then_pairwise", "top_m": 3,
             "ratings_budget": 24, "seed": 5}
-    r = httpx.post(f"{srv.url}/api/experiments", json=spec)
+    r = HTTP.post(f"{srv.url}/api/experiments", json=spec)
     assert r.status_code == 201, r.text
     eid, token = r.json()["id"], r.json()["owner_token"]
     auth = {"Authorization": f"Bearer {token}"}

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from study_support import Clock
 
+from conftest import HTTP
 from purebandits.service.app import create_app
 from purebandits.service.routes import experiments as routes
 from purebandits.service.settings import Settings
@@ -236,7 +237,6 @@ def test_a_client_gone_mid_download_leaves_no_file_behind(sqlite_url, monkeypatc
     import socket
     import time
 
-    import httpx
     from study_support import LiveApp
 
     from purebandits.service import spool
@@ -251,7 +251,7 @@ def test_a_client_gone_mid_download_leaves_no_file_behind(sqlite_url, monkeypatc
     monkeypatch.setattr(Study, "export_answers", many_rows)
     base = spool.spooled_bytes()
     with LiveApp(Settings(database_url=sqlite_url, **ZERO_RATES)) as url:
-        r = httpx.post(f"{url}/api/experiments", json={"name": "gone", "items": ["a", "b"], "seed": 1})
+        r = HTTP.post(f"{url}/api/experiments", json={"name": "gone", "items": ["a", "b"], "seed": 1})
         eid, token = r.json()["id"], r.json()["owner_token"]
         host, port = url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port))) as s:

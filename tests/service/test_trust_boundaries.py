@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import threading
 
-import httpx
 import pytest
 from study_support import open_study
 
+from conftest import HTTP
 from purebandits.service.errors import RateLimited
 from purebandits.service.experiment_meta import limit_key, origin_hash
 from purebandits.testing.postgres import create_database, drop_database
@@ -37,7 +37,7 @@ def test_ids_from_one_ipv6_64_share_one_budget(sqlite_url):
 
 
 def _register(url: str, forwarded: str) -> int:
-    return httpx.post(f"{url}/api/participants", headers={"X-Forwarded-For": forwarded}, timeout=60).status_code
+    return HTTP.post(f"{url}/api/participants", headers={"X-Forwarded-For": forwarded}, timeout=60).status_code
 
 
 def _limited_env() -> dict[str, str]:

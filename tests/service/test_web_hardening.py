@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from study_support import LiveApp
 
+from conftest import HTTP
 from purebandits.service.app import create_app
 from purebandits.service.models import participants
 from purebandits.service.routes.experiments import neutralize
@@ -208,12 +209,12 @@ def test_links_come_from_the_configured_public_url(sqlite_url):
 
 def test_serve_links_use_its_address_or_public_url_env(server_cls, tmp_path):
     with server_cls(f"sqlite:///{tmp_path / 'a.sqlite'}") as srv:
-        r = httpx.post(f"{srv.url}/api/experiments", json={"name": "a", "items": ITEMS}, headers={"host": EVIL})
+        r = HTTP.post(f"{srv.url}/api/experiments", json={"name": "a", "items": ITEMS}, headers={"host": EVIL})
         assert r.status_code == 201 and EVIL not in r.text
         assert r.json()["participant_url"] == f"{srv.url}/rate/{r.json()['id']}"
     env = {"PUREBANDITS_PUBLIC_URL": "https://bandits.example.org"}
     with server_cls(f"sqlite:///{tmp_path / 'b.sqlite'}", env=env) as srv:
-        r = httpx.post(f"{srv.url}/api/experiments", json={"name": "b", "items": ITEMS})
+        r = HTTP.post(f"{srv.url}/api/experiments", json={"name": "b", "items": ITEMS})
         assert r.json()["participant_url"] == f"https://bandits.example.org/rate/{r.json()['id']}"
 
 
@@ -289,7 +290,7 @@ WATCH_CSP = ("window.__csp = []; document.addEventListener('securitypolicyviolat
 
 @pytest.mark.browser
 def test_pages_and_api_docs_work_under_the_csp(browser, live_url):
-    r = httpx.post(f"{live_url}/api/experiments", json={"name": "csp", "items": ITEMS, "seed": 1})
+    r = HTTP.post(f"{live_url}/api/experiments", json={"name": "csp", "items": ITEMS, "seed": 1})
     eid, token = r.json()["id"], r.json()["owner_token"]
     ctx = browser.new_context(bypass_csp=False)  # the real policy (waits by selector: no eval)
     ctx.add_init_script(WATCH_CSP)
