@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from browser_support import let_arming_pass
 
 from conftest import HTTP
 
@@ -49,12 +48,10 @@ def test_the_page_moves_from_ratings_to_comparisons_without_a_reload(shared_serv
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     loads: list[Any] = []
     page.on("load", lambda _: loads.append(1))
-    page.clock.install()  # each item's 250 ms button arming passes at once in the page's time (let_arming_pass)
     page.goto(f"{srv.url}/rate/{eid}")
     page.evaluate("() => { window.__same_page = true; }")
     kinds = []
     for _ in range(12):
-        let_arming_pass(page)
         kind = page.wait_for_function(NEXT).json_value()
         kinds.append(kind)
         if kind == "idle":

@@ -119,6 +119,7 @@ def test_pairwise_page_runs_to_the_borda_winner_with_the_arrow_keys(browser, sha
         page.keyboard.press(key)
         given[qid] = label
         assert len(given) < 400, "the learner should have stopped long before"
+    page.clock.resume()  # the page's timers (retries, polls) run in real time again for the waits below
     assert "found its answer" in page.text_content("#item-text")
     assert page.is_hidden("#buttons") and page.is_hidden("#question")
     page.wait_for_selector("#unsent", state="hidden")
