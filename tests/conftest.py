@@ -136,3 +136,55 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.browser)
         if item.get_closest_marker("reliability") or item.get_closest_marker("packaging") or names & _SLOW_FIXTURES:
             item.add_marker(pytest.mark.slow)
+    _deal_to_workers(config, items)
+
+
+def _cost(item) -> float:
+    """A rough cost of a test in seconds of a worker, from its markers (measured means of a full run)."""
+    for marker, seconds in (("reliability", 30.0), ("packaging", 20.0), ("browser", 6.0), ("slow", 1.5),
+                            ("postgres", 0.4)):
+        if item.get_closest_marker(marker):
+            return seconds
+    return 0.1
+
+
+def _deal_to_workers(config, items) -> None:
+    """Under xdist, order the tests so that each worker's first share holds an even part of the slow modules, at its
+    front.
+
+    The work-stealing scheduler hands worker i the i-th of ``workercount`` consecutive, equal-count ranges of the
+    collection, and an idle worker later steals the back half of the longest queue. In collection order the slow
+    modules (browsers, server processes, crashes) fall to one or two ranges and finish last, on one worker. Here
+    whole modules (their module-scoped servers and browsers stay on one worker) are dealt, heaviest first, to the
+    range with the least estimated cost and room left, at its front; the light modules fill the rest in collection
+    order. Every worker computes the same order from the same collection, as xdist requires."""
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 0) or 0)
+    if workers < 2 or len(items) < 2 * workers:
+        return
+    sizes, left = [], len(items)
+    for i in range(workers):  # the scheduler's split: len(pending) // nodes_remaining, in turn
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    costs = {name: sum(_cost(i) for i in its) for name, its in modules.items()}
+    heavy = sorted((n for n in modules if costs[n] >= 10.0), key=lambda n: (-costs[n], n))
+    front: list[list] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+    for name in heavy:
+        fits = [w for w in range(workers) if sum(map(len, front[w])) + len(modules[name]) <= sizes[w]]
+        if not fits:
+            continue  # too big to place whole: it stays with the light ones
+        w = min(fits, key=lambda w: (load[w], w))
+        front[w].append(modules[name])
+        load[w] += costs[name]
+    placed = {id(i) for share in front for its in share for i in its}
+    rest = iter([i for i in items if id(i) not in placed])
+    ordered = []
+    for w in range(workers):
+        share = [i for its in front[w] for i in its]
+        share += [next(rest) for _ in range(sizes[w] - len(share))]
+        ordered += share
+    assert len(ordered) == len(items)
+    items[:] = ordered
