@@ -113,11 +113,12 @@ def _linear_tilt_kl(p: np.ndarray, v: np.ndarray, x: float) -> float:  # pragma:
 
 
 @njit(cache=True)
-def _missed(draws: np.ndarray, mu: float, w: float) -> int:  # pragma: no cover - compiled
+def _missed(draws: np.ndarray, mu: float, w: float, screen: bool = True) -> int:  # pragma: no cover - compiled
     """Streams (rows of rating indices) on which some T has T K_inf(F_T, mu) above the KT level on either side.
 
-    K_inf itself (a Newton solve) is computed only where a closed-form upper bound (:func:`_linear_tilt_kl`) does
-    not already put it below the level with a 1e-9 relative margin: the same decisions, most steps far cheaper."""
+    With ``screen``, K_inf itself (a Newton solve) is computed only where a closed-form upper bound
+    (:func:`_linear_tilt_kl`) does not already put it below the level with a 1e-9 relative margin: the same
+    decisions, most steps far cheaper (``screen=False`` is the reference of the screen)."""
     missed = 0
     p = np.empty(3)
     rp = np.empty(3)
@@ -132,30 +133,8 @@ def _missed(draws: np.ndarray, mu: float, w: float) -> int:  # pragma: no cover 
                 p[j] = c[j] / T
                 rp[j] = c[2 - j] / T
             sure = level * (1.0 - 1e-9)
-            if _linear_tilt_kl(p, rv, mu) <= sure and _linear_tilt_kl(rp, rv, 1.0 - mu) <= sure:
+            if screen and _linear_tilt_kl(p, rv, mu) <= sure and _linear_tilt_kl(rp, rv, 1.0 - mu) <= sure:
                 continue
-            if kinf_plus_s(p, rv, mu) > level or kinf_plus_s(rp, rv, 1.0 - mu) > level:
-                missed += 1
-                break
-    return missed
-
-
-@njit(cache=True)
-def _missed_plain(draws: np.ndarray, mu: float, w: float) -> int:  # pragma: no cover - compiled
-    """:func:`_missed` computing K_inf at every step (the reference of its screen)."""
-    missed = 0
-    p = np.empty(3)
-    rp = np.empty(3)
-    rv = np.array([0.0, 0.5, 1.0])
-    for r in range(draws.shape[0]):
-        c = np.zeros(3)
-        for t in range(draws.shape[1]):
-            c[draws[r, t]] += 1.0
-            T = t + 1.0
-            level = kt_kl_level_s(T, w)
-            for j in range(3):
-                p[j] = c[j] / T
-                rp[j] = c[2 - j] / T
             if kinf_plus_s(p, rv, mu) > level or kinf_plus_s(rp, rv, 1.0 - mu) > level:
                 missed += 1
                 break
@@ -174,7 +153,7 @@ def test_linear_tilt_screen_is_an_upper_bound_and_changes_no_decision():
     draws = np.searchsorted(np.cumsum(probs), rng.random((300, 300)), side="right").astype(np.int64)
     mu = float(probs @ V3)
     for w in (0.05, 0.5, 0.95):
-        assert _missed(draws, mu, w) == _missed_plain(draws, mu, w)
+        assert _missed(draws, mu, w) == _missed(draws, mu, w, False)
     assert 0 < _missed(draws, mu, 0.95) < 300
 
 
