@@ -1,11 +1,13 @@
 """Fill numba's on-disk cache with some learners' kernels (run by tests/conftest.py before the xdist workers start).
 
-``python tests/_prewarm_kernels.py '[["kl_lucb", {}], ...]'``: each learner goes through the calls the service makes
-(:func:`purebandits.service.warmup.warm_learners`) and, when it has a compiled driver, through ``run_compiled`` on
-Bernoulli and Gaussian rewards, as the common checks (``purebandits.testing.checks``) and the simulator run it.
+:func:`main` (in a worker of conftest's process pool, or ``python tests/_prewarm_kernels.py '[["kl_lucb", {}], ...]'``):
+each learner goes through the calls the service makes (:func:`purebandits.service.warmup.warm_learners`) and, when it
+has a compiled driver, through ``run_compiled`` on Bernoulli and Gaussian rewards, as the common checks
+(``purebandits.testing.checks``) and the simulator run it.
 """
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -26,6 +28,13 @@ def _compiled_drivers(name: str) -> None:
     for model in models:
         learner = make_test_learner(cls, **_k_for(cls, n)).start(n, seed=0)
         learner.run_compiled(model.stream(1), 200)
+
+
+def quiet() -> None:
+    """The pool workers' initializer: their output (numba's notes on functions it cannot cache) goes nowhere."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
 
 
 def main(specs: list[tuple[str, dict]]) -> int:

@@ -13,7 +13,6 @@ costs nothing; set ``PUREBANDITS_TEST_PREWARM=0`` to skip it.
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -51,38 +50,65 @@ def caption_summary(tmp_path):
     return write
 
 
-def _prewarm_kernel_cache(jobs: int) -> None:
-    """Compile every registered learner into numba's on-disk cache in ``jobs`` parallel interpreters, then write
-    the service's warm-up stamp (so no ``purebandits serve`` of the tests starts its own background warm-up).
+#: the learners whose kernels take longest to compile, heaviest first, in seconds of a core on a fresh cache, each
+#: measured after the ones before it in one process: KL-LUCB 117 (then LUCB1, lil'LUCB, lil'RandLUCB, LUCB++ and
+#: lil'KL-UCB cost nothing: they run its kernels), KL-RandLUCB 31, CLUCB 36 (then lil'CLUCB nothing), top-two 16,
+#: AT-LUCB 15; the other 20 learners about 60 in all
+_HEAVY_TO_COMPILE = ["kl_lucb", "kl_rand_lucb", "clucb", "top_two", "at_lucb"]
 
-    What the service's background warm-up (``python -m purebandits.service.warmup``) does, split over the cores:
-    each interpreter exercises its share of the learners as the service does, and runs their compiled drivers on
-    Bernoulli and Gaussian rewards as the common checks do (``tests/_prewarm_kernels.py``)."""
+
+def compile_families(learners: dict) -> list[list[str]]:
+    """The learners (name -> class) grouped by their class's module, the heaviest to compile first.
+
+    Learners of one module share kernels: compiled one after another in one process, the second loads what the first
+    compiled. Dealt to two processes one by one, KL-LUCB and LUCB1 compiled the same kernels side by side (170 s of
+    the 440 s of CPU the pre-warm took on two cores)."""
+    rank = {name: i for i, name in enumerate(_HEAVY_TO_COMPILE)}
+    families: dict[str, list[str]] = {}
+    for name, cls in learners.items():
+        families.setdefault(cls.__module__, []).append(name)
+    for names in families.values():
+        names.sort(key=lambda n: rank.get(n, len(rank)))  # stable: the registry's order after the heavy ones
+    return sorted(families.values(), key=lambda names: rank.get(names[0], len(rank)))
+
+
+def _prewarm_kernel_cache(jobs: int) -> None:
+    """Compile every registered learner into numba's on-disk cache in ``jobs`` processes, then write the service's
+    warm-up stamp (so no ``purebandits serve`` of the tests starts its own background warm-up).
+
+    What the service's background warm-up (``python -m purebandits.service.warmup``) does, split over the cores: a
+    pool of ``jobs`` processes takes the learners a family at a time (:func:`compile_families`), heaviest first, and
+    each exercises them as the service does and runs their compiled drivers on Bernoulli and Gaussian rewards as the
+    common checks do (``tests/_prewarm_kernels.py``)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     try:
         from purebandits.registry import all_learners
         from purebandits.service import warmup
     except ImportError:  # no service extra: the tests that need it are skipped, and nothing here is worth doing
         return
+    import _prewarm_kernels
+
     stamp = warmup._stamp_path()
     if stamp.exists():
         return
-    # the learners that take longest to compile first (warmup's docstring: KL-LUCB and LUCB1 ~40 s, KL-RandLUCB
-    # 25 s, CLUCB and lil'CLUCB 22 s), dealt round-robin so that each interpreter gets a share of them
-    heavy = ["kl_lucb", "lucb1", "kl_rand_lucb", "clucb", "lil_clucb", "lil_kl_ucb", "top_two", "at_lucb"]
-    names = [n for n in heavy if n in all_learners()] + [n for n in all_learners() if n not in heavy]
-    shares = [names[i::jobs] for i in range(jobs)]
+    families = compile_families(all_learners())
     started = time.perf_counter()
-    script = str(Path(__file__).with_name("_prewarm_kernels.py"))
-    procs = [subprocess.Popen([sys.executable, script, json.dumps([(n, warmup._params_for(n)) for n in share])],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for share in shares if share]
-    if all(p.wait() == 0 for p in procs):
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        tmp = stamp.with_name(stamp.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"learners": names}) + "\n")
-        os.replace(tmp, stamp)
-        sys.stderr.write(f"purebandits: compiled every learner's kernels into numba's cache in {jobs} processes in "
-                         f"{time.perf_counter() - started:.0f} s (once per checkout and version of the kernels)\n")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_prewarm_kernels.quiet) as pool:
+        done = [pool.submit(_prewarm_kernels.main, [(n, warmup._params_for(n)) for n in family])
+                for family in families]
+        failed = [family for family, future in zip(families, done, strict=True) if future.exception() is not None]
+    if failed:
+        sys.stderr.write(f"purebandits: pre-warming numba's cache failed for {failed}; the tests compile them\n")
+        return
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    tmp = stamp.with_name(stamp.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"learners": [n for family in families for n in family]}) + "\n")
+    os.replace(tmp, stamp)
+    sys.stderr.write(f"purebandits: compiled every learner's kernels into numba's cache in {jobs} processes in "
+                     f"{time.perf_counter() - started:.0f} s (once per checkout and version of the kernels)\n")
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: a run with -p no:xdist does not know it
