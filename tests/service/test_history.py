@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from study_support import Clock, open_study
+from svc_migrated import fresh_sqlite_url
 
 from purebandits.service import webhooks
 from purebandits.service.app import create_app
@@ -28,6 +29,12 @@ from purebandits.service.models import events
 from purebandits.service.settings import Settings
 
 MEANS = [0.9, 0.6, 0.3, 0.2, 0.1]
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    """conftest's per-test SQLite file, already migrated (a copy: see :mod:`svc_migrated`)."""
+    return fresh_sqlite_url(tmp_path)
 
 
 def _spec(algorithm="lucb1", params=None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from study_support import Clock, open_study
+from svc_migrated import fresh_sqlite_url
 
 from purebandits.registry import all_learners
 
@@ -16,6 +17,12 @@ CAP, NEVER_CAP = 2500, 150
 #: parameters that keep the runs short (small budgets; Median Elimination's schedule at a coarse epsilon)
 PARAMS: dict[str, dict] = {"median_elimination": {"epsilon": 8.0}, "thompson_sampling": {"budget": 150}}
 BUDGET = 60
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    """conftest's per-test SQLite file, already migrated (a copy: see :mod:`svc_migrated`)."""
+    return fresh_sqlite_url(tmp_path)
 
 
 def _cases():
