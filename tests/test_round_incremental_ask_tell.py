@@ -16,6 +16,7 @@ k > 1; the pair rule of LUCB1 and KL-LUCB and, through test subclasses, the rand
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import pickle
@@ -94,8 +95,12 @@ def _copy(learner, how: int):
     return copy.deepcopy(learner)
 
 
-def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int) -> dict:
-    """Drive the incremental learner and the reference with the same events, comparing after every one."""
+def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int, also_at: int = -1) -> dict | tuple:
+    """Drive the incremental learner and the reference with the same events, comparing after every one.
+
+    With ``also_at``, also what a run of ``also_at`` steps returns: (that, this run's); the events do not depend
+    on ``steps``, so such a run is this run's first ``also_at`` steps, and its end checks are made there.
+    """
     rng = np.random.default_rng(seed)
     k = params.get("k", 1)
     draw = _sampler(kind, n, k, rng)
@@ -103,7 +108,10 @@ def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int) -> di
     ref = _reference(cls(**params).start(n, seed=seed))
     out: list[int] = []
     seen = {"workspace": 0, "live": 0, "stopped": False, "pending_pairs": 0}
+    early = None
     for step in range(steps):
+        if step == also_at:
+            early = _end_of_run(seen, fast, ref)
         u = rng.random()
         if ref.done and not out:
             break
@@ -147,9 +155,23 @@ def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int) -> di
                 assert np.array_equal(x, y)
             if step % 2:
                 fast = twin  # go on with the copy (its workspace is rebuilt on first use)
-    seen["stopped"] = ref.done
+    final = _end_of_run(seen, fast, ref)
+    return final if also_at < 0 else (final if early is None else early, final)
+
+
+def _end_of_run(seen: dict, fast, ref) -> dict:
+    """The last checks of a lockstep run (stopping_progress reads the state only) and what it returns."""
     assert fast.stopping_progress() == ref.stopping_progress()
-    return seen
+    return {**seen, "stopped": ref.done}
+
+
+@functools.cache
+def _stop_run(config: int, seed: int) -> tuple[dict, dict]:
+    """test_runs_reach_the_stop's run of CONFIGS[config] (n = 7, 1-sparse, 4,000 steps) and its first 1,500 steps,
+    which are test_concurrent_events_match_reference's run of the same case and seed: made once for both tests
+    (in one process; a failure is not cached, so both tests fail)."""
+    cls, params = CONFIGS[config]
+    return _lockstep(cls, params, 7, "one_sparse", seed, 4000, also_at=1500)
 
 
 @pytest.mark.slow  # long event streams, the state compared with the reference after each
@@ -161,7 +183,10 @@ def test_concurrent_events_match_reference(cls, params, kind, n):
         pytest.skip("k must be below n")
     seen = []
     for seed in range(3):
-        seen.append(_lockstep(cls, params, n, kind, seed, 1500))
+        if n == 7 and kind == "one_sparse":  # the first steps of test_runs_reach_the_stop's runs (same events)
+            seen.append(_stop_run(CONFIGS.index((cls, params)), seed)[0])
+        else:
+            seen.append(_lockstep(cls, params, n, kind, seed, 1500))
     # the incremental path was in use, and sampling with pending pulls was exercised
     live = sum(s["live"] for s in seen)
     assert sum(s["workspace"] for s in seen) > 0.8 * live
@@ -172,9 +197,9 @@ def test_concurrent_events_match_reference(cls, params, kind, n):
 def test_runs_reach_the_stop():
     """Some scripted runs stop (the stop test fires at the same answer as the reference's)."""
     stopped = 0
-    for cls, params in CONFIGS:
+    for config in range(len(CONFIGS)):
         for seed in range(4):
-            stopped += _lockstep(cls, params, 7, "one_sparse", seed, 4000)["stopped"]
+            stopped += _stop_run(config, seed)[1]["stopped"]
     assert stopped >= 8
 
 
