@@ -16,6 +16,7 @@ k > 1; the pair rule of LUCB1 and KL-LUCB and, through test subclasses, the rand
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import pickle
@@ -23,7 +24,10 @@ import pickle
 import numpy as np
 import pytest
 
+from kern_state import same_state
 from purebandits.algorithms import lucb as lucb_mod
+from purebandits.algorithms.kernels import lucb_round_asktell as rat
+from purebandits.algorithms.kernels import lucb_round_incremental as ri
 from purebandits.algorithms.kernels.arm_classes import check_classes
 from purebandits.algorithms.kernels.lucb_round_asktell import rat_note, rat_pair, rat_stop, rat_told
 from purebandits.algorithms.kernels.lucb_rules import RULE_RANDOM, stop_test
@@ -91,8 +95,12 @@ def _copy(learner, how: int):
     return copy.deepcopy(learner)
 
 
-def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int) -> dict:
-    """Drive the incremental learner and the reference with the same events, comparing after every one."""
+def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int, also_at: int = -1) -> dict | tuple:
+    """Drive the incremental learner and the reference with the same events, comparing after every one.
+
+    With ``also_at``, also what a run of ``also_at`` steps returns: (that, this run's); the events do not depend
+    on ``steps``, so such a run is this run's first ``also_at`` steps, and its end checks are made there.
+    """
     rng = np.random.default_rng(seed)
     k = params.get("k", 1)
     draw = _sampler(kind, n, k, rng)
@@ -100,7 +108,10 @@ def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int) -> di
     ref = _reference(cls(**params).start(n, seed=seed))
     out: list[int] = []
     seen = {"workspace": 0, "live": 0, "stopped": False, "pending_pairs": 0}
+    early = None
     for step in range(steps):
+        if step == also_at:
+            early = _end_of_run(seen, fast, ref)
         u = rng.random()
         if ref.done and not out:
             break
@@ -133,7 +144,7 @@ def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int) -> di
             if step % 10 == 0:
                 _check_keys(fast)
         assert fast.done == ref.done, step
-        assert_same_state(fast, ref, step)
+        same_state(fast, ref, step)
         if step % 97 == 50:
             twin = _copy(fast, step % 3)
             assert_same_state(twin, fast)
@@ -144,9 +155,23 @@ def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int) -> di
                 assert np.array_equal(x, y)
             if step % 2:
                 fast = twin  # go on with the copy (its workspace is rebuilt on first use)
-    seen["stopped"] = ref.done
+    final = _end_of_run(seen, fast, ref)
+    return final if also_at < 0 else (final if early is None else early, final)
+
+
+def _end_of_run(seen: dict, fast, ref) -> dict:
+    """The last checks of a lockstep run (stopping_progress reads the state only) and what it returns."""
     assert fast.stopping_progress() == ref.stopping_progress()
-    return seen
+    return {**seen, "stopped": ref.done}
+
+
+@functools.cache
+def _stop_run(config: int, seed: int) -> tuple[dict, dict]:
+    """test_runs_reach_the_stop's run of CONFIGS[config] (n = 7, 1-sparse, 4,000 steps) and its first 1,500 steps,
+    which are test_concurrent_events_match_reference's run of the same case and seed: made once for both tests
+    (in one process; a failure is not cached, so both tests fail)."""
+    cls, params = CONFIGS[config]
+    return _lockstep(cls, params, 7, "one_sparse", seed, 4000, also_at=1500)
 
 
 @pytest.mark.slow  # long event streams, the state compared with the reference after each
@@ -158,7 +183,10 @@ def test_concurrent_events_match_reference(cls, params, kind, n):
         pytest.skip("k must be below n")
     seen = []
     for seed in range(3):
-        seen.append(_lockstep(cls, params, n, kind, seed, 1500))
+        if n == 7 and kind == "one_sparse":  # the first steps of test_runs_reach_the_stop's runs (same events)
+            seen.append(_stop_run(CONFIGS.index((cls, params)), seed)[0])
+        else:
+            seen.append(_lockstep(cls, params, n, kind, seed, 1500))
     # the incremental path was in use, and sampling with pending pulls was exercised
     live = sum(s["live"] for s in seen)
     assert sum(s["workspace"] for s in seen) > 0.8 * live
@@ -169,9 +197,9 @@ def test_concurrent_events_match_reference(cls, params, kind, n):
 def test_runs_reach_the_stop():
     """Some scripted runs stop (the stop test fires at the same answer as the reference's)."""
     stopped = 0
-    for cls, params in CONFIGS:
+    for config in range(len(CONFIGS)):
         for seed in range(4):
-            stopped += _lockstep(cls, params, 7, "one_sparse", seed, 4000)["stopped"]
+            stopped += _stop_run(config, seed)[1]["stopped"]
     assert stopped >= 8
 
 
@@ -213,63 +241,81 @@ def test_pairs_and_stop_tests_as_the_state_moves(cls, params):
             assert rat_stop(c, s, p, IW, FW, top, lr.rounds_) == int(want), (trial, step)
 
 
+#: the workspace's views for _sets and _check_classes, by workspace (the tuple is kept, so its id is not reused)
+_VIEWS: dict[int, tuple] = {}
+
+
+def _views(learner) -> tuple:
+    """Views into ``learner``'s workspace (IW, FW) and their offsets: they depend only on the workspace's arrays and
+    its n, so they are made once per workspace instead of at every check."""
+    rinc = learner._rinc
+    IW, FW = rinc[4], rinc[5]
+    hit = _VIEWS.get(id(rinc))
+    if hit is not None and hit[0] is rinc and hit[1] == int(IW[rat._N]):
+        return hit
+    n = int(IW[rat._N])
+    size, ne, w = rat._sizes(n)
+    o = rat._HI + 2 * ri._N_IW * w
+    iw = IW[rat._HI:o].reshape(2, ri._N_IW, w)
+    fw = FW[rat._HF:rat._HF + 2 * ri._N_FW * w].reshape(2, ri._N_FW, w)
+    sc = o + 2 * size + 2 * ne
+    o2 = sc + 4 + 4 * n + w  # past the counts of free classes, the top-K heaps and zharm
+    f = rat._HF + 2 * ri._N_FW * w
+    views = (rinc, n, iw, fw, sc, IW[o:o + size], IW[o + size:o + 2 * size], IW[o2 + n:o2 + 2 * n],
+             IW[o2 + 2 * n:o2 + 3 * n], FW[f:f + n].view(np.int64), iw[0][ri._CLS, :n])
+    if len(_VIEWS) > 64:
+        _VIEWS.clear()
+    _VIEWS[id(rinc)] = views
+    return views
+
+
 def _sets(learner):
     """The workspace's two class sets as NumPy views: [(iw, fw, exact-list length, epoch)], stop then sampling."""
-    from purebandits.algorithms.kernels import lucb_round_asktell as rat
-    from purebandits.algorithms.kernels.lucb_round_incremental import _N_FW, _N_IW
-
-    IW, FW = learner._rinc[4], learner._rinc[5]
-    size, ne, w = rat._sizes(int(IW[0]))
-    iw = IW[rat._HI:rat._HI + 2 * _N_IW * w].reshape(2, _N_IW, w)
-    fw = FW[rat._HF:rat._HF + 2 * _N_FW * w].reshape(2, _N_FW, w)
-    sc = rat._HI + 2 * _N_IW * w + 2 * size + 2 * ne
+    IW = learner._rinc[4]
+    _, _, iw, fw, sc = _views(learner)[:5]
     return [(iw[0], fw[0], int(IW[sc + 1]), int(IW[rat._EPO_S])), (iw[1], fw[1], int(IW[sc + 3]), int(IW[rat._EPO_P]))]
 
 
 def _check_classes(learner) -> None:
     """Both class sets are consistent (once built); every arm is in a stop class by its mean, answered count and
     side, and every sampling class member not marked stale by its mean, answered + pending count and side."""
-    from purebandits.algorithms.kernels import lucb_round_asktell as rat
-    from purebandits.algorithms.kernels import lucb_round_incremental as ri
-
-    IW, FW, top = learner._rinc[4], learner._rinc[5], learner._rinc[6]
+    IW, top = learner._rinc[4], learner._rinc[6]
     if IW[rat._BUILT] == 0:
         return
-    n = int(IW[rat._N])
-    size, ne, w = rat._sizes(n)
-    o = rat._HI + 2 * ri._N_IW * w
-    iw = IW[rat._HI:o].reshape(2, ri._N_IW, w)
-    sc = o + 2 * size + 2 * ne
-    o2 = sc + 4 + 4 * n + w  # past the counts of free classes, the top-K heaps and zharm
-    vc, dflag = IW[o2 + n:o2 + 2 * n], IW[o2 + 2 * n:o2 + 3 * n]
-    f = rat._HF + 2 * ri._N_FW * w
-    mbits = FW[f:f + n].view(np.int64)
+    _, n, iw, _, sc, tab_s, tab_p, vc, dflag, mbits, cls_s = _views(learner)
     sides = np.where(top, ri._LOWER, ri._UPPER)
-    check_classes(iw[0], ri._ROWS, IW[o:o + size], IW[sc], n, mbits, learner._rinc[0], sides)
-    assert (iw[0][ri._CLS, :n] >= 0).all()
-    check_classes(iw[1], ri._ROWS, IW[o + size:o + 2 * size], IW[sc + 2], n, mbits, vc, sides, dflag == 0)
+    check_classes(iw[0], ri._ROWS, tab_s, IW[sc], n, mbits, learner._rinc[0], sides)
+    assert (cls_s >= 0).all()
+    check_classes(iw[1], ri._ROWS, tab_p, IW[sc + 2], n, mbits, vc, sides, dflag == 0)
 
 
 def _check_keys(learner) -> None:
     """Every class's representative is keyed by its exact bound if made exact in the set's round, else by its
     window key; other members are out of the heap (so no exact value of an earlier round is left as a key)."""
-    from purebandits.algorithms.kernels import lucb_round_incremental as ri
-
+    # the rows as Python lists (the same values, and the same indexing, negative indices included): the walk below
+    # reads them element by element, which NumPy scalar indexing made the slowest part of these tests
     for iw, fw, _, epoch in _sets(learner):
-        for c in np.flatnonzero(iw[ri._CSIZE, :-1] > 0):
-            side = iw[ri._CSIDE, c]
-            kr, wr = (ri._UKEY, ri._UWHERE) if side == ri._UPPER else (ri._LKEY, ri._LWHERE)
-            rep = iw[ri._CHEAD, c]
-            key = fw[kr, iw[wr, rep]]
-            if iw[ri._CEXEP, c] == epoch:
-                exact = fw[ri._CEXV, c]
+        live = np.flatnonzero(iw[ri._CSIZE, :-1] > 0).tolist()
+        if not live:
+            continue
+        sides, heads, exeps, nxt = (iw[r].tolist() for r in (ri._CSIDE, ri._CHEAD, ri._CEXEP, ri._NXT))
+        upper = (fw[ri._UKEY].tolist(), iw[ri._UWHERE].tolist())
+        lower = (fw[ri._LKEY].tolist(), iw[ri._LWHERE].tolist())
+        cexv, cukey = fw[ri._CEXV].tolist(), fw[ri._CUKEY].tolist()
+        for c in live:
+            side = sides[c]
+            keys, where = upper if side == ri._UPPER else lower
+            rep = heads[c]
+            key = keys[where[rep]]
+            if exeps[c] == epoch:
+                exact = cexv[c]
                 assert key == (exact if side == ri._UPPER else -exact), c
             else:
-                assert key == fw[ri._CUKEY, c], c
-            arm = iw[ri._NXT, rep]
+                assert key == cukey[c], c
+            arm = nxt[rep]
             while arm >= 0:
-                assert fw[kr, iw[wr, arm]] == -np.inf
-                arm = iw[ri._NXT, arm]
+                assert keys[where[arm]] == -np.inf
+                arm = nxt[arm]
 
 
 @pytest.mark.parametrize("cls", [LUCB1, KLLUCB])
@@ -306,7 +352,7 @@ def test_many_answers_in_one_round(cls):
                     if fast._rinc is not None:
                         listed = max(listed, _sets(fast)[0][2])
                         _check_keys(fast)
-            assert_same_state(fast, ref, (seed, step))
+            same_state(fast, ref, (seed, step))
     assert listed > n + 32  # the flush point was passed
 
 
