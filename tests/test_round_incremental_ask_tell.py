@@ -24,7 +24,6 @@ import pickle
 import numpy as np
 import pytest
 
-from kern_state import same_state
 from purebandits.algorithms import lucb as lucb_mod
 from purebandits.algorithms.kernels import lucb_round_asktell as rat
 from purebandits.algorithms.kernels import lucb_round_incremental as ri
@@ -144,7 +143,7 @@ def _lockstep(cls, params: dict, n: int, kind: str, seed: int, steps: int, also_
             if step % 10 == 0:
                 _check_keys(fast)
         assert fast.done == ref.done, step
-        same_state(fast, ref, step)
+        assert_same_state(fast, ref, step)
         if step % 97 == 50:
             twin = _copy(fast, step % 3)
             assert_same_state(twin, fast)
@@ -352,7 +351,7 @@ def test_many_answers_in_one_round(cls):
                     if fast._rinc is not None:
                         listed = max(listed, _sets(fast)[0][2])
                         _check_keys(fast)
-            same_state(fast, ref, (seed, step))
+            assert_same_state(fast, ref, (seed, step))
     assert listed > n + 32  # the flush point was passed
 
 

@@ -78,6 +78,21 @@ def _difference(x: Any, y: Any, path: str) -> str | None:
     return None if x == y else f"{path}: {x!r} against {y!r}"
 
 
+#: ``_state_names()`` by (class, attribute names): it is a function of those, and the per-event comparisons ask it of
+#: the same few layouts millions of times (a sorted scan of ``vars()`` each time otherwise)
+_NAMES: dict[tuple, list[str]] = {}
+
+
+def _state_names(learner: Learner) -> list[str]:
+    key = (type(learner), *learner.__dict__)
+    names = _NAMES.get(key)
+    if names is None:
+        if len(_NAMES) > 256:
+            _NAMES.clear()
+        names = _NAMES[key] = learner._state_names()
+    return names
+
+
 def state_difference(a: Learner, b: Learner) -> str | None:
     """Where two started learners' states differ (the first difference found), or None when ``a.state_json()``
     equals ``b.state_json()``: the same class name, parameters and ``*_`` attributes."""
@@ -91,9 +106,9 @@ def state_difference(a: Learner, b: Learner) -> str | None:
         same = False
     if not same and (d := _difference(pa, pb, "params")) is not None:
         return d
-    names = a._state_names()
-    if names != b._state_names():
-        return f"state attributes {names} against {b._state_names()}"
+    names, other = _state_names(a), _state_names(b)
+    if names != other:
+        return f"state attributes {names} against {other}"
     for k in names:
         if (d := _difference(getattr(a, k), getattr(b, k), k)) is not None:
             return d
