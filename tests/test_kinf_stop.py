@@ -149,9 +149,13 @@ def test_per_pair_threshold_makes_the_decisions_of_the_full_statistic():
             top = empirical_top(C @ V3 / C.sum(axis=1), 1)
             rest = [b for b in range(n) if b != top[0]]
             beta = kinf_kt_pair_threshold(C[top[0]].sum(), C[rest].sum(axis=1), n, delta)
-            if np.all(_pair_cost_upper(C[[top[0]] * 2], C[rest], V3) >= beta * (1 - 1e-9) - 1e-9) and \
-                    np.all(kinf_pair_cost(C[[top[0]] * 2], C[rest], V3) > beta):  # exact Z unless a pair surely fails
-                full.append(t)
+            Ca, Cb = C[[top[0]] * 2], C[rest]
+            if np.all(_pair_cost_upper(Ca, Cb, V3) >= beta * (1 - 1e-9) - 1e-9):  # else a pair surely fails
+                # the exact Z of the pairs that the Bernoulli lower bound of Z_ab (_screens) does not surely pass
+                N, mu = C.sum(axis=1), C @ V3 / C.sum(axis=1)
+                sure = glr_pair_cost(mu[top[0]], N[top[0]], mu[rest], N[rest]) > beta * (1 + 1e-9) + 1e-9
+                if np.all(kinf_pair_cost(Ca[~sure], Cb[~sure], V3) > beta[~sure]):
+                    full.append(t)
     assert len(full) > 50 and fast == full
 
 
