@@ -30,7 +30,7 @@ from purebandits.algorithms.kernels.cpe_incremental import _SMALL
 from purebandits.base import Learner
 from purebandits.instances.rewards import Bernoulli, Categorical, Gaussian
 from purebandits.simulate.engine import _advance_reference
-from purebandits.testing.state import _difference, assert_same_state, state_difference
+from purebandits.testing.state import assert_same_state
 
 CLASSES = [LilCLUCB, CLUCB]
 
@@ -72,42 +72,8 @@ def _equal(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-_STATE_NAMES: dict[tuple[type, tuple[str, ...]], list[str]] = {}
-
-
-def _state_names(learner: Learner) -> list[str]:
-    """``learner._state_names()``, a pure function of the class and of the attribute names (``vars``, in order),
-    cached on them: sorting and filtering the ~20 names took ~40 us a call, twice per event."""
-    key = (type(learner), tuple(vars(learner)))
-    names = _STATE_NAMES.get(key)
-    if names is None:
-        names = _STATE_NAMES[key] = learner._state_names()
-    return names
-
-
-def _assert_same_state(a: Learner, b: Learner, where: object) -> None:
-    """:func:`assert_same_state` (the same checks, the same first difference reported), with the state names
-    cached (:func:`_state_names`); on a difference it defers to ``state_difference`` itself for the message."""
-    a._require_started()
-    b._require_started()
-    names = _state_names(a)
-    same = (a.name or type(a).__name__) == (b.name or type(b).__name__) and names == _state_names(b)
-    if same:
-        pa, pb = a.get_params(), b.get_params()
-        try:
-            same = pa.keys() == pb.keys() and all(type(v) is type(pb[k]) for k, v in pa.items()) and bool(pa == pb)
-        except ValueError:  # an array-valued parameter
-            same = False
-        same = same or _difference(pa, pb, "params") is None
-    if same:
-        same = all(_difference(getattr(a, k), getattr(b, k), k) is None for k in names)
-    if not same:
-        d = state_difference(a, b)
-        assert d is None, f"{where}: {d}"
-
-
 def _same(fast: Learner, ref: Learner, where: object) -> None:
-    _assert_same_state(fast, ref, where)
+    assert_same_state(fast, ref, where)
     assert fast.done_ == ref.done_ and fast.final_ == ref.final_, where
     if ref._m is not None and fast._m is not None and not ref.done_:
         assert _equal(fast._m, ref._m), f"M at {where}: {fast._m} against {ref._m}"
@@ -357,7 +323,7 @@ def test_random_tie_heavy_states_match_reference(cls):
             assert _equal(fast._mt, ref._mt), trial
         if not ref.done_:
             assert fast.ask(3) == ref.ask(3), trial
-        _assert_same_state(fast, ref, trial)
+        assert_same_state(fast, ref, trial)
     assert min(decided.values()) > 300  # both outcomes are exercised
 
 
