@@ -131,3 +131,19 @@ def test_the_tests_compiled_helpers_are_stamped_with_the_package_sources():
     tests_dir = Path(__file__).parent
     digest = kernel_cache.stamped_digest(tests_dir)
     assert digest == kernel_cache.sources_digest(tests_dir) + kernel_cache.PACKAGE_DIGEST
+
+
+def test_the_prewarm_compiles_each_learner_once_a_family_per_process_heaviest_first():
+    """``conftest.compile_families``: every registered learner in exactly one family, a family's learners from one
+    module (they share kernels, so one process compiles them one after another), KL-LUCB's family first with
+    KL-LUCB at its head."""
+    from conftest import compile_families
+    from purebandits.registry import all_learners
+
+    learners = all_learners()
+    families = compile_families(learners)
+    flat = [name for family in families for name in family]
+    assert sorted(flat) == sorted(learners) and len(flat) == len(set(flat))
+    assert all(len({learners[n].__module__ for n in family}) == 1 for family in families)
+    assert len({learners[family[0]].__module__ for family in families}) == len(families)
+    assert families[0][0] == "kl_lucb" and {"lucb1", "kl_rand_lucb"} <= set(families[0])
