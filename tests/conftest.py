@@ -50,36 +50,14 @@ def caption_summary(tmp_path):
     return write
 
 
-#: the learners whose kernels take longest to compile, heaviest first, in seconds of a core on a fresh cache, each
-#: measured after the ones before it in one process: KL-LUCB 117 (then LUCB1, lil'LUCB, lil'RandLUCB, LUCB++ and
-#: lil'KL-UCB cost nothing: they run its kernels), KL-RandLUCB 31, CLUCB 36 (then lil'CLUCB nothing), top-two 16,
-#: AT-LUCB 15; the other 20 learners about 60 in all
-_HEAVY_TO_COMPILE = ["kl_lucb", "kl_rand_lucb", "clucb", "top_two", "at_lucb"]
-
-
-def compile_families(learners: dict) -> list[list[str]]:
-    """The learners (name -> class) grouped by their class's module, the heaviest to compile first.
-
-    Learners of one module share kernels: compiled one after another in one process, the second loads what the first
-    compiled. Dealt to two processes one learner at a time, KL-LUCB and LUCB1 compiled the same kernels side by side:
-    the pre-warm took 462 s of CPU that way, 318 s by families (on the same two cores, one run after the other)."""
-    rank = {name: i for i, name in enumerate(_HEAVY_TO_COMPILE)}
-    families: dict[str, list[str]] = {}
-    for name, cls in learners.items():
-        families.setdefault(cls.__module__, []).append(name)
-    for names in families.values():
-        names.sort(key=lambda n: rank.get(n, len(rank)))  # stable: the registry's order after the heavy ones
-    return sorted(families.values(), key=lambda names: rank.get(names[0], len(rank)))
-
-
 def _prewarm_kernel_cache(jobs: int) -> None:
     """Compile every registered learner into numba's on-disk cache in ``jobs`` processes, then write the service's
     warm-up stamp (so no ``purebandits serve`` of the tests starts its own background warm-up).
 
     What the service's background warm-up (``python -m purebandits.service.warmup``) does, split over the cores: a
-    pool of ``jobs`` processes takes the learners a family at a time (:func:`compile_families`), heaviest first, and
-    each exercises them as the service does and runs their compiled drivers on Bernoulli and Gaussian rewards as the
-    common checks do (``tests/_prewarm_kernels.py``)."""
+    pool of ``jobs`` processes takes the learners a family at a time, heaviest first
+    (``_prewarm_kernels.compile_families``), and each exercises them as the service does and runs their compiled
+    drivers on Bernoulli and Gaussian rewards as the common checks do (``tests/_prewarm_kernels.py``)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -93,7 +71,7 @@ def _prewarm_kernel_cache(jobs: int) -> None:
     stamp = warmup._stamp_path()
     if stamp.exists():
         return
-    families = compile_families(all_learners())
+    families = _prewarm_kernels.compile_families(all_learners())
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_prewarm_kernels.quiet) as pool:

@@ -134,10 +134,10 @@ def test_the_tests_compiled_helpers_are_stamped_with_the_package_sources():
 
 
 def test_the_prewarm_compiles_each_learner_once_a_family_per_process_heaviest_first():
-    """``conftest.compile_families``: every registered learner in exactly one family, a family's learners from one
-    module (they share kernels, so one process compiles them one after another), KL-LUCB's family first with
-    KL-LUCB at its head."""
-    from conftest import compile_families
+    """``_prewarm_kernels.compile_families``: every registered learner in exactly one family, a family's learners
+    from one module (they share kernels, so one process compiles them one after another), KL-LUCB's family first
+    with KL-LUCB at its head."""
+    from _prewarm_kernels import compile_families
     from purebandits.registry import all_learners
 
     learners = all_learners()
