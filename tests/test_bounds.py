@@ -191,6 +191,7 @@ def _kl_mismatches(ps, levels):  # pragma: no cover - compiled
     return bad
 
 
+@pytest.mark.slow  # every inversion against a plain bisection
 def test_kl_inversions_equal_the_plain_bisection():
     """The skipped steps (Newton zone, adjacent-float exit) change no result, bit for bit.
 
@@ -611,6 +612,7 @@ def _exact_cases(seed=0, size=4000):
     return p, level
 
 
+@pytest.mark.slow  # every inversion against a plain bisection
 def test_exact_lil_kl_bounds_equal_plain_bisection():
     """The early stop (a step that changes nothing) and the zone skip no outcome: same bits."""
     p, level = _exact_cases()

@@ -167,6 +167,7 @@ EASY = [
 
 @pytest.mark.parametrize("cls", [LilCLUCB, CLUCB])
 @pytest.mark.parametrize("spec,means,k", EASY, ids=["top_k", "spanning_tree", "matching", "path"])
+@pytest.mark.slow  # runs to the stop on every decision class
 def test_returns_the_optimal_decision_on_easy_instances(cls, spec, means, k):
     n = len(means)
     dec = make_decision_class(spec, n, k)

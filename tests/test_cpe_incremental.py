@@ -285,6 +285,7 @@ def _set_state(learner: Learner, counts: np.ndarray, sums: np.ndarray, pending: 
 
 
 @pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.slow  # runs of the kernel against its rules on every tie shape
 def test_random_tie_heavy_states_match_reference(cls):
     """Built from a given state: the same stop, M, M~ and asks as the reference, on states full of ties.
 
@@ -336,6 +337,7 @@ def test_other_decision_classes_keep_the_reference_rule():
 @pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize(("k", "n"), [(1, 12), (2, 12), (3, 40), (4, 9), (_SMALL + 9, 60), (30, 41)])
 @pytest.mark.parametrize("best", ["first", "last"])
+@pytest.mark.slow  # runs of the kernel against its rules on every tie shape
 def test_ties_between_classes_match_reference(cls, k, n, best):
     """Arms of different counts with the same tilde (different classes that tie).
 

@@ -120,6 +120,7 @@ class _ExpGapNoLSLowNoise(ExpGapElimination):
 
 
 @pytest.mark.parametrize("cls", [_SEEdmm, _ExpGapNoLSLowNoise])
+@pytest.mark.slow  # long runs of the kernel against its rules
 def test_kernel_matches_reference_other_settings(cls):
     check_kernel_matches_reference(cls)
 

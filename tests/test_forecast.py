@@ -137,6 +137,7 @@ def _run(name: str, params: dict, means: np.ndarray, seed: int, upto: int | None
     return lrn
 
 
+@pytest.mark.slow  # many seeded runs
 def test_interval_forecast_halfway_covers_the_actual_remaining() -> None:
     """KL-RandLUCB (the service's default learner, top 2 of 8 Bernoulli items) run to its stop, then again with the
     same seeds to half of that: the forecast made there against the answers it actually needed.

@@ -115,6 +115,7 @@ def _script(cls: type, params: dict, n: int, seed: int, steps: int, reference: b
 
 @pytest.mark.parametrize("cls,params", CONFIGS, ids=IDS)
 @pytest.mark.parametrize("n", [2, 7, 40])
+@pytest.mark.slow  # long runs of the kernel against its rules
 def test_concurrent_events_match_reference(cls, params, n):
     if params.get("k", 1) >= n:
         pytest.skip("k must be below n")
@@ -140,6 +141,7 @@ def _sequential(cls: type, params: dict, model, seed: int, reference: bool, max_
 
 
 @pytest.mark.parametrize("cls,params", CONFIGS, ids=IDS)
+@pytest.mark.slow  # long runs of the kernel against its rules
 def test_sequential_runs_match_reference_and_kernel(cls, params):
     """ask(1)/tell until the stop (or a cap): the same arms as the reference rule, and the state the kernel leaves."""
     n = 25
@@ -347,6 +349,7 @@ def test_top_two_stop_matches_glr_statistic(gaussian):
 
 
 @pytest.mark.parametrize("params", [{}, {"cost": "bernoulli"}], ids=["gaussian", "bernoulli"])
+@pytest.mark.slow  # long runs of the kernel against its rules
 def test_top_two_contest_scale_graded_answers_match_reference(params):
     """1,500 arms with graded answers (many arms share a count and a mean, as in the contests): the
     service's events (asks of 1-3, answers out of order, cancels) give the reference's asks and stop."""

@@ -72,6 +72,7 @@ def edit_callee(root: Path, pkg: str, value: int) -> None:
 
 
 @pytest.mark.parametrize("stamped", [True, False])
+@pytest.mark.slow  # compiles kernels in fresh interpreters
 def test_an_edited_callee_is_recompiled_only_when_stamped(tmp_path: Path, stamped: bool) -> None:
     pkg = "stamped_pkg" if stamped else "plain_pkg"
     make_package(tmp_path, pkg, stamped)

@@ -141,6 +141,7 @@ def _missed(draws: np.ndarray, mu: float, w: float, screen: bool = True) -> int:
     return missed
 
 
+@pytest.mark.slow  # every screen against the exact solve
 def test_linear_tilt_screen_is_an_upper_bound_and_changes_no_decision():
     """The screen of the coverage test below: above K_inf on random laws and levels, and the same missed count as
     K_inf at every step on short streams of a bound tight enough to miss often."""

@@ -350,6 +350,7 @@ def _limit():
     return int(stats.binom.ppf(1.0 - ALPHA, R_RUNS, DELTA))
 
 
+@pytest.mark.slow  # long runs against the full statistic
 def test_skipping_is_exact():
     """The skip-ahead check gives the same stops as the statistic computed after every answer (loose threshold)."""
     loose = lambda t, n, d, k=1: 1.5 + 0.3 * math.log(t)

@@ -85,6 +85,7 @@ def test_the_reference_upper_bound_is_above_the_exact_cost():
 
 
 @pytest.mark.parametrize("k,seed", [(1, 0), (1, 1), (2, 2)])
+@pytest.mark.slow  # long runs against the full statistic
 def test_skipping_makes_the_decisions_of_the_full_statistic(k, seed):
     """Every answer's decision of KinfGLRStop equals the full statistic's; the reference computes the full statistic
     at every answer where an independent upper bound does not rule a stop out and a proven lower bound does not rule
@@ -125,6 +126,7 @@ def test_skipping_makes_the_decisions_of_the_full_statistic(k, seed):
     assert fast == full
 
 
+@pytest.mark.slow  # long runs against the full statistic
 def test_per_pair_threshold_makes_the_decisions_of_the_full_statistic():
     """threshold="kinf-kt-pairs": stop iff every (best, rival) pair passes its own kinf_kt_pair_threshold."""
     from purebandits.glr_thresholds import kinf_kt_pair_threshold
@@ -201,6 +203,7 @@ def _clear_instance():
     KLRandLUCB(delta=0.05, stop="kinf", form="simplified"),
     LilKLUCB(delta=0.05, stop="kinf"),
 ], ids=["tas", "tas-kinf-weights", "top-two", "kl-rand-lucb", "lil-kl-ucb"])
+@pytest.mark.slow  # runs of the reference driver
 def test_stops_on_the_best_arm_on_the_reference_driver(lrn):
     res = simulate(lrn, _clear_instance(), reps=6, seed=3, max_pulls=20_000, jobs=1)
     assert res.driver == "reference"
@@ -219,6 +222,7 @@ def test_the_kinf_statistic_stops_sooner_on_ratings():
 
 @pytest.mark.parametrize("lrn", [TrackAndStop(0.05, threshold="theory", stop="kinf", weights="kinf"),
                                  KLRandLUCB(2, delta=0.05, stop="kinf")], ids=["tas-kinf-weights", "kl-rand-lucb-k2"])
+@pytest.mark.slow  # runs of the reference driver
 def test_save_and_load_mid_run_continue_the_same(lrn):
     inst = _clear_instance()
     a = lrn.clone().start(4, seed=7)
@@ -240,6 +244,7 @@ def test_save_and_load_mid_run_continue_the_same(lrn):
 @pytest.mark.parametrize("make", [lambda d: TrackAndStop(d, threshold="theory", stop="kinf"),
                                   lambda d: TopTwo(d, threshold="theory", stop="kinf", cost="bernoulli"),
                                   lambda d: KLRandLUCB(delta=d, stop="kinf")], ids=["tas", "top-two", "kl-rand-lucb"])
+@pytest.mark.slow  # many seeded runs
 def test_null_stops_within_delta(make):
     """Two arms with the same ratings distribution: every stop is wrong; proven threshold, delta = 0.1, runs
     capped at 1,000 answers; at most the 0.999-quantile of Binomial(R, delta) of the R runs may stop.
@@ -309,6 +314,7 @@ def test_proven_stopping_end_to_end(tmp_path):
 
 @pytest.mark.parametrize("module", ["purebandits.kinf_glr", "purebandits.algorithms.kernels.kinf_stop",
                                     "purebandits.experiments.proven_glr"])
+@pytest.mark.slow  # fresh interpreters
 def test_imports_first_in_a_fresh_interpreter(module):
     """The K_inf modules sit between the learners and the thresholds: each imports alone (no import cycle)."""
     import subprocess

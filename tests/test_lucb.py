@@ -410,6 +410,7 @@ def _adversarial_exact_cases(rng, size):
     return p, level, N
 
 
+@pytest.mark.slow  # every bound against a plain bisection
 def test_kernel_exact_bounds_equal_plain_bisection_adversarial():
     """Finished in pieces as the kernel does (warm-started zone, refinement against arbitrary and
     nearly tied values, twins finished at once), every exact bound equals the plain 60-step

@@ -72,6 +72,7 @@ def _assert_same(cls, model, n, k, seed, checkpoints, **params):
 
 
 @pytest.mark.parametrize("cls", [LUCB1, KLLUCB])
+@pytest.mark.slow  # long runs of the kernel against its rules
 def test_equal_to_reference_many_seeds(cls):
     """40 random instances per learner (n 2-40, every k), resumed at three checkpoints."""
     rng = np.random.default_rng(2024)
@@ -95,6 +96,7 @@ def test_equal_to_reference_many_tied_arms(cls, k):
 
 
 @pytest.mark.parametrize("cls", [LUCB1, KLLUCB])
+@pytest.mark.slow  # long runs of the kernel against its rules
 def test_equal_to_reference_long_run_near_ties(cls):
     """Long enough for many key windows, on arms whose means differ by 0.01 or tie."""
     rng = np.random.default_rng(9)
@@ -163,6 +165,7 @@ def test_tight_keys_are_tight():
 
 
 @pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.slow  # long runs of the kernel against its rules
 def test_equal_to_reference_lil_exp_bernoulli(k):
     """lil_exp Bernoulli arms: means inside (0, 1) close to each other and to 1 (KL-LUCB's brackets decide)."""
     inst = make_instance("lil_exp:n=120,alpha=0.6,model=bernoulli")

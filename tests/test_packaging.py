@@ -24,6 +24,7 @@ def _run_python(code: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, **kw)
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_library_and_simulator_import_no_web_or_cluster_stack():
     code = (
         "import sys\n"
@@ -81,6 +82,7 @@ def test_dask_executor_without_the_dask_extra_names_it(monkeypatch):
         get_executor("dask://127.0.0.1:1")
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_reproduce_without_the_plot_extra_lists_but_does_not_run():
     # a fresh interpreter: the runner is imported once, and only by what needs it
     code = (

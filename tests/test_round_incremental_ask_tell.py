@@ -318,6 +318,7 @@ def _check_keys(learner) -> None:
 
 
 @pytest.mark.parametrize("cls", [LUCB1, KLLUCB])
+@pytest.mark.slow  # long runs of the kernel against its rules
 def test_many_answers_in_one_round(cls):
     """Late in a run (key windows hundreds of rounds long) bursts of asks are answered in one round: the list of
     classes made exact that round fills past its flush point and must be emptied without losing a window key."""
@@ -373,6 +374,7 @@ def _sequential(cls, params: dict, model, seed: int, reference: bool, max_pulls:
 
 
 @pytest.mark.parametrize("cls,params", CONFIGS[:6], ids=IDS[:6])
+@pytest.mark.slow  # long runs of the kernel against its rules
 def test_sequential_runs_match_reference_and_kernel(cls, params):
     """ask(1)/tell until the stop (or a cap): the reference's arms, and the state the compiled driver leaves."""
     n = 25

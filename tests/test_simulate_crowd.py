@@ -175,6 +175,7 @@ def test_fatigue_formula_reproduces_contest_540():
 
 
 @pytest.mark.parametrize("fatigue, first, fifth", [(1.0, 0.638, 0.718), (0.0, 0.638, 0.638)])
+@pytest.mark.slow  # a long simulated crowd
 def test_fatigue_drifts_to_unfunny_as_in_contest_540(fatigue, first, fifth):
     model = Categorical([[0.638, 0.2, 0.162]] * 20)  # every caption unfunny with probability 0.638
     trace: list = []

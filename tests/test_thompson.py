@@ -76,6 +76,7 @@ def _exact_argmax_probabilities(seed, n, alpha):
 
 
 @pytest.mark.parametrize("target_tail", [None, 3.3, 18.0])
+@pytest.mark.slow  # many seeded draws
 def test_thresholded_pick_has_thompson_distribution(target_tail):
     """The lazy pick (n = 120 >= LAZY_MIN_ARMS) is an exact TS draw for any threshold y0.
 

@@ -245,6 +245,7 @@ def test_cli_confirms_the_number_of_items_created(cli_env, capsys):
     assert re.search(r"created experiment \d+: contest \(39 items; 1 blank caption left out: line 7\)", out), out
 
 
+@pytest.mark.slow  # a CLI process and a server
 def test_cli_refuses_non_utf8_as_the_server_does(cli_env, capsys, client):
     path = cli_env / "latin1.csv"
     path.write_bytes(LATIN1)

@@ -244,6 +244,7 @@ def test_restart_with_a_damaged_snapshot_serves_at_once(built, server_cls, tmp_p
         study.engine.dispose()
 
 
+@pytest.mark.slow  # server state rebuilt from damaged snapshots
 def test_a_request_never_gets_an_unverified_snapshot(built, tmp_path):
     """In process: between :meth:`begin_verification` and the verification, a request for the damaged experiment
     is served from the verified checkpoint and the log (its asks are the log's), never from the snapshot; with
@@ -281,6 +282,7 @@ def test_a_request_never_gets_an_unverified_snapshot(built, tmp_path):
     study.engine.dispose()
 
 
+@pytest.mark.slow  # server state rebuilt from damaged snapshots
 def test_a_settling_replay_that_disagrees_switches_to_it(built, tmp_path, caplog):
     """A checkpoint whose state is wrong but whose digest matches (written wrong): the learner is served from it,
     the settling whole-log replay disagrees, logs an error and switches; the queries handed out meanwhile are kept
