@@ -91,8 +91,23 @@ def binomial_tolerance(n_runs: int, p: float, alpha: float = 1e-3) -> int:
 ALTERNATIVE_FACTOR = 2.5
 
 
+def curtailed_looks(runs: int, *, beta: float = 1e-3, first_look: int = 30, every: int = 10,
+                    first_share: float | None = None) -> dict[int, float]:
+    """The looks of :func:`curtailed_error_count`: {runs done: the level of its early-pass test}, levels summing to
+    ``beta``. Looks at ``first_look, first_look + every, ...`` (below ``runs``); ``first_share=None`` splits ``beta``
+    equally, else the first look gets ``first_share * beta`` and the others share the rest equally."""
+    looks = list(range(first_look, runs, every))
+    if not looks:
+        return {}
+    if first_share is None or len(looks) == 1:
+        return dict.fromkeys(looks, beta / len(looks))
+    rest = (1.0 - first_share) * beta / (len(looks) - 1)
+    return {m: first_share * beta if m == looks[0] else rest for m in looks}
+
+
 def curtailed_error_count(run_errs: Callable[[int], bool], runs: int, target: float, *, alpha: float = 1e-3,
-                          beta: float = 1e-3, first_look: int = 30, every: int = 10) -> tuple[int, int, int]:
+                          beta: float = 1e-3, first_look: int = 30, every: int = 10,
+                          first_share: float | None = None) -> tuple[int, int, int]:
     """Count the errors of up to ``runs`` seeded runs (``run_errs(r)`` is True when run ``r`` errs), stopping as
     soon as the verdict of the full binomial test (:func:`binomial_tolerance` at ``alpha``) is settled or a
     learner that errs at ``ALTERNATIVE_FACTOR * target`` or more is ruled out: a group-sequential (curtailed) form
@@ -102,30 +117,40 @@ def curtailed_error_count(run_errs: Callable[[int], bool], runs: int, target: fl
 
     - Early failure: once errors exceed the full test's tolerance, every continuation fails too, so stopping
       changes nothing (a correct learner still fails with probability at most ``alpha``).
-    - Early pass: at runs ``first_look, first_look + every, ...`` the check passes when
-      ``P(Bin(m, p1) <= errors) <= beta / looks`` with ``p1 = ALTERNATIVE_FACTOR * target``. By the union bound over
-      the looks, a learner whose error rate is ``p1`` or more passes early with probability at most ``beta``; so
+    - Early pass: at each look ``m`` of :func:`curtailed_looks` (runs ``first_look, first_look + every, ...``) the
+      check passes when ``P(Bin(m, p1) <= errors) <= level_m`` with ``p1 = ALTERNATIVE_FACTOR * target``, the
+      looks' levels summing to ``beta`` (equal shares by default, ``beta / looks``). By the union bound over the
+      looks, a learner whose error rate is ``p1`` or more passes early with probability at most ``beta``; so
       the power against ``p1`` is the full test's minus at most ``beta`` (at 200 runs, target 0.1: 0.996 against
       0.25 before, at least 0.995 now), and a correct learner fails no more often than before.
 
-    A learner that never errs here passes after 40 runs (``0.75 ** 40 = 1.0e-5``), five times fewer than the
-    200 of the full test.
+    With the defaults, a learner that never errs here passes after 40 runs (``0.75 ** 40 = 1.0e-5``), five times
+    fewer than the 200 of the full test; :data:`ERROR_CHECK_LOOKS` (the common checks' design) passes it after 25.
     """
     from scipy.stats import binom
 
     tol = binomial_tolerance(runs, target, alpha)
     p1 = min(ALTERNATIVE_FACTOR * target, 1.0)
-    looks = list(range(first_look, runs, every))
-    level = beta / max(len(looks), 1)
+    levels = curtailed_looks(runs, beta=beta, first_look=first_look, every=every, first_share=first_share)
     errors = 0
     for r in range(runs):
         errors += bool(run_errs(r))
         done = r + 1
         if errors > tol:
             return errors, done, tol
-        if done in looks and binom.cdf(errors, done, p1) <= level:
+        if done in levels and binom.cdf(errors, done, p1) <= levels[done]:
             return errors, done, tol
     return errors, runs, tol
+
+
+#: the looks of the common error-rate checks (:func:`curtailed_error_count`'s keywords): 0.8 of ``beta`` at run 25,
+#: where no error in 25 runs already rules out an error rate of 0.25 (``0.75 ** 25 = 7.5e-4 <= 8e-4``), the other
+#: 0.2 shared by the looks at 35, 45, ... The level and the power bound are those of any split (the union bound
+#: over the looks: a learner erring at 0.25 passes early with probability at most ``beta`` = 1e-3 in all); only the
+#: cost moves: a learner that never errs (every registered learner on these instances) is done after 25 runs
+#: instead of 40 with the default equal split, one that errs once after 55 instead of 50. Computed exactly in
+#: tests/test_common.py (``test_curtailed_error_check_keeps_the_full_tests_level_and_power``).
+ERROR_CHECK_LOOKS: dict[str, Any] = {"first_look": 25, "every": 10, "first_share": 0.8}
 
 
 def _easy_model(n: int, k: int, gaussian: bool = False) -> RewardModel:
@@ -462,7 +487,7 @@ def check_error_rate(cls: type[Learner]) -> None:
         run_learner(learner, Bernoulli(means), 5000 + r, compiled=True, max_pulls=cap)
         return sorted(learner.recommend()) != list(range(k))
 
-    errors, done, tol = curtailed_error_count(errs, runs, target)
+    errors, done, tol = curtailed_error_count(errs, runs, target, **ERROR_CHECK_LOOKS)
     assert errors <= tol, f"{errors}/{done} errors > tolerance {tol} of {runs} runs for error rate {target}"
 
 
@@ -632,7 +657,7 @@ def check_error_rate_allowed(cls: type[Learner]) -> None:
                             max_pulls=5000 if cls.tags.get("never_stops") else MAX_PULLS)
         return sorted(learner.recommend()) != list(range(k))
 
-    errors, done, tol = curtailed_error_count(errs, runs, target)
+    errors, done, tol = curtailed_error_count(errs, runs, target, **ERROR_CHECK_LOOKS)
     assert errors <= tol, (f"{errors}/{done} errors under allowed-set asks > tolerance {tol} of {runs} runs for "
                            f"error rate {target}")
 
