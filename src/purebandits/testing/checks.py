@@ -63,6 +63,17 @@ def run_learner(learner: Learner, model: RewardModel, seed: int, *, max_pulls: i
     if compiled and learner.has_kernel() and record is None:
         learner.run_compiled(stream, max_pulls)
         return learner
+    if record is None and not learner.done:  # (``done`` raises NotStartedError on a learner not started)
+        # the reference loop of the kernel checks (millions of pulls): bound methods, and ``done_`` and ``t_`` read
+        # directly (what the ``done`` and ``n_pulls`` properties return on a started learner)
+        ask, tell, draw = learner.ask, learner.tell, stream.draw
+        while not learner.done_ and learner.t_ < max_pulls:
+            arms = ask(1)
+            if not arms:
+                break
+            for a in arms:
+                tell(a, draw(a))
+        return learner
     while not learner.done and learner.n_pulls < max_pulls:
         arms = learner.ask(1)
         if not arms:
@@ -518,24 +529,24 @@ def run_learner_allowed(learner: Learner, model: RewardModel, seed: int, *, max_
     stream = model.stream(seed)
     rng = np.random.default_rng([seed, 99])
     n = learner.n_arms_
-    masks, used = _allowed_block(rng, n), 0
-    while not learner.done and learner.n_pulls < max_pulls:
-        if used == masks.shape[0]:
-            masks, used = _allowed_block(rng, n), 0
-        mask = masks[used]
-        used += 1
-        arms = learner.ask(1, allowed=mask)
-        if record is not None:
-            record.append(("ask", mask, arms))
-        if not arms:
-            raise AssertionError(f"{type(learner).__name__}.ask(1, allowed=...) returned [] with nothing pending "
-                                 "and the learner not done")
-        for a in arms:
-            r = stream.draw(a)
+    # the hot loop of the restricted error-rate checks (millions of pulls): bound methods, and ``done_`` and ``t_``
+    # read directly (what the ``done`` and ``n_pulls`` properties return on a started learner)
+    ask, tell, draw = learner.ask, learner.tell, stream.draw
+    while True:
+        for mask in _allowed_block(rng, n):  # the block's rows in order, a new block when one is used up
+            if learner.done_ or learner.t_ >= max_pulls:
+                return learner
+            arms = ask(1, allowed=mask)
             if record is not None:
-                record.append(("tell", a, r))
-            learner.tell(a, r)
-    return learner
+                record.append(("ask", mask, arms))
+            if not arms:
+                raise AssertionError(f"{type(learner).__name__}.ask(1, allowed=...) returned [] with nothing "
+                                     "pending and the learner not done")
+            for a in arms:
+                r = draw(a)
+                if record is not None:
+                    record.append(("tell", a, r))
+                tell(a, r)
 
 
 def check_allowed_ask(cls: type[Learner]) -> None:
