@@ -4,6 +4,9 @@
 is at head it only checks the revision (about 0.014 s). The copy is the file a first ``open_study`` leaves
 (the same schema, the WAL journal mode stored in its header, no rows), so a test given it starts from the same
 empty database; the migrations themselves are checked by ``test_migrations_match_models`` (on new files).
+
+:func:`sqlite_url` is the fixture of the modules that take it (``sqlite_url = svc_migrated.sqlite_url`` at
+their top level overrides conftest's fixture of that name for their tests).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from study_support import open_study
 
 _TEMPLATE: list[Path] = []
@@ -30,3 +34,10 @@ def fresh_sqlite_url(tmp_path: Path) -> str:
     dst = tmp_path / "service.sqlite"
     shutil.copyfile(_TEMPLATE[0], dst)
     return f"sqlite:///{dst}"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """conftest's per-test SQLite file, already migrated (a copy, see :func:`fresh_sqlite_url`); the migrations
+    of a new file are checked by ``test_migrations_match_models``, on ``db_url``."""
+    return fresh_sqlite_url(tmp_path)
