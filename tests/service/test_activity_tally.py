@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sqlalchemy as sa
+import svc_migrated
 from study_support import Clock, open_study
 
 from purebandits.service import history
@@ -22,6 +23,8 @@ from purebandits.service.history import ActivityTally, activity
 from purebandits.service.models import queries
 from purebandits.testing.postgres import create_database, drop_database
 
+#: conftest's per-test database, the SQLite file already migrated (a copy: see :mod:`svc_migrated`)
+db_url = svc_migrated.db_url
 ZERO_RATES = {"ask_rate_per_second": 0, "participant_rate_per_second": 0, "create_rate_per_second": 0}
 LEARNERS = [{"label": "A", "algorithm": "lucb1", "params": {"delta": 0.1}},
             {"label": "B", "algorithm": "uniform_allocation", "params": {"budget": 100_000}}]
@@ -83,7 +86,7 @@ def crowd_checks(request, tmp_path_factory) -> dict[int, dict]:
     each refreshed and compared at the same points as before, with the window set to its own value (saves one
     crowd of the two per backend)."""
     if request.param == "sqlite":
-        db_url = f"sqlite:///{tmp_path_factory.mktemp('tally') / 'service.sqlite'}"
+        db_url = svc_migrated.fresh_sqlite_url(tmp_path_factory.mktemp("tally"))
     else:
         admin = request.getfixturevalue("pg_admin_url")
         db_url = create_database(admin)

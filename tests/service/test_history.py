@@ -31,8 +31,9 @@ from purebandits.service.settings import Settings
 MEANS = [0.9, 0.6, 0.3, 0.2, 0.1]
 
 
-#: conftest's per-test SQLite file, already migrated (a copy: see :mod:`svc_migrated`)
-sqlite_url = svc_migrated.sqlite_url
+#: conftest's per-test SQLite file and per-test database, the SQLite file already migrated (a copy: see
+#: :mod:`svc_migrated`)
+sqlite_url, db_url = svc_migrated.sqlite_url, svc_migrated.db_url
 
 
 def _spec(algorithm="lucb1", params=None):

@@ -17,8 +17,9 @@ from purebandits.service.app import create_app
 from purebandits.service.client import ServiceClient
 from purebandits.service.settings import Settings
 
-#: conftest's per-test SQLite file, already migrated (a copy: see :mod:`svc_migrated`)
-sqlite_url = svc_migrated.sqlite_url
+#: conftest's per-test SQLite file and per-test database, the SQLite file already migrated (a copy: see
+#: :mod:`svc_migrated`)
+sqlite_url, db_url = svc_migrated.sqlite_url, svc_migrated.db_url
 
 ITEMS = [{"id": f"c{i}", "text": f"caption {i}"} for i in range(6)]
 LABELS = ["unfunny", "somewhat funny", "funny"]

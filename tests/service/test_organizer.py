@@ -18,8 +18,9 @@ from purebandits.service.settings import Settings
 from purebandits.service.storage import make_engine, upgrade
 from purebandits.service.study import Study
 
-#: conftest's per-test SQLite file, already migrated (a copy: see :mod:`svc_migrated`)
-sqlite_url = svc_migrated.sqlite_url
+#: conftest's per-test SQLite file and per-test database, the SQLite file already migrated (a copy: see
+#: :mod:`svc_migrated`)
+sqlite_url, db_url = svc_migrated.sqlite_url, svc_migrated.db_url
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 
