@@ -1,6 +1,8 @@
 """Every reproduced table/figure runs at --scale quick and writes its CSV, PNG and Markdown."""
 
+import functools
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -11,11 +13,35 @@ from purebandits.experiments.base import all_experiments
 EXPERIMENTS = sorted(all_experiments())
 
 
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """``quick_run(name)``: the directory of ``purebandits reproduce NAME --scale quick --no-progress --jobs 1``,
+    run once per module (and xdist worker) on the first test that asks for it.
+
+    A run writes only its own ``NAME.{csv,png,md,json}`` (``runner.run_experiment``); the tests that only need
+    such a run as their starting point (the report's) copy these files instead of running the same command again
+    (3-4 s of a core each)."""
+    @functools.cache
+    def run(name: str):
+        out = tmp_path_factory.mktemp(f"quick-{name}")
+        assert main(["reproduce", name, "--scale", "quick", "--out", str(out), "--no-progress", "--jobs", "1"]) == 0
+        return out
+
+    return run
+
+
+def _copy_run(quick_run, name, out):
+    """The files of ``quick_run(name)`` copied into ``out``, as if that command had been run with ``--out out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    for f in quick_run(name).iterdir():
+        shutil.copy2(f, out / f.name)
+
+
 @pytest.mark.slow  # every reproduction end to end with its figures
 @pytest.mark.parametrize("name", EXPERIMENTS)
-def test_quick_scale_writes_csv_png_markdown(name, tmp_path):
-    assert main(["reproduce", name, "--scale", "quick", "--out", str(tmp_path), "--no-progress", "--jobs", "1"]) == 0
-    csv, png, md = (tmp_path / f"{name}.{ext}" for ext in ("csv", "png", "md"))
+def test_quick_scale_writes_csv_png_markdown(name, quick_run):
+    out = quick_run(name)
+    csv, png, md = (out / f"{name}.{ext}" for ext in ("csv", "png", "md"))
     assert len(pd.read_csv(csv)) > 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = md.read_text()
@@ -32,19 +58,20 @@ def test_unknown_experiment_is_an_error(capsys):
     assert "unknown experiment" in capsys.readouterr().err
 
 
-def test_report_collects_runs_made_by_separate_commands(tmp_path, capsys):
-    for name in ("tnm17_table1", "zcl14_fig2"):
-        assert main(["reproduce", name, "--out", str(tmp_path), "--no-progress", "--jobs", "1"]) == 0
+def test_report_collects_runs_made_by_separate_commands(tmp_path, capsys, quick_run):
+    for name in ("tnm17_table1", "zcl14_fig2"):  # reproduce NAME --out tmp_path --no-progress --jobs 1 (quick)
+        _copy_run(quick_run, name, tmp_path)
     assert main(["reproduce", "--report", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "REPORT.md").read_text()
     assert "| `tnm17_table1` |" in report and "| `zcl14_fig2` |" in report
     assert report.count("**Paper's claim.**") == 2
 
 
-def test_report_refuses_mixed_scales_and_empty_dirs(tmp_path, capsys):
+def test_report_refuses_mixed_scales_and_empty_dirs(tmp_path, capsys, quick_run):
     assert main(["reproduce", "--report", "--out", str(tmp_path)]) == 2
     assert "no experiment records" in capsys.readouterr().err
-    assert main(["reproduce", "tnm17_table1", "--out", str(tmp_path), "--no-progress"]) == 0
+    # reproduce tnm17_table1 --out tmp_path --no-progress (quick; exact sums, no simulation: --jobs changes nothing)
+    _copy_run(quick_run, "tnm17_table1", tmp_path)
     assert main(["reproduce", "tnm17_table1", "--out", str(tmp_path / "p"), "--no-progress", "--scale", "paper"]) == 0
     (tmp_path / "p" / "tnm17_table1.json").rename(tmp_path / "zcl14_fig2.json")
     assert main(["reproduce", "--report", "--out", str(tmp_path)]) == 2

@@ -1,17 +1,20 @@
 """The simulation engine: both drivers agree, seeding is executor-independent, Dask matches local."""
 
 
-import functools
-
 import numpy as np
 import pytest
+from numba import njit
 
 from purebandits import LilUCB, NonAdaptive
 from purebandits.base import Learner
+from purebandits.heaps import heap_init, heap_second, heap_top, heap_update, topheap_init, topheap_replace
 from purebandits.instances import Bernoulli, Gaussian, make_instance
+from purebandits.instances.rewards import stream_draw
+from purebandits.jit import borrow, borrow_stream
 from purebandits.metrics import wilson_interval
 from purebandits.registry import all_learners
 from purebandits.simulate import SimResult, rep_seeds, simulate
+from purebandits.stopping import borrow_tracker, ls_tracker_fill, ls_tracker_update, memo_radius
 from purebandits.testing.checks import _k_for, make_test_learner
 
 ARRAYS = SimResult._ARRAYS
@@ -203,25 +206,17 @@ def test_dask_local_cluster_matches_local_run():
 
 
 # --------------------------------------------------------------------------- speed helpers stay exact
-# The compiled helpers below are built once per process (functools.cache): each build is a numba compilation of
-# about a second, and the parametrized tests call them several times with the same argument types. They are not
-# cached on disk (numba would not see a change in the package's kernels they inline).
-@functools.cache
-def _compiled_draws():
-    from numba import njit
-
-    from purebandits.instances.rewards import stream_draw
-    from purebandits.jit import borrow_stream
-
-    @njit
-    def draws(arms, kind, a, b, cdf, values, block, pos, rng):
-        a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
-        out = np.empty(arms.shape[0])
-        for i in range(arms.shape[0]):
-            out[i] = stream_draw(kind, a, b, cdf, values, block, pos, rng, arms[i])
-        return out
-
-    return draws
+# The compiled helpers below are module-level and cached on disk (each build is a numba compilation of one to
+# three seconds of a core): conftest stamps the tests' cached helpers with the tests' sources and the package's
+# (``kernel_cache.stamp_package_kernels``), so an edit to a kernel they inline compiles them again, as for the
+# helpers of test_bounds.py and test_lucb.py.
+@njit(cache=True)
+def _draws(arms, kind, a, b, cdf, values, block, pos, rng):  # pragma: no cover - compiled
+    a, b, cdf, values, block, pos, rng = borrow_stream(a, b, cdf, values, block, pos, rng)
+    out = np.empty(arms.shape[0])
+    for i in range(arms.shape[0]):
+        out[i] = stream_draw(kind, a, b, cdf, values, block, pos, rng, arms[i])
+    return out
 
 
 @pytest.mark.parametrize("model", [Gaussian([0.5, 0.0, 0.2], 0.25), Bernoulli([0.9, 0.5, 0.1]),
@@ -232,11 +227,11 @@ def test_python_and_compiled_streams_agree_across_growing_blocks(model):
     arms = np.random.default_rng(0).integers(0, model.n_arms, 3 * BLOCK + 77)
     s1, s2 = model.stream(5), model.stream(5)
     py = np.array([s1.draw(int(a)) for a in arms])
-    np.testing.assert_array_equal(py, _compiled_draws()(arms, *s2.args()))
+    np.testing.assert_array_equal(py, _draws(arms, *s2.args()))
     # interleaving the two forms on one stream gives the same sequence
     s3 = model.stream(5)
     mixed = [s3.draw(int(a)) for a in arms[:1000]]
-    mixed += list(_compiled_draws()(arms[1000:], *s3.args()))
+    mixed += list(_draws(arms[1000:], *s3.args()))
     np.testing.assert_array_equal(py, mixed)
 
 
@@ -249,25 +244,48 @@ def test_block_sizes_do_not_change_the_numbers():
     np.testing.assert_array_equal(parts, rng2.random(sum(sizes)))
 
 
+@njit(cache=True)
+def _heap_run(key, heap, where, updates, values):  # pragma: no cover - compiled
+    key, heap, where = borrow(key), borrow(heap), borrow(where)
+    heap_init(key, heap, where)
+    tops = np.empty((updates.shape[0], 2), np.int64)
+    for i in range(updates.shape[0]):
+        heap_update(heap, where, key, updates[i], values[i])
+        tops[i, 0] = heap_top(heap)
+        tops[i, 1] = heap_second(heap, key)
+    return tops
+
+
+@njit(cache=True)
+def _top_run(key, hkey, harm, values):  # pragma: no cover - compiled
+    """The replace-top heap (lil'UCB's kernel): only the top arm is re-keyed."""
+    n = key.shape[0]
+    topheap_init(key, hkey, harm)
+    tops = np.empty(values.shape[0] + 1, np.int64)
+    tops[0] = harm[0]
+    for i in range(values.shape[0]):
+        topheap_replace(hkey, harm, n, values[i])
+        tops[i + 1] = harm[0]
+    return tops
+
+
+@njit(cache=True)
+def _ls_run(tr, sums, counts, arms, rewards, d_ls):  # pragma: no cover - compiled
+    ls_tracker_fill(tr, sums, counts, d_ls, 0.5)
+    trb = borrow_tracker(tr)
+    out = np.empty(arms.shape[0], np.int64)
+    for i in range(arms.shape[0]):
+        counts[arms[i]] += 1
+        sums[arms[i]] += rewards[i]
+        out[i] = ls_tracker_update(trb, sums, counts, arms[i], d_ls, 0.5)
+    return out
+
+
 def test_heap_and_ls_tracker_match_brute_force():
-    from numba import njit
-
     from purebandits.bounds import lil_stopping_arm, ls_delta
-    from purebandits.heaps import heap_init, heap_second, heap_top, heap_update
-    from purebandits.jit import borrow
-    from purebandits.stopping import LS_EPSILON, borrow_tracker, ls_tracker_fill, ls_tracker_update, ls_workspace
+    from purebandits.stopping import LS_EPSILON, ls_workspace
 
-    @njit
-    def run(key, heap, where, updates, values):
-        key, heap, where = borrow(key), borrow(heap), borrow(where)
-        heap_init(key, heap, where)
-        tops = np.empty((updates.shape[0], 2), np.int64)
-        for i in range(updates.shape[0]):
-            heap_update(heap, where, key, updates[i], values[i])
-            tops[i, 0] = heap_top(heap)
-            tops[i, 1] = heap_second(heap, key)
-        return tops
-
+    run = _heap_run
     rng = np.random.default_rng(1)
     n = 37
     key = np.round(rng.random(n), 1)  # many ties: order by (key, -arm)
@@ -281,19 +299,9 @@ def test_heap_and_ls_tracker_match_brute_force():
         assert tuple(tops[i]) == (order[0], order[1])
 
     # the replace-top heap (lil'UCB's kernel): only the top arm is re-keyed
-    from purebandits.heaps import topheap_init, topheap_replace, topheap_size
+    from purebandits.heaps import topheap_size
 
-    @njit
-    def top_run(key, hkey, harm, values):
-        n = key.shape[0]
-        topheap_init(key, hkey, harm)
-        tops = np.empty(values.shape[0] + 1, np.int64)
-        tops[0] = harm[0]
-        for i in range(values.shape[0]):
-            topheap_replace(hkey, harm, n, values[i])
-            tops[i + 1] = harm[0]
-        return tops
-
+    top_run = _top_run
     for n in (1, 2, 3, 36, 37):
         key = np.round(rng.random(n), 1)
         key[: n // 3] = np.inf  # ties at +inf, as for arms not pulled twice yet
@@ -306,17 +314,7 @@ def test_heap_and_ls_tracker_match_brute_force():
             k[tops[i]] = v
             assert tops[i + 1] == np.lexsort((np.arange(n), -k))[0]
 
-    @njit
-    def ls_run(tr, sums, counts, arms, rewards, d_ls):
-        ls_tracker_fill(tr, sums, counts, d_ls, 0.5)
-        trb = borrow_tracker(tr)
-        out = np.empty(arms.shape[0], np.int64)
-        for i in range(arms.shape[0]):
-            counts[arms[i]] += 1
-            sums[arms[i]] += rewards[i]
-            out[i] = ls_tracker_update(trb, sums, counts, arms[i], d_ls, 0.5)
-        return out
-
+    ls_run = _ls_run
     n, m = 4, 20000
     arms = np.arange(m) % n
     rewards = (rng.random(m) < np.array([0.9, 0.3, 0.3, 0.2])[arms]).astype(float)
@@ -330,27 +328,18 @@ def test_heap_and_ls_tracker_match_brute_force():
     assert (got >= 0).any()
 
 
-@functools.cache
-def _ls_tracker_run():
-    """The LS tracker run pull by pull in compiled code (filled at ``fill_at``), built once per process."""
-    from numba import njit
-
-    from purebandits.jit import borrow
-    from purebandits.stopping import borrow_tracker, ls_tracker_fill, ls_tracker_update
-
-    @njit
-    def run(tr, sums, counts, arms, rewards, d_ls, fill_at):
-        sums, counts = borrow(sums), borrow(counts)
-        out = np.empty(arms.shape[0], np.int64)
-        for i in range(arms.shape[0]):
-            if i == fill_at:  # a resumed kernel fills the tracker from a state with pulls in it
-                ls_tracker_fill(tr, sums, counts, d_ls, 0.5)
-            counts[arms[i]] += 1
-            sums[arms[i]] += rewards[i]
-            out[i] = ls_tracker_update(borrow_tracker(tr), sums, counts, arms[i], d_ls, 0.5) if i >= fill_at else -2
-        return out
-
-    return run
+@njit(cache=True)
+def _ls_tracker_run(tr, sums, counts, arms, rewards, d_ls, fill_at):  # pragma: no cover - compiled
+    """The LS tracker run pull by pull in compiled code (filled at ``fill_at``)."""
+    sums, counts = borrow(sums), borrow(counts)
+    out = np.empty(arms.shape[0], np.int64)
+    for i in range(arms.shape[0]):
+        if i == fill_at:  # a resumed kernel fills the tracker from a state with pulls in it
+            ls_tracker_fill(tr, sums, counts, d_ls, 0.5)
+        counts[arms[i]] += 1
+        sums[arms[i]] += rewards[i]
+        out[i] = ls_tracker_update(borrow_tracker(tr), sums, counts, arms[i], d_ls, 0.5) if i >= fill_at else -2
+    return out
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 17, 60])
@@ -359,7 +348,7 @@ def test_ls_tracker_certificate_decides_as_the_full_scan(n):
     from purebandits.bounds import lil_stopping_arm, ls_delta
     from purebandits.stopping import LS_EPSILON, ls_workspace
 
-    run = _ls_tracker_run()
+    run = _ls_tracker_run
     rng = np.random.default_rng(n)
     stops, rescans = 0, 0
     for trial in range(4):
@@ -384,19 +373,19 @@ def test_ls_tracker_certificate_decides_as_the_full_scan(n):
     assert stops > 0 and rescans > 0
 
 
+@njit(cache=True)
+def _radii(rcount, rval, rpar, counts, d_ls, sigmas, n):  # pragma: no cover - compiled
+    out = np.empty(counts.shape[0])
+    for i in range(counts.shape[0]):
+        out[i] = memo_radius(rcount, rval, rpar, counts[i], d_ls[i], n, sigmas[i])
+    return out
+
+
 def test_ls_radius_memo_returns_the_radius_bit_for_bit():
-    from numba import njit
-
     from purebandits.bounds import ls_delta, ls_radius_s
-    from purebandits.stopping import LS_EPSILON, ls_workspace, memo_radius, radius_memo_size
+    from purebandits.stopping import LS_EPSILON, ls_workspace, radius_memo_size
 
-    @njit
-    def radii(rcount, rval, rpar, counts, d_ls, sigmas, n):
-        out = np.empty(counts.shape[0])
-        for i in range(counts.shape[0]):
-            out[i] = memo_radius(rcount, rval, rpar, counts[i], d_ls[i], n, sigmas[i])
-        return out
-
+    radii = _radii
     rng = np.random.default_rng(3)
     m, slots = 5000, radius_memo_size(7)
     assert slots == 1024 and radius_memo_size(300) == 4096 and radius_memo_size(10**6) == 65536

@@ -14,13 +14,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sqlalchemy as sa
+import svc_migrated
 from study_support import Clock, open_study
 
 from purebandits.service import history
 from purebandits.service.errors import Gone
 from purebandits.service.history import ActivityTally, activity
 from purebandits.service.models import queries
+from purebandits.testing.postgres import create_database, drop_database
 
+#: conftest's per-test database, the SQLite file already migrated (a copy: see :mod:`svc_migrated`)
+db_url = svc_migrated.db_url
 ZERO_RATES = {"ask_rate_per_second": 0, "participant_rate_per_second": 0, "create_rate_per_second": 0}
 LEARNERS = [{"label": "A", "algorithm": "lucb1", "params": {"delta": 0.1}},
             {"label": "B", "algorithm": "uniform_allocation", "params": {"budget": 100_000}}]
@@ -66,38 +70,80 @@ def _crowd_step(study, eid, clock, rng, pool, pending):
         pending.append((q["query_id"], pid, int(q["item"]["id"])))
 
 
-@pytest.mark.parametrize("window", [history.RESPONSE_WINDOW, 50])
-def test_tally_equals_the_full_recount_as_the_crowd_answers(db_url, window, monkeypatch):
-    """(A window of 50 response times, so that the latest answers replace older ones across refreshes.)"""
-    monkeypatch.setattr(history, "RESPONSE_WINDOW", window)
+#: the response windows the tallies are checked at (the default; 50, so that the latest answers replace older ones
+#: across refreshes)
+WINDOWS = [history.RESPONSE_WINDOW, 50]
+
+
+@pytest.fixture(scope="module", params=[pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)])
+def crowd_checks(request, tmp_path_factory) -> dict[int, dict]:
+    """One crowd of 1,500 events on a fresh database of the backend, with a tally per learner and window refreshed
+    and compared with the full recount (under that window) after every 37 events and at the end; per window, what
+    the test of that window checks.
+
+    The crowd's events never read ``RESPONSE_WINDOW`` (only the activity of the tallies and of :func:`activity`
+    does), so the crowd each window's test ran on its own was the same crowd: the windows' tallies share it,
+    each refreshed and compared at the same points as before, with the window set to its own value (saves one
+    crowd of the two per backend)."""
+    if request.param == "sqlite":
+        db_url = svc_migrated.fresh_sqlite_url(tmp_path_factory.mktemp("tally"))
+    else:
+        admin = request.getfixturevalue("pg_admin_url")
+        db_url = create_database(admin)
+        request.addfinalizer(lambda: drop_database(admin, db_url))
     clock = Clock()
     study = open_study(db_url, clock=clock, **ZERO_RATES)
     eid = _create(study)
     created = study.meta(eid).created_ms
-    tallies = [ActivityTally(eid, idx, created) for idx in range(2)]
+    tallies = {w: [ActivityTally(eid, idx, created) for idx in range(2)] for w in WINDOWS}
+    out: dict[int, dict] = {w: {"checks": []} for w in WINDOWS}
     rng = np.random.default_rng(7)
     pool: list[str] = []
     pending: list[tuple[str, str, int]] = []
-    checks = 0
-    for step in range(1, 1_501):
-        _crowd_step(study, eid, clock, rng, pool, pending)
-        if step % 37 == 0 or step == 1_500:
-            for idx, tally in enumerate(tallies):
-                lrn = study._learner_copy(eid, idx)[0]
-                assert _tallied(study, tally, lrn, clock.ms) == _reference(study, eid, idx, lrn, clock.ms), step
-                checks += 1
-    # the crowd came back across refreshes, so participants moved between bins; the clock crossed widths
-    ref = _reference(study, eid, 0, study._learner_copy(eid, 0)[0], clock.ms)
-    assert ref["participants"]["answers"]["max"] >= 5 and tallies[0].width > 60_000, (ref, tallies[0].width)
-    assert tallies[0].n_answers + tallies[1].n_answers == study.results(eid, timeline=False)["n_answers"] + \
-        study.results(eid, timeline=False, learner="B")["n_answers"]
-    assert checks == 2 * 41
+    with pytest.MonkeyPatch.context() as mp:
+        for step in range(1, 1_501):
+            _crowd_step(study, eid, clock, rng, pool, pending)
+            if step % 37 == 0 or step == 1_500:
+                for idx in range(2):
+                    lrn = study._learner_copy(eid, idx)[0]
+                    for w in WINDOWS:
+                        mp.setattr(history, "RESPONSE_WINDOW", w)
+                        got, want = _tallied(study, tallies[w][idx], lrn, clock.ms), \
+                            _reference(study, eid, idx, lrn, clock.ms)
+                        out[w]["checks"].append((step, got == want, got, want))
+        for w in WINDOWS:  # what the test read at the end, under its window
+            mp.setattr(history, "RESPONSE_WINDOW", w)
+            ref = _reference(study, eid, 0, study._learner_copy(eid, 0)[0], clock.ms)
+            n_results = study.results(eid, timeline=False)["n_answers"] + \
+                study.results(eid, timeline=False, learner="B")["n_answers"]
+            out[w].update(ref=ref, width=tallies[w][0].width, n_answers=[t.n_answers for t in tallies[w]],
+                          n_results=n_results,
+                          n_participants=[a["n_participants"] for a in study.comparison(eid)["algorithms"]])
     # the comparison's participants per learner come from the service's tallies: the distinct count
     with study.engine.connect() as conn:
         distinct = [conn.execute(sa.select(sa.func.count(sa.distinct(queries.c.participant_id))).where(
             queries.c.experiment_id == eid, queries.c.learner == idx, queries.c.status == "answered")).scalar_one()
             for idx in range(2)]
-    assert [a["n_participants"] for a in study.comparison(eid)["algorithms"]] == distinct and min(distinct) > 10
+    study.engine.dispose()
+    for w in WINDOWS:
+        out[w]["distinct"] = distinct
+    return out
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+def test_tally_equals_the_full_recount_as_the_crowd_answers(crowd_checks, window):
+    """(A window of 50 response times, so that the latest answers replace older ones across refreshes.) The crowd
+    and the checks run in :func:`crowd_checks`, once for both windows."""
+    got = crowd_checks[window]
+    for step, equal, tallied, reference in got["checks"]:
+        assert equal, (step, tallied, reference)
+    # the crowd came back across refreshes, so participants moved between bins; the clock crossed widths
+    ref = got["ref"]
+    assert ref["participants"]["answers"]["max"] >= 5 and got["width"] > 60_000, (ref, got["width"])
+    assert sum(got["n_answers"]) == got["n_results"]
+    assert len(got["checks"]) == 2 * 41
+    # the comparison's participants per learner come from the service's tallies: the distinct count
+    assert got["n_participants"] == got["distinct"] and min(got["distinct"]) > 10
 
 
 def test_tally_recounts_after_a_long_gap_and_a_clock_set_back(db_url, monkeypatch):

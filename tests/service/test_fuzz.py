@@ -23,6 +23,7 @@ import hypothesis.strategies as st
 import pytest
 import schemathesis
 import sqlalchemy as sa
+import svc_migrated
 from fastapi.testclient import TestClient
 from hypothesis import given
 from schemathesis.specs.openapi.checks import (
@@ -33,6 +34,10 @@ from schemathesis.specs.openapi.checks import (
 
 from purebandits.service.app import create_app
 from purebandits.service.settings import Settings, normalize_url
+
+#: conftest's per-test SQLite file and per-test database, the SQLite file already migrated (a copy: see
+#: :mod:`svc_migrated`)
+sqlite_url, db_url = svc_migrated.sqlite_url, svc_migrated.db_url
 
 ADMIN = "fuzz-admin-token"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}

@@ -16,9 +16,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import numpy as np
 import pytest
 import sqlalchemy as sa
+import svc_migrated
 from fastapi.testclient import TestClient
 from study_support import Clock, open_study
-from svc_migrated import fresh_sqlite_url
 
 from purebandits.service import webhooks
 from purebandits.service.app import create_app
@@ -31,10 +31,9 @@ from purebandits.service.settings import Settings
 MEANS = [0.9, 0.6, 0.3, 0.2, 0.1]
 
 
-@pytest.fixture
-def sqlite_url(tmp_path) -> str:
-    """conftest's per-test SQLite file, already migrated (a copy: see :mod:`svc_migrated`)."""
-    return fresh_sqlite_url(tmp_path)
+#: conftest's per-test SQLite file and per-test database, the SQLite file already migrated (a copy: see
+#: :mod:`svc_migrated`)
+sqlite_url, db_url = svc_migrated.sqlite_url, svc_migrated.db_url
 
 
 def _spec(algorithm="lucb1", params=None):

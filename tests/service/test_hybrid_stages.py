@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import svc_migrated
 from fastapi.testclient import TestClient
 from study_support import LiveApp, open_study
 
@@ -15,6 +16,10 @@ from purebandits.pairwise import bradley_terry_preferences
 from purebandits.service.app import create_app
 from purebandits.service.client import ServiceClient
 from purebandits.service.settings import Settings
+
+#: conftest's per-test SQLite file and per-test database, the SQLite file already migrated (a copy: see
+#: :mod:`svc_migrated`)
+sqlite_url, db_url = svc_migrated.sqlite_url, svc_migrated.db_url
 
 ITEMS = [{"id": f"c{i}", "text": f"caption {i}"} for i in range(6)]
 LABELS = ["unfunny", "somewhat funny", "funny"]

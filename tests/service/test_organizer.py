@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 import sqlalchemy as sa
+import svc_migrated
 from study_support import Clock, open_study
 
 from purebandits.service.errors import BadRequest, Conflict, NotFound
@@ -16,6 +17,10 @@ from purebandits.service.models import events, experiments, queries
 from purebandits.service.settings import Settings
 from purebandits.service.storage import make_engine, upgrade
 from purebandits.service.study import Study
+
+#: conftest's per-test SQLite file and per-test database, the SQLite file already migrated (a copy: see
+#: :mod:`svc_migrated`)
+sqlite_url, db_url = svc_migrated.sqlite_url, svc_migrated.db_url
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import svc_migrated
 from study_support import Clock, open_study
-from svc_migrated import fresh_sqlite_url
 
 from purebandits.registry import all_learners
 
@@ -19,10 +19,8 @@ PARAMS: dict[str, dict] = {"median_elimination": {"epsilon": 8.0}, "thompson_sam
 BUDGET = 60
 
 
-@pytest.fixture
-def sqlite_url(tmp_path) -> str:
-    """conftest's per-test SQLite file, already migrated (a copy: see :mod:`svc_migrated`)."""
-    return fresh_sqlite_url(tmp_path)
+#: conftest's per-test SQLite file, already migrated (a copy: see :mod:`svc_migrated`)
+sqlite_url = svc_migrated.sqlite_url
 
 
 def _cases():

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 import sqlalchemy as sa
+import svc_migrated
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from study_support import Clock, open_study
-from svc_migrated import fresh_sqlite_url
 
 from purebandits.instances.real import _data_path, caption_contest
 from purebandits.registry import all_learners
@@ -19,12 +19,8 @@ from purebandits.service.errors import BadRequest, Conflict, Forbidden, Gone, No
 from purebandits.service.models import experiments, metadata, snapshots
 from purebandits.service.study import DEFAULT_LABELS, summary_rows
 
-
-@pytest.fixture
-def sqlite_url(tmp_path) -> str:
-    """conftest's per-test SQLite file, already migrated (a copy: see :mod:`svc_migrated`); the migrations of a
-    new file are checked by test_migrations_match_models, on db_url."""
-    return fresh_sqlite_url(tmp_path)
+#: conftest's per-test SQLite file, already migrated (a copy: see :mod:`svc_migrated`)
+sqlite_url = svc_migrated.sqlite_url
 
 
 def spec(n=6, **kw):
