@@ -172,6 +172,45 @@ def shared_server_on(request, tmp_path_factory):
 CHROMIUM = os.environ.get("PUREBANDITS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
+#: Chromium features that cost every new browser context (Playwright opens a window for each) CPU and have nothing
+#: to do with the pages: the browser's own address-bar popups, WebUI pages that this (new-headless) Chromium preloads
+#: in a renderer of their own per window, 0.3 s of a core each (the tests open a few hundred contexts). The pages'
+#: rendering is untouched.
+CHROMIUM_DISABLED_FEATURES = ["WebUIOmniboxPopup", "WebUIOmniboxAimPopup"]
+
+
+def _playwright_disabled_features() -> list[str] | None:
+    """The features Playwright's driver disables itself (its ``chromiumSwitches``), read from the driver's source;
+    None if not found there.
+
+    Chromium heeds only the last ``--disable-features`` of its command line, and Playwright puts its own before the
+    caller's arguments: a switch of ours must repeat Playwright's list, or it would enable them again."""
+    import re
+
+    import playwright
+
+    package = Path(playwright.__file__).parent / "driver" / "package" / "lib"
+    for source in (package / "coreBundle.js", package / "server" / "chromium" / "chromiumSwitches.js"):
+        try:
+            text = source.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        m = re.search(r"disabledFeatures\s*=\s*\[(.*?)\]", text, re.DOTALL)
+        if m:
+            body = re.sub(r"//[^\n]*", "", m.group(1))
+            names = re.findall(r"[\"']([A-Za-z0-9_]+)[\"']", body)
+            return names or None
+    return None
+
+
+def chromium_args() -> list[str]:
+    """:data:`CHROMIUM_ARGS`, with :data:`CHROMIUM_DISABLED_FEATURES` added to Playwright's own disabled features
+    (left out, with Playwright's list as it is, if that list cannot be read)."""
+    theirs = _playwright_disabled_features()
+    if theirs is None:
+        return list(CHROMIUM_ARGS)
+    ours = [f for f in CHROMIUM_DISABLED_FEATURES if f not in theirs]
+    return [*CHROMIUM_ARGS, "--disable-features=" + ",".join([*theirs, *ours])]
 
 
 class CspBypassingBrowser:
@@ -198,9 +237,14 @@ class CspBypassingBrowser:
         return getattr(self._browser, name)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
     """The system Chromium (never a downloaded browser) driven by Playwright; skips if either is missing.
+
+    One per test session (under xdist: per worker), shared by every module: each test works in browser contexts of
+    its own (``new_context`` / ``new_page``: their own cookies, storage, cache, routes and clock), closed when it is
+    done, so the tests share nothing but the browser process. A launch costs about a second of a core, and a
+    module-scoped one was launched again each time a worker moved to another module.
 
     Its contexts bypass the Content-Security-Policy by default (see :class:`CspBypassingBrowser`).
     """
@@ -208,6 +252,6 @@ def browser():
     if not Path(CHROMIUM).exists():
         pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        b = p.chromium.launch(executable_path=CHROMIUM, args=chromium_args(), headless=True)
         yield CspBypassingBrowser(b)
         b.close()
