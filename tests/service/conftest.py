@@ -237,14 +237,14 @@ class CspBypassingBrowser:
         return getattr(self._browser, name)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
     """The system Chromium (never a downloaded browser) driven by Playwright; skips if either is missing.
 
-    One per test session (under xdist: per worker), shared by every module: each test works in browser contexts of
-    its own (``new_context`` / ``new_page``: their own cookies, storage, cache, routes and clock), closed when it is
-    done, so the tests share nothing but the browser process. A launch costs about a second of a core, and a
-    module-scoped one was launched again each time a worker moved to another module.
+    One per module: Playwright's sync API keeps its event loop marked as running in this thread while it is open,
+    so a browser kept for the session broke the later tests of the worker that call ``asyncio.run``. Each test
+    works in browser contexts of its own (``new_context`` / ``new_page``: their own cookies, storage, cache, routes
+    and clock).
 
     Its contexts bypass the Content-Security-Policy by default (see :class:`CspBypassingBrowser`).
     """
