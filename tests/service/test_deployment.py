@@ -82,6 +82,37 @@ def test_start_on_a_migrated_database_skips_alembic(tmp_path):
     assert "alembic" not in mods
 
 
+def test_serve_turns_the_collector_back_on(tmp_path, monkeypatch):
+    """``purebandits serve`` loads with the cyclic collector off (service/cli.py); it is back on as soon as numba
+    compiles (a compile makes garbage by the 100 MB) and once the app has started (after its collect and freeze;
+    the learners' warm-up, which this does not need, left out)."""
+    import gc
+    import io
+
+    from fastapi.testclient import TestClient
+    from numba import njit
+
+    from purebandits.service import app
+    from purebandits.service.settings import Settings
+    from purebandits.service.warmup import compile_progress
+
+    @njit  # defined here, so nothing has compiled it yet
+    def twice(x):
+        return 2 * x
+
+    monkeypatch.setattr(app, "warm_learners", lambda specs: 0)
+    gc.disable()
+    try:
+        with compile_progress("testing", file=io.StringIO()):
+            assert twice(21) == 42
+            assert gc.isenabled()
+        gc.disable()
+        with TestClient(app.create_app(Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}"))) as client:
+            assert gc.isenabled() and client.get("/healthz").status_code == 200
+    finally:
+        gc.enable()
+
+
 def _burn(stop: multiprocessing.synchronize.Event) -> None:
     while not stop.is_set():
         sum(range(10_000))
