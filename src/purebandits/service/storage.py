@@ -228,12 +228,13 @@ def shipped_head() -> str | None:
 
 
 def _stands_at(engine: Engine, revision: str) -> bool:
-    """Whether ``alembic_version`` holds ``revision`` and nothing else (False if there is no such table)."""
-    try:
-        with engine.connect() as conn:
+    """Whether ``alembic_version`` holds ``revision`` and nothing else (False if there is no such table; a database
+    that cannot be reached raises, as the migrations would have, without a second wait for it)."""
+    with engine.connect() as conn:
+        try:
             rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
-    except sa.exc.DBAPIError:  # a new database: no alembic_version yet
-        return False
+        except sa.exc.DBAPIError:  # a new database: no alembic_version yet
+            return False
     return len(rows) == 1 and rows[0][0] == revision
 
 
