@@ -2,7 +2,7 @@
 
 An outside probe stopped PostgreSQL (SIGSTOP) for 10 s: ``/``, ``/rate/{id}`` and ``/public`` took the
 whole 10 s (the participant API already answered 503 after its bound), and rating pages loaded during a
-40 s hang got 503 after 9 to 45 s. Here every PostgreSQL process of a cluster of the test's own is
+40 s hang got 503 after 9 to 45 s. Here every PostgreSQL process of a cluster of the module's own is
 stopped for longer than the bound while a real server process is asked for every page and a
 representative set of owner endpoints: each answers within twice ``db_wait_seconds`` plus a generous
 margin (the machine is loaded), with 503 and ``Retry-After`` where it needs the database, and the
@@ -35,10 +35,11 @@ ENV = {"PUREBANDITS_DB_WAIT_SECONDS": str(WAIT), "PUREBANDITS_VERIFY_ON_START": 
 ITEMS = [f"caption {i}" for i in range(6)]
 
 
-@pytest.fixture
-def pg_url():
-    """A database on a PostgreSQL cluster of this test's own (it is stopped, so no other test may share it)."""
-    from purebandits.testing.postgres import PostgresUnavailable, create_database, temporary_postgres
+@pytest.fixture(scope="module")
+def pg_admin():
+    """A PostgreSQL cluster of this module's own (its tests stop it, so no other module may share it; its tests run
+    one at a time in a worker, and each continues it before it ends): one initdb and start for the module."""
+    from purebandits.testing.postgres import PostgresUnavailable, temporary_postgres
 
     try:
         cm = temporary_postgres()
@@ -46,9 +47,32 @@ def pg_url():
     except PostgresUnavailable as exc:  # pragma: no cover - CI installs PostgreSQL
         pytest.skip(str(exc))
     try:
-        yield create_database(admin)
+        yield admin
     finally:
         cm.__exit__(None, None, None)
+
+
+@pytest.fixture
+def pg_url(pg_admin):
+    """A new database on the module's cluster."""
+    from purebandits.testing.postgres import create_database
+
+    return create_database(pg_admin)
+
+
+@pytest.fixture(scope="module")
+def hang_server(pg_admin):
+    """A server with ``ENV`` on a database of the module's cluster, for the two tests that stop the cluster under it
+    (each on experiments of its own, created after the previous hang ended): a server start costs about 3 s of a
+    core."""
+    from conftest import Server
+    from purebandits.testing.postgres import create_database
+
+    srv = Server(create_database(pg_admin), env=ENV).start(timeout=300)
+    try:
+        yield srv
+    finally:
+        srv.stop()
 
 
 def _cluster_pids(url: str) -> list[int]:
@@ -108,8 +132,8 @@ def _create(url: str, name: str) -> tuple[int, str]:
     return r.json()["id"], r.json()["owner_token"]
 
 
-def test_pages_and_owner_endpoints_answer_within_the_bound_while_postgres_hangs(pg_url, server_cls):
-    srv = server_cls(pg_url, env=ENV).start(timeout=300)
+def test_pages_and_owner_endpoints_answer_within_the_bound_while_postgres_hangs(hang_server, server_cls):
+    srv, pg_url = hang_server, hang_server.db_url
     fresh = None
     try:
         eid, token = _create(srv.url, "hung pages")
@@ -174,7 +198,6 @@ def test_pages_and_owner_endpoints_answer_within_the_bound_while_postgres_hangs(
     finally:
         if fresh is not None:
             fresh.stop()
-        srv.stop()
 
 
 def test_owner_request_longer_than_the_bound_on_a_live_database_is_not_cut(pg_url, server_cls):
@@ -193,28 +216,25 @@ def test_owner_request_longer_than_the_bound_on_a_live_database_is_not_cut(pg_ur
 
 
 @pytest.mark.browser
-def test_rating_page_opened_during_a_hang_says_it_retries_then_shows_an_item(pg_url, server_cls, browser, tmp_path):
-    srv = server_cls(pg_url, env=ENV).start(timeout=300)
+def test_rating_page_opened_during_a_hang_says_it_retries_then_shows_an_item(hang_server, browser, tmp_path):
+    srv = hang_server
+    eid, _ = _create(srv.url, "hung page")
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1)
+    page = ctx.new_page()
     try:
-        eid, _ = _create(srv.url, "hung page")
-        ctx = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1)
-        page = ctx.new_page()
-        try:
-            with stopped(pg_url):
-                page.goto(f"{srv.url}/rate/{eid}", timeout=int((BOUND + MARGIN) * 1000))
-                page.wait_for_function(
-                    "() => /retrying/.test(document.getElementById('message').textContent)",
-                    timeout=int((BOUND + MARGIN + 10) * 1000))
-                text = page.locator("#message").text_content()
-                shot = tmp_path / "rate-during-hang.png"
-                page.screenshot(path=str(shot))
-            # this server has not read the experiment yet: the page came without its name
-            assert "retrying" in text and page.locator("h1").text_content() == "Loading…"
-            page.wait_for_selector("#buttons button.label:not([disabled])", timeout=90_000)
-            assert page.locator("#item-text").text_content() in ITEMS
-            assert page.locator("h1").text_content() == "hung page" and page.title() == "Rate: hung page"
-            assert not page.locator("#message").text_content()  # the note goes once it works again
-        finally:
-            ctx.close()
+        with stopped(srv.db_url):
+            page.goto(f"{srv.url}/rate/{eid}", timeout=int((BOUND + MARGIN) * 1000))
+            page.wait_for_function(
+                "() => /retrying/.test(document.getElementById('message').textContent)",
+                timeout=int((BOUND + MARGIN + 10) * 1000))
+            text = page.locator("#message").text_content()
+            shot = tmp_path / "rate-during-hang.png"
+            page.screenshot(path=str(shot))
+        # this server has not read the experiment yet (created just now): the page came without its name
+        assert "retrying" in text and page.locator("h1").text_content() == "Loading…"
+        page.wait_for_selector("#buttons button.label:not([disabled])", timeout=90_000)
+        assert page.locator("#item-text").text_content() in ITEMS
+        assert page.locator("h1").text_content() == "hung page" and page.title() == "Rate: hung page"
+        assert not page.locator("#message").text_content()  # the note goes once it works again
     finally:
-        srv.stop()
+        ctx.close()

@@ -44,6 +44,25 @@ def fast_sqlite_server(tmp_path_factory):
         yield srv
 
 
+@pytest.fixture(scope="module")
+def fast_pg_server():
+    """One server with ``FAST_ENV`` on a database of a PostgreSQL cluster of this module's own, for the test that
+    locks a learner row under it and the one that stops the whole cluster (each on experiments of its own; the lock
+    is released, and the cluster continued, before each ends): a server start costs about 3 s of a core."""
+    from purebandits.testing.postgres import PostgresUnavailable, create_database, temporary_postgres
+
+    try:
+        cm = temporary_postgres()
+        admin = cm.__enter__()
+    except PostgresUnavailable as exc:  # pragma: no cover - CI installs PostgreSQL
+        pytest.skip(str(exc))
+    try:
+        with Server(create_database(admin), env=FAST_ENV) as srv:
+            yield srv
+    finally:
+        cm.__exit__(None, None, None)
+
+
 def _create(url: str, name: str, **extra) -> tuple[int, str]:
     r = HTTP.post(f"{url}/api/experiments", json={"name": name, "items": ITEMS, **extra}, timeout=30)
     assert r.status_code == 201, r.text
@@ -117,38 +136,33 @@ def test_sqlite_new_ask_under_outside_lock_is_503_with_retry_after(fast_sqlite_s
             == "ok"
 
 
-def test_postgres_learner_locked_elsewhere_delays_only_that_experiment(pg_admin_url, server_cls):
+def test_postgres_learner_locked_elsewhere_delays_only_that_experiment(fast_pg_server):
     """A transaction outside the service holds experiment 1's learner row: its asks get 503 after the lock
     timeout; experiment 2 and /healthz are not delayed."""
     import psycopg
 
-    from purebandits.testing.postgres import create_database, drop_database
-
-    url = create_database(pg_admin_url)
-    try:
-        with server_cls(url, env=FAST_ENV) as srv:
-            e1, _ = _create(srv.url, "one")
-            e2, _ = _create(srv.url, "two")
-            p1, p2 = _participant(srv.url), _participant(srv.url)
-            with psycopg.connect(url) as holder:
-                holder.execute("SELECT * FROM learners WHERE experiment_id = %s FOR UPDATE", (e1,))
-                with ThreadPoolExecutor(2) as pool:
-                    blocked = pool.submit(_timed, HTTP.post, f"{srv.url}/api/experiments/{e1}/queries",
-                                          json={"participant_id": p1}, timeout=30)
-                    time.sleep(0.1)
-                    other = [_timed(HTTP.post, f"{srv.url}/api/experiments/{e2}/queries",
-                                    json={"participant_id": p2}, timeout=30) for _ in range(3)]
-                    health = _timed(HTTP.get, f"{srv.url}/healthz", timeout=30)
-                    took, r = blocked.result()
-                holder.rollback()
-            assert r.status_code == 503 and "Retry-After" in r.headers, r.text
-            assert took < BOUND
-            assert all(o[1].status_code == 200 and o[0] < WAIT for o in other), [(o[0], o[1].text) for o in other]
-            assert health[1].status_code == 200 and health[0] < WAIT
-            r = HTTP.post(f"{srv.url}/api/experiments/{e1}/queries", json={"participant_id": p1}, timeout=30)
-            assert r.status_code == 200 and r.json()["state"] == "ok"
-    finally:
-        drop_database(pg_admin_url, url)
+    url = fast_pg_server.db_url
+    with nullcontext(fast_pg_server) as srv:
+        e1, _ = _create(srv.url, "one")
+        e2, _ = _create(srv.url, "two")
+        p1, p2 = _participant(srv.url), _participant(srv.url)
+        with psycopg.connect(url) as holder:
+            holder.execute("SELECT * FROM learners WHERE experiment_id = %s FOR UPDATE", (e1,))
+            with ThreadPoolExecutor(2) as pool:
+                blocked = pool.submit(_timed, HTTP.post, f"{srv.url}/api/experiments/{e1}/queries",
+                                      json={"participant_id": p1}, timeout=30)
+                time.sleep(0.1)
+                other = [_timed(HTTP.post, f"{srv.url}/api/experiments/{e2}/queries",
+                                json={"participant_id": p2}, timeout=30) for _ in range(3)]
+                health = _timed(HTTP.get, f"{srv.url}/healthz", timeout=30)
+                took, r = blocked.result()
+            holder.rollback()
+        assert r.status_code == 503 and "Retry-After" in r.headers, r.text
+        assert took < BOUND
+        assert all(o[1].status_code == 200 and o[0] < WAIT for o in other), [(o[0], o[1].text) for o in other]
+        assert health[1].status_code == 200 and health[0] < WAIT
+        r = HTTP.post(f"{srv.url}/api/experiments/{e1}/queries", json={"participant_id": p1}, timeout=30)
+        assert r.status_code == 200 and r.json()["state"] == "ok"
 
 
 def _cluster_pids(url: str) -> list[int]:
@@ -171,58 +185,48 @@ def _cluster_pids(url: str) -> list[int]:
 
 
 @pytest.mark.postgres
-def test_postgres_server_that_stops_answering_fails_requests_not_the_server(server_cls):
+def test_postgres_server_that_stops_answering_fails_requests_not_the_server(fast_pg_server):
     """Every PostgreSQL process is stopped (SIGSTOP) for HANG seconds: asks and answers get 503 after the bound,
     /healthz and the pages answer at once; once it continues, the pending answer is accepted."""
-    from purebandits.testing.postgres import PostgresUnavailable, create_database, temporary_postgres
+    url = fast_pg_server.db_url
+    with nullcontext(fast_pg_server) as srv:
+        eid, _ = _create(srv.url, "hung")
+        pid = _participant(srv.url)
+        q = HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
+        pids = _cluster_pids(url)
+        for p in pids:
+            with suppress(ProcessLookupError):  # a backend that just ended (the one that listed them)
+                os.kill(p, signal.SIGSTOP)
+        resumed = threading.Event()
 
-    try:
-        cm = temporary_postgres()
-        admin = cm.__enter__()
-    except PostgresUnavailable as exc:  # pragma: no cover - CI installs PostgreSQL
-        pytest.skip(str(exc))
-    try:
-        url = create_database(admin)
-        with server_cls(url, env=FAST_ENV) as srv:
-            eid, _ = _create(srv.url, "hung")
-            pid = _participant(srv.url)
-            q = HTTP.post(f"{srv.url}/api/experiments/{eid}/queries", json={"participant_id": pid}).json()
-            pids = _cluster_pids(url)
+        def resume() -> None:
+            time.sleep(HANG)
             for p in pids:
-                with suppress(ProcessLookupError):  # a backend that just ended (the one that listed them)
-                    os.kill(p, signal.SIGSTOP)
-            resumed = threading.Event()
+                with suppress(ProcessLookupError):
+                    os.kill(p, signal.SIGCONT)
+            resumed.set()
 
-            def resume() -> None:
-                time.sleep(HANG)
-                for p in pids:
-                    with suppress(ProcessLookupError):
-                        os.kill(p, signal.SIGCONT)
-                resumed.set()
-
-            threading.Thread(target=resume, daemon=True).start()
-            try:
-                took, r = _timed(HTTP.post, f"{srv.url}/api/queries/{q['query_id']}/answer",
-                                 json={"participant_id": pid, "label": "funny"}, timeout=30)
-                health = [_timed(HTTP.get, f"{srv.url}/healthz", timeout=30) for _ in range(3)]
-                page = _timed(HTTP.get, f"{srv.url}/new", timeout=30)
-            finally:
-                resumed.wait(HANG + 10)
-            assert r.status_code == 503 and "Retry-After" in r.headers, r.text
-            assert took < BOUND
-            assert max(t for t, _ in health) < WAIT
-            assert page[1].status_code == 200 and page[0] < WAIT
-            # the retry after the outage is acknowledged once (whether or not the first attempt committed)
-            deadline = time.monotonic() + 30
-            while True:
-                r = HTTP.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
-                               json={"participant_id": pid, "label": "funny"}, timeout=30)
-                if r.status_code != 503 or time.monotonic() > deadline:
-                    break
-                time.sleep(0.5)
-            assert r.status_code == 200 and r.json()["status"] == "answered", r.text
-    finally:
-        cm.__exit__(None, None, None)
+        threading.Thread(target=resume, daemon=True).start()
+        try:
+            took, r = _timed(HTTP.post, f"{srv.url}/api/queries/{q['query_id']}/answer",
+                             json={"participant_id": pid, "label": "funny"}, timeout=30)
+            health = [_timed(HTTP.get, f"{srv.url}/healthz", timeout=30) for _ in range(3)]
+            page = _timed(HTTP.get, f"{srv.url}/new", timeout=30)
+        finally:
+            resumed.wait(HANG + 10)
+        assert r.status_code == 503 and "Retry-After" in r.headers, r.text
+        assert took < BOUND
+        assert max(t for t, _ in health) < WAIT
+        assert page[1].status_code == 200 and page[0] < WAIT
+        # the retry after the outage is acknowledged once (whether or not the first attempt committed)
+        deadline = time.monotonic() + 30
+        while True:
+            r = HTTP.post(f"{srv.url}/api/queries/{q['query_id']}/answer",
+                           json={"participant_id": pid, "label": "funny"}, timeout=30)
+            if r.status_code != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert r.status_code == 200 and r.json()["status"] == "answered", r.text
 
 
 @pytest.mark.parametrize("algorithm,params,hold", [

@@ -63,21 +63,31 @@ def _cmdlines(pid: int) -> list[str]:
     return lines
 
 
-@pytest.mark.slow  # a live server with two workers
-def test_serve_takes_the_admin_token_from_a_file(tmp_path):
-    """``PUREBANDITS_ADMIN_TOKEN_FILE``: creating needs that token, and it is on no command line of the server."""
+@pytest.fixture(scope="module")
+def admin_file_server(tmp_path_factory):
+    """``serve --workers 2`` with the admin token from ``PUREBANDITS_ADMIN_TOKEN_FILE``, and that token: what the
+    test of that setting checks, and the admin server the command-line client's token-file test talks to (a server
+    start costs about 3 s of a core, this one more)."""
+    tmp = tmp_path_factory.mktemp("admin-token-file")
     token = "admin-" + os.urandom(8).hex()
-    env = {"PUREBANDITS_ADMIN_TOKEN_FILE": str(_secret(tmp_path / "admin-token", token))}
-    srv = Server(f"sqlite:///{tmp_path / 's.sqlite'}", "--workers", "2", env=env)
+    env = {"PUREBANDITS_ADMIN_TOKEN_FILE": str(_secret(tmp / "admin-token", token))}
+    srv = Server(f"sqlite:///{tmp / 's.sqlite'}", "--workers", "2", env=env)
     with srv.start(timeout=300):  # the first start after a change to the kernels compiles them first
-        spec = {"name": "e", "items": [{"id": "a", "text": "a"}, {"id": "b", "text": "b"}]}
-        assert HTTP.post(srv.url + "/api/experiments", json=spec, timeout=60).status_code == 401
-        r = HTTP.post(srv.url + "/api/experiments", json=spec, timeout=60,
-                       headers={"Authorization": f"Bearer {token}"})
-        assert r.status_code == 201, r.text
-        lines = _cmdlines(srv.proc.pid)
-        assert len(lines) >= 3  # the supervisor and its two workers
-        assert not [line for line in lines if token in line]
+        yield srv, token
+
+
+@pytest.mark.slow  # a live server with two workers
+def test_serve_takes_the_admin_token_from_a_file(admin_file_server):
+    """``PUREBANDITS_ADMIN_TOKEN_FILE``: creating needs that token, and it is on no command line of the server."""
+    srv, token = admin_file_server
+    spec = {"name": "e", "items": [{"id": "a", "text": "a"}, {"id": "b", "text": "b"}]}
+    assert HTTP.post(srv.url + "/api/experiments", json=spec, timeout=60).status_code == 401
+    r = HTTP.post(srv.url + "/api/experiments", json=spec, timeout=60,
+                   headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 201, r.text
+    lines = _cmdlines(srv.proc.pid)
+    assert len(lines) >= 3  # the supervisor and its two workers
+    assert not [line for line in lines if token in line]
 
 
 def test_serve_refuses_a_secret_file_others_may_read(tmp_path):
@@ -136,18 +146,17 @@ def test_postgres_password_from_pgpass_or_url_file(pg_with_password, tmp_path):
 
 
 @pytest.mark.slow  # a live server and fresh interpreters
-def test_cli_client_token_from_a_file(tmp_path):
+def test_cli_client_token_from_a_file(admin_file_server, tmp_path):
     """``purebandits experiment``: ``PUREBANDITS_TOKEN_FILE`` (mode 0600) as the token; a looser one is refused."""
-    token = "admin-" + os.urandom(8).hex()
-    with Server(f"sqlite:///{tmp_path / 's.sqlite'}", env={"PUREBANDITS_ADMIN_TOKEN": token}).start(timeout=300) as srv:
-        base = {**os.environ, "PYTHONPATH": SRC, "PUREBANDITS_SERVER": srv.url}
-        base.pop("PUREBANDITS_TOKEN", None)
-        cmd = [sys.executable, "-m", "purebandits.cli", "experiment", "list"]
-        r = subprocess.run(cmd, env={**base, "PUREBANDITS_TOKEN_FILE": str(_secret(tmp_path / "t", token))},
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        r = subprocess.run(cmd, env={**base, "PUREBANDITS_TOKEN_FILE": str(_secret(tmp_path / "u", token, 0o644))},
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 2 and "chmod 600" in r.stderr
-        r = subprocess.run(cmd, env=base, capture_output=True, text=True, timeout=120)
-        assert r.returncode == 1 and "PUREBANDITS_TOKEN_FILE" in r.stderr
+    srv, token = admin_file_server
+    base = {**os.environ, "PYTHONPATH": SRC, "PUREBANDITS_SERVER": srv.url}
+    base.pop("PUREBANDITS_TOKEN", None)
+    cmd = [sys.executable, "-m", "purebandits.cli", "experiment", "list"]
+    r = subprocess.run(cmd, env={**base, "PUREBANDITS_TOKEN_FILE": str(_secret(tmp_path / "t", token))},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(cmd, env={**base, "PUREBANDITS_TOKEN_FILE": str(_secret(tmp_path / "u", token, 0o644))},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "chmod 600" in r.stderr
+    r = subprocess.run(cmd, env=base, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "PUREBANDITS_TOKEN_FILE" in r.stderr

@@ -82,6 +82,7 @@ def create_app(settings: Settings | None = None, *, clock: Callable[[], int] | N
         gc.collect()
         gc.freeze()
         gc.set_threshold(20_000, 10, 10)
+        gc.enable()  # ``purebandits serve`` starts with it off (service/cli.py)
         app.state.study = study
         app.state.dispatcher = dispatcher = Dispatcher(study, settings)
         app.state.limiter = RateLimiter(settings.ask_rate_per_second, settings.ask_burst)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import stat
 import sys
@@ -116,11 +117,14 @@ def _demo_token_path(url: str) -> Path:
 def run(args: argparse.Namespace) -> int:
     """Migrate the database (and stop there with ``--upgrade-only``), optionally create the demo and print its
     URLs, then serve with uvicorn; the workers build their app from the environment without migrating again."""
-    import uvicorn
-
+    # a start allocates a few hundred thousand objects that live as long as the process (FastAPI, SQLAlchemy,
+    # NumPy, numba, the learners) and next to no garbage: the cyclic collector's passes over them while they load
+    # cost more than its one pass at the end. Off until then: the app's startup collects and freezes them and turns
+    # it back on (app.py), as does the first compile (warmup.compile_progress: a compile makes garbage by the
+    # hundred megabytes), and a supervisor of several workers before it starts them
+    gc.disable()
     from purebandits.service.settings import SECRET_FIELDS, Settings, url_password
     from purebandits.service.storage import current_revision, make_engine, upgrade
-    from purebandits.service.study import Study
 
     # the links in API answers come from public_url, never from a request's Host header: without
     # PUREBANDITS_PUBLIC_URL it is this address, except on a wildcard address, where no one address is
@@ -152,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"database at revision {current_revision(engine)} ({engine.url.render_as_string()})")
             return 0
         if args.demo:
+            from purebandits.service.study import Study
             from purebandits.service.warmup import compile_progress
 
             study = Study(engine, settings)
@@ -172,12 +177,15 @@ def run(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     if args.workers > 1:
+        gc.enable()  # this process supervises the workers for as long as they serve
         _warm_for_workers(settings)
     # the workers build their app from the environment; migrations already ran here
     os.environ.update(settings.to_env())
     for name in SECRET_FIELDS:  # read once, here: the workers take the value (--db may have overridden the file)
         os.environ.pop(f"PUREBANDITS_{name.upper()}_FILE", None)
     os.environ["PUREBANDITS_AUTO_MIGRATE"] = "0"
+    import uvicorn  # here: neither --upgrade-only nor a setting refused needs it
+
     uvicorn.run("purebandits.service.app:create_app", factory=True, host=args.host, port=args.port,
                 workers=max(1, args.workers), timeout_worker_healthcheck=args.worker_timeout,
                 log_level=args.log_level, access_log=not args.no_access_log,

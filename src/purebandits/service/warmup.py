@@ -24,6 +24,7 @@ outlives the server that started it if need be, as it only fills a cache.
 from __future__ import annotations
 
 import copy
+import gc
 import hashlib
 import json
 import logging
@@ -83,6 +84,7 @@ def compile_progress(what: str, *, file: IO[str] | None = None) -> Iterator[None
             with guard:
                 if state["bar"] is not None:
                     return
+                gc.enable()  # ``purebandits serve`` starts with it off; a compile makes garbage by the 100 MB
                 print(f"purebandits: {what}: compiling its kernels (only at the first start of this version, "
                       "about half a minute; later starts load them from numba's cache)", file=out, flush=True)
                 state["bar"] = tqdm(desc="compiling", unit=" kernels", file=out, disable=None, leave=False)
