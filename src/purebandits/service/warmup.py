@@ -136,13 +136,15 @@ def _exercise(algorithm: str, params: dict[str, Any]) -> None:
     """The service's calls on a 12-arm (or 2k + 2) instance with graded rewards, until every arm has
     answers and the incremental paths are built: free and restricted asks (a participant's rated items
     left out), tells, cancels, stopping progress, intervals, the forecast, copies and a state round trip."""
-    from purebandits.forecast import answers_to_decision  # numba: here, not at import (a worker starts without it)
+    # numba: here, not at import (a worker starts without it)
+    from purebandits.forecast import Forecast, forecast_or_reason
 
     k = params.get("k", 1)
     n = max(12, 2 * int(k) + 2) if isinstance(k, int) else 12
     lrn = make_learner(algorithm, **params).start(n, seed=0)
     rng = np.random.default_rng(0)
     out: list[int] = []
+    forecast = False  # the forecast's kernels ran (later forecasts would only repeat its pure-Python K_inf solves)
     for step in range(30 * n):
         if lrn.done:
             break
@@ -164,7 +166,8 @@ def _exercise(algorithm: str, params: dict[str, Any]) -> None:
             lrn.stopping_progress()
             lrn.intervals_of([0, 1])
             copy.deepcopy(lrn).stopping_progress()
-            answers_to_decision(lrn)  # the owners' forecast (its bisection over the learner's bound compiles)
+            if not forecast:  # the owners' forecast (its bisection over the learner's bound compiles)
+                forecast = isinstance(forecast_or_reason(lrn), Forecast)
     lrn.recommend()
     make_learner(algorithm, **params).load_state_dict(json.loads(lrn.state_json()))
 
