@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import socket
@@ -27,6 +28,14 @@ def pg_admin_url():
     if url:
         yield url
         return
+    with own_postgres_cluster() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def own_postgres_cluster():
+    """A throwaway local PostgreSQL cluster (its admin URL), stopped and removed at the end; skips the test when
+    PostgreSQL is unavailable. For tests that stop or hang their cluster, which no other test may share."""
     try:
         cm = temporary_postgres()
         url = cm.__enter__()

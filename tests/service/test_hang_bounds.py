@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import HTTP
+from conftest import HTTP, own_postgres_cluster
 
 WAIT = 1.0
 BOUND = 2 * WAIT  # what docs/service.md promises: twice db_wait_seconds
@@ -39,17 +39,8 @@ ITEMS = [f"caption {i}" for i in range(6)]
 def pg_admin():
     """A PostgreSQL cluster of this module's own (its tests stop it, so no other module may share it; its tests run
     one at a time in a worker, and each continues it before it ends): one initdb and start for the module."""
-    from purebandits.testing.postgres import PostgresUnavailable, temporary_postgres
-
-    try:
-        cm = temporary_postgres()
-        admin = cm.__enter__()
-    except PostgresUnavailable as exc:  # pragma: no cover - CI installs PostgreSQL
-        pytest.skip(str(exc))
-    try:
+    with own_postgres_cluster() as admin:
         yield admin
-    finally:
-        cm.__exit__(None, None, None)
 
 
 @pytest.fixture

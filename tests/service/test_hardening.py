@@ -22,7 +22,7 @@ import httpx
 import pytest
 from study_support import Clock, open_study
 
-from conftest import HTTP, Server
+from conftest import HTTP, Server, own_postgres_cluster
 from purebandits.service.errors import Gone
 
 ITEMS = [f"caption {i}" for i in range(6)]
@@ -49,18 +49,10 @@ def fast_pg_server():
     """One server with ``FAST_ENV`` on a database of a PostgreSQL cluster of this module's own, for the test that
     locks a learner row under it and the one that stops the whole cluster (each on experiments of its own; the lock
     is released, and the cluster continued, before each ends): a server start costs about 3 s of a core."""
-    from purebandits.testing.postgres import PostgresUnavailable, create_database, temporary_postgres
+    from purebandits.testing.postgres import create_database
 
-    try:
-        cm = temporary_postgres()
-        admin = cm.__enter__()
-    except PostgresUnavailable as exc:  # pragma: no cover - CI installs PostgreSQL
-        pytest.skip(str(exc))
-    try:
-        with Server(create_database(admin), env=FAST_ENV) as srv:
-            yield srv
-    finally:
-        cm.__exit__(None, None, None)
+    with own_postgres_cluster() as admin, Server(create_database(admin), env=FAST_ENV) as srv:
+        yield srv
 
 
 def _create(url: str, name: str, **extra) -> tuple[int, str]:
