@@ -20,6 +20,12 @@ def test_every_learner_runs_through_the_warmup(name):
     warmup._exercise(name, params)
 
 
+def test_a_two_label_experiments_kinf_learner_runs_through_the_warmup():
+    """A K_inf learner on a two-point support (as a two-label experiment creates it) is told answers on that support:
+    graded ones would raise, and warm_learners would skip it silently."""
+    warmup._exercise("kl_rand_lucb", {"form": "kinf", "support": [0.0, 1.0], "delta": 0.05})
+
+
 def _kernel_signatures() -> dict[str, int]:
     """How many compiled signatures each of the package's numba kernels holds in this process (compiled or loaded
     from the on-disk cache: either way, something a request would otherwise have paid for)."""

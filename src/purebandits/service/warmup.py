@@ -143,6 +143,8 @@ def _exercise(algorithm: str, params: dict[str, Any]) -> None:
     n = max(12, 2 * int(k) + 2) if isinstance(k, int) else 12
     lrn = make_learner(algorithm, **params).start(n, seed=0)
     rng = np.random.default_rng(0)
+    # graded answers, or those of the learner's own support (a two-label experiment's K_inf learner refuses others)
+    values = sorted(float(v) for v in params.get("support", (0.0, 0.5, 1.0)))
     out: list[int] = []
     forecast = False  # the forecast's kernels ran (later forecasts would only repeat its pure-Python K_inf solves)
     for step in range(30 * n):
@@ -161,7 +163,7 @@ def _exercise(algorithm: str, params: dict[str, Any]) -> None:
                 lrn.cancel(arm)
             else:
                 # graded, a third of the arms better: round rules get to eliminate (their own kernels too)
-                lrn.tell(arm, float(min(2, rng.integers(3) + (arm < n // 3))) / 2)
+                lrn.tell(arm, values[min(len(values) - 1, int(rng.integers(len(values))) + (arm < n // 3))])
         if step % 40 == 39:
             lrn.stopping_progress()
             lrn.intervals_of([0, 1])
